@@ -1,0 +1,60 @@
+// Package store derives a LangGraph thread's turns from its checkpoints and
+// reads the session state each turn ended on. It holds the turn rules and the
+// StateEntry convention; backends (store/postgres, store/sqlite) only answer
+// queries, and the gRPC layer above only maps results to the wire.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Ref names the checkpoints of one thread within one checkpoint namespace.
+type Ref struct {
+	// ThreadID is the LangGraph thread id.
+	ThreadID string
+	// Namespace is the checkpoint namespace; empty is the root graph.
+	Namespace string
+}
+
+// Checkpoint is what a backend lists about one checkpoint: small, with no
+// channel values beyond the primitives a saver keeps inline.
+type Checkpoint struct {
+	// ID is the checkpoint id. Ids are time-ordered, so comparing them as
+	// strings orders checkpoints by time of writing.
+	ID string
+	// TS is the checkpoint's own timestamp; zero when it has none.
+	TS time.Time
+	// Versions maps each channel to the version of its value at this
+	// checkpoint. Equal versions of a channel hold equal values.
+	Versions map[string]string
+}
+
+// Blob is one channel's value at one checkpoint, still encoded as the saver
+// stored it.
+type Blob struct {
+	// Type is the saver's serializer name: "msgpack", "json", "bytes",
+	// "bytearray", "null", "empty" (no value), or a type historyd refuses to
+	// decode such as "pickle".
+	Type string
+	// Data is the encoded value.
+	Data []byte
+}
+
+// Backend reads LangGraph checkpoints from one kind of storage. It answers
+// queries and nothing more: turn derivation, caching and projection happen in
+// Store, once for every backend. Implementations must be safe for concurrent
+// use and must only read.
+type Backend interface {
+	// Checkpoints lists every checkpoint of the thread in the namespace, in
+	// any order. An unknown thread has none, which is not an error.
+	Checkpoints(ctx context.Context, ref Ref) ([]Checkpoint, error)
+	// Values returns channel's encoded value at each of the given checkpoints
+	// of the thread, in the same order. A checkpoint where the channel has no
+	// value gets a Blob of type "empty".
+	Values(ctx context.Context, ref Ref, channel string, at []Checkpoint) ([]Blob, error)
+	// Ping reports whether the storage can be reached.
+	Ping(ctx context.Context) error
+	// Close releases the backend's connections.
+	Close()
+}
