@@ -49,10 +49,11 @@ type Backend interface {
 	// Checkpoints lists every checkpoint of the thread in the namespace, in
 	// any order. An unknown thread has none, which is not an error.
 	Checkpoints(ctx context.Context, ref Ref) ([]Checkpoint, error)
-	// Values returns channel's encoded value at each of the given checkpoints
-	// of the thread, in the same order. A checkpoint where the channel has no
-	// value gets a Blob of type "empty".
-	Values(ctx context.Context, ref Ref, channel string, at []Checkpoint) ([]Blob, error)
+	// Values returns channel's encoded value at each of the checkpoints of
+	// the thread named by ids, in the same order. A checkpoint where the
+	// channel has no value, or that no longer exists, gets a Blob of type
+	// "empty".
+	Values(ctx context.Context, ref Ref, channel string, ids []string) ([]Blob, error)
 	// Ping reports whether the storage can be reached.
 	Ping(ctx context.Context) error
 	// Close releases the backend's connections.

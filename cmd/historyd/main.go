@@ -1,0 +1,108 @@
+// Command historyd serves the turn history of LangGraph threads over gRPC.
+//
+// Usage:
+//
+//	historyd serve [flags]   serve historyd.v1.ThreadHistory
+//	historyd help [command]  show help
+//
+// Every flag can also be set by an environment variable, named in its help.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand: its flags and what it runs.
+type command struct {
+	name    string
+	summary string
+	flags   func(fs *flag.FlagSet) func(ctx context.Context) error
+}
+
+var commands = []command{serveCommand}
+
+const usage = `historyd serves what LangGraph threads' session state held at each earlier turn.
+
+Usage:
+  historyd <command> [flags]
+
+Commands:
+%s
+Run "historyd <command> --help" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" && len(args) == 1 {
+		printUsage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	name := args[0]
+	rest := args[1:]
+	if name == "help" {
+		name, rest = args[1], []string{"--help"}
+	}
+	for _, c := range commands {
+		if c.name != name {
+			continue
+		}
+		fs := flag.NewFlagSet("historyd "+c.name, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		runFn := c.flags(fs)
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "historyd %s: unexpected argument %q\n", c.name, fs.Arg(0))
+			return 2
+		}
+		if err := runFn(ctx); err != nil {
+			fmt.Fprintf(stderr, "historyd %s: %v\n", c.name, err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(stderr, "historyd: unknown command %q\n\n", name)
+	printUsage(stderr)
+	return 2
+}
+
+func printUsage(w io.Writer) {
+	list := ""
+	for _, c := range commands {
+		list += fmt.Sprintf("  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, usage, list)
+}
+
+// envDefault returns the environment variable's value, or def when unset.
+func envDefault(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// stringFlag defines a flag whose default comes from an environment
+// variable, and says so in its help.
+func stringFlag(fs *flag.FlagSet, name, env, def, help string) *string {
+	return fs.String(name, envDefault(env, def), fmt.Sprintf("%s (env %s)", help, env))
+}

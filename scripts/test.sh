@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# test.sh [go test arguments]: run `go test` with what the PostgreSQL
+# integration tests and the LangGraph conformance suite need.
+#
+#   scripts/test.sh -count=1 ./...
+#   scripts/test.sh -count=1 -run TestConformance/python -v ./test/conformance/
+#
+# - PostgreSQL: when HISTORYD_TEST_DSN is set it is used as is (its user must
+#   be able to create schemas and roles, see scripts/pg-test.sh). Otherwise a
+#   throwaway cluster is started with scripts/pg-test.sh and stopped again on
+#   exit, unless it was already running (or PG_TEST_KEEP=1).
+# - HISTORYD_TEST_PYTHON: the venv python of scripts/pyenv.sh.
+# - HISTORYD_TEST_NODE: test/conformance/js, its node_modules from
+#   scripts/nodeenv.sh.
+# - HISTORYD_TEST_REFERENCE=required when scripts/pyenv.sh found that the
+#   reference implementation imports, so that losing it fails the suite
+#   instead of only being logged.
+# Each is left alone when already set.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+
+started=
+cleanup() {
+  if [[ -n $started && ${PG_TEST_KEEP:-} != 1 ]]; then
+    scripts/pg-test.sh stop || true
+  fi
+}
+trap cleanup EXIT
+
+if [[ -z ${HISTORYD_TEST_DSN:-} ]]; then
+  if ! scripts/pg-test.sh status >/dev/null 2>&1; then
+    scripts/pg-test.sh start
+    started=1
+  fi
+  eval "$(scripts/pg-test.sh env)"
+fi
+
+scripts/pyenv.sh
+scripts/nodeenv.sh
+
+venv=${HISTORYD_VENV:-$REPO/.cache/venv}
+export HISTORYD_TEST_DSN
+export HISTORYD_TEST_SUPERUSER_DSN=${HISTORYD_TEST_SUPERUSER_DSN:-$HISTORYD_TEST_DSN}
+export HISTORYD_TEST_PYTHON=${HISTORYD_TEST_PYTHON:-$venv/bin/python}
+export HISTORYD_TEST_NODE=${HISTORYD_TEST_NODE:-$REPO/test/conformance/js}
+if [[ -z ${HISTORYD_TEST_REFERENCE:-} ]] && grep -q '^ok' "$venv/reference.status" 2>/dev/null; then
+  export HISTORYD_TEST_REFERENCE=required
+fi
+
+echo "test.sh: go test $*" >&2
+${GO:-go} test "$@"

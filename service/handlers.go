@@ -1,0 +1,135 @@
+package service
+
+import (
+	"context"
+	"math"
+	"sort"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/store"
+)
+
+// Snapshots implements historyd.v1.ThreadHistory.Snapshots.
+func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest) (*historydv1.SnapshotsResponse, error) {
+	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys())); err != nil {
+		return nil, s.fail(ctx, "Snapshots", err)
+	}
+	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
+	h, err := s.store.History(ctx, ref)
+	if err != nil {
+		return nil, s.fail(ctx, "Snapshots", err)
+	}
+	var turns []store.Turn
+	for _, t := range h.Turns {
+		if t.Retained {
+			turns = append(turns, t)
+		}
+	}
+	states, err := s.store.States(ctx, ref, turns, req.GetKeys())
+	if err != nil {
+		return nil, s.fail(ctx, "Snapshots", err)
+	}
+	resp := &historydv1.SnapshotsResponse{Total: clampInt32(h.Total), Turns: make(map[int32]*historydv1.TurnState, len(turns))}
+	for i, t := range turns {
+		resp.Turns[int32(t.N)] = toTurnState(t, states[i])
+	}
+	return resp, nil
+}
+
+// Snapshot implements historyd.v1.ThreadHistory.Snapshot.
+func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) (*historydv1.SnapshotResponse, error) {
+	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurn(req.GetTurn()), checkKeys(req.GetKeys())); err != nil {
+		return nil, s.fail(ctx, "Snapshot", err)
+	}
+	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
+	h, err := s.store.History(ctx, ref)
+	if err != nil {
+		return nil, s.fail(ctx, "Snapshot", err)
+	}
+	resp := &historydv1.SnapshotResponse{Total: clampInt32(h.Total), RetainedTurns: retained(h)}
+	t, found := h.Turn(int(req.GetTurn()))
+	switch found {
+	case store.NoSuchTurn:
+		resp.Result = &historydv1.SnapshotResponse_NoSuchTurn{NoSuchTurn: &historydv1.NoSuchTurn{Turn: req.GetTurn(), Total: resp.Total}}
+	case store.NoLongerRetained:
+		resp.Result = &historydv1.SnapshotResponse_NoLongerRetained{NoLongerRetained: &historydv1.NoLongerRetained{Turn: req.GetTurn(), Question: t.Question}}
+	default:
+		states, err := s.store.States(ctx, ref, []store.Turn{t}, req.GetKeys())
+		if err != nil {
+			return nil, s.fail(ctx, "Snapshot", err)
+		}
+		resp.Result = &historydv1.SnapshotResponse_State{State: toTurnState(t, states[0])}
+	}
+	return resp, nil
+}
+
+// Turns implements historyd.v1.ThreadHistory.Turns.
+func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*historydv1.TurnsResponse, error) {
+	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs())); err != nil {
+		return nil, s.fail(ctx, "Turns", err)
+	}
+	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
+	h, err := s.store.History(ctx, ref)
+	if err != nil {
+		return nil, s.fail(ctx, "Turns", err)
+	}
+	resp := &historydv1.TurnsResponse{Total: clampInt32(h.Total), Turns: make([]*historydv1.TurnInfo, len(h.Turns))}
+	var kept []store.Turn
+	var keptAt []int
+	for i, t := range h.Turns {
+		info := &historydv1.TurnInfo{Number: int32(t.N), Question: t.Question, Retained: t.Retained}
+		if t.Retained {
+			info.CheckpointId = t.End.ID
+			if !t.End.TS.IsZero() {
+				info.EndedAt = timestamppb.New(t.End.TS)
+			}
+			kept = append(kept, t)
+			keptAt = append(keptAt, i)
+		}
+		resp.Turns[i] = info
+	}
+	if req.GetIncludeKeysWritten() && len(kept) > 0 {
+		states, err := s.store.States(ctx, ref, kept, nil)
+		if err != nil {
+			return nil, s.fail(ctx, "Turns", err)
+		}
+		for j, st := range states {
+			info := resp.Turns[keptAt[j]]
+			for k, e := range st {
+				if e.Turn != nil && *e.Turn == int64(info.Number) {
+					info.KeysWritten = append(info.KeysWritten, k)
+				}
+			}
+			sort.Strings(info.KeysWritten)
+		}
+	}
+	return resp, nil
+}
+
+func retained(h *store.History) []int32 {
+	var out []int32
+	for _, n := range h.Retained() {
+		out = append(out, int32(n))
+	}
+	return out
+}
+
+func clampInt32(n int) int32 {
+	if n > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(n)
+}
+
+// fail turns err into the status the caller gets, logging what the caller
+// cannot act on.
+func (s *Server) fail(ctx context.Context, method string, err error) error {
+	st := toStatus(err)
+	if st.Code() == codes.Internal {
+		s.log.ErrorContext(ctx, "internal error", "method", method, "err", err)
+	}
+	return st.Err()
+}

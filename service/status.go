@@ -1,0 +1,74 @@
+package service
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/lgcodec"
+)
+
+// statusRule maps one kind of error to a status code. The first rule that
+// matches wins, so more specific kinds come first.
+type statusRule struct {
+	code  codes.Code
+	match func(error) bool
+}
+
+func is(target error) func(error) bool {
+	return func(err error) bool { return errors.Is(err, target) }
+}
+
+func as[T error]() func(error) bool {
+	return func(err error) bool {
+		var t T
+		return errors.As(err, &t)
+	}
+}
+
+var statusRules = []statusRule{
+	{codes.InvalidArgument, as[*FieldError]()},
+	{codes.DeadlineExceeded, is(context.DeadlineExceeded)},
+	{codes.Canceled, is(context.Canceled)},
+	{codes.Unavailable, is(store.ErrUnavailable)},
+	{codes.FailedPrecondition, is(store.ErrNotCheckpointStore)},
+	// A value historyd will not decode (pickle, encrypted, delta channels) is
+	// a deployment choice, not damage.
+	{codes.FailedPrecondition, as[*lgcodec.UnsupportedError]()},
+	{codes.ResourceExhausted, as[*lgcodec.LimitError]()},
+	{codes.DataLoss, as[*store.DecodeError]()},
+}
+
+// toStatus maps an error from validation or the store to the gRPC status
+// the caller sees. It is the only place codes are chosen. Errors no rule
+// knows become Internal, with the message kept for the operator's log.
+func toStatus(err error) *status.Status {
+	if err == nil {
+		return status.New(codes.OK, "")
+	}
+	if s, ok := status.FromError(err); ok {
+		return s
+	}
+	code := codes.Internal
+	for _, r := range statusRules {
+		if r.match(err) {
+			code = r.code
+			break
+		}
+	}
+	st := status.New(code, err.Error())
+	var fe *FieldError
+	if code == codes.InvalidArgument && errors.As(err, &fe) {
+		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+			Field:       fe.Field,
+			Description: fe.Reason,
+		}}}); derr == nil {
+			st = d
+		}
+	}
+	return st
+}

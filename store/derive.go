@@ -1,0 +1,136 @@
+package store
+
+import "time"
+
+// Placed is one checkpoint reduced to what turn derivation needs: its id and
+// time, and how many messages and which human questions its messages channel
+// holds. Placed values are cheap to copy; Humans may be shared between
+// checkpoints that hold the same messages version.
+type Placed struct {
+	// ID is the checkpoint id.
+	ID string
+	// TS is the checkpoint's timestamp, zero when unknown.
+	TS time.Time
+	// Messages is the number of messages in the checkpoint's messages channel.
+	Messages int
+	// Humans holds the text of each human message, in order.
+	Humans []string
+}
+
+// Turn is one turn of a thread, without its state.
+type Turn struct {
+	// N is the turn number, counted from 1.
+	N int
+	// Question is the text of the turn's human message, from the thread's
+	// richest checkpoint.
+	Question string
+	// Retained says whether some checkpoint of the turn is still stored.
+	Retained bool
+	// End is the checkpoint the turn ended on; only set when Retained.
+	End Placed
+}
+
+// History is a thread's turns: every turn from 1 to Total, retained or not.
+type History struct {
+	// Ref names the thread.
+	Ref Ref
+	// Total is how many turns the thread has had: the number of human messages
+	// in its richest checkpoint.
+	Total int
+	// Turns holds turns 1..Total in order; Turns[i].N == i+1.
+	Turns []Turn
+}
+
+// Lookup is the outcome of asking a History for one turn.
+type Lookup int
+
+const (
+	// Found means the turn is retained.
+	Found Lookup = iota
+	// NoSuchTurn means the thread never had the turn: n < 1 or n > Total.
+	NoSuchTurn
+	// NoLongerRetained means the turn existed but none of its checkpoints are
+	// left.
+	NoLongerRetained
+)
+
+// Turn returns turn n and whether it can be read.
+func (h *History) Turn(n int) (Turn, Lookup) {
+	if n < 1 || n > h.Total {
+		return Turn{N: n}, NoSuchTurn
+	}
+	t := h.Turns[n-1]
+	if !t.Retained {
+		return t, NoLongerRetained
+	}
+	return t, Found
+}
+
+// Retained returns the retained turns' numbers in ascending order.
+func (h *History) Retained() []int {
+	var out []int
+	for _, t := range h.Turns {
+		if t.Retained {
+			out = append(out, t.N)
+		}
+	}
+	return out
+}
+
+// Derive builds a thread's turn history from its checkpoints, given in any
+// order. It is the one place the turn rules live:
+//
+//   - a checkpoint's turn is its number of human messages; checkpoints with
+//     none belong to no turn;
+//   - a turn ends at its checkpoint with the most messages, equal counts going
+//     to the greater checkpoint id (ids are time-ordered);
+//   - the total is the human-message count of the richest checkpoint, which
+//     survives however much older history was pruned;
+//   - a turn in 1..total with no checkpoint is no longer retained;
+//   - turn n's question is the n-th human message of the richest checkpoint.
+//
+// The result does not depend on the order of cps.
+func Derive(ref Ref, cps []Placed) *History {
+	var richest *Placed
+	ends := map[int]*Placed{}
+	for i := range cps {
+		c := &cps[i]
+		n := len(c.Humans)
+		if n == 0 {
+			continue
+		}
+		// Ties between equally rich checkpoints go to the greater id so the
+		// questions do not depend on the order checkpoints were listed in.
+		if richest == nil || n > len(richest.Humans) || (n == len(richest.Humans) && c.ID > richest.ID) {
+			richest = c
+		}
+		if held, ok := ends[n]; !ok || endsLater(c, held) {
+			ends[n] = c
+		}
+	}
+	h := &History{Ref: ref}
+	if richest == nil {
+		return h
+	}
+	h.Total = len(richest.Humans)
+	h.Turns = make([]Turn, h.Total)
+	for i := range h.Turns {
+		t := Turn{N: i + 1, Question: richest.Humans[i]}
+		if end, ok := ends[t.N]; ok {
+			t.Retained = true
+			t.End = *end
+		}
+		h.Turns[i] = t
+	}
+	return h
+}
+
+// endsLater reports whether c sits later in its turn than held. Within a turn
+// the message list only grows, so more messages is later; a super-step that
+// left the messages alone is placed by its time-ordered id.
+func endsLater(c, held *Placed) bool {
+	if c.Messages != held.Messages {
+		return c.Messages > held.Messages
+	}
+	return c.ID > held.ID
+}

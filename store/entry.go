@@ -1,0 +1,145 @@
+package store
+
+import (
+	"fmt"
+	"math"
+)
+
+// Entry is one session-state key's entry in the tool_state convention: a
+// value and optional bookkeeping. Fields a host stored that the convention
+// does not name are kept in Extra, never dropped.
+type Entry struct {
+	// Value is the stored value, decoded to plain data.
+	Value any
+	// Tool names the tool that wrote the value; nil when not recorded.
+	Tool *string
+	// Seq is the entry's write order; nil when not recorded.
+	Seq *int64
+	// Turn is the turn of the entry's last write; nil when not recorded.
+	Turn *int64
+	// TurnsWritten is how many turns wrote the key; nil when not recorded.
+	TurnsWritten *int64
+	// Inputs maps tool parameters to the state key they came from, or
+	// "model"; nil when not recorded or not a map of strings.
+	Inputs map[string]string
+	// Extra holds every other stored field, and any convention field whose
+	// type did not match the convention, under its stored name.
+	Extra map[string]any
+}
+
+// parseState turns a decoded state channel value into entries, keeping only
+// keys when keys is not empty. A channel with no value is an empty state.
+func parseState(v any, present bool, keys []string) (map[string]Entry, error) {
+	out := map[string]Entry{}
+	if !present || v == nil {
+		return out, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("state is a %T, not a map of keys to entries", v)
+	}
+	var want map[string]bool
+	if len(keys) > 0 {
+		want = make(map[string]bool, len(keys))
+		for _, k := range keys {
+			want[k] = true
+		}
+	}
+	for k, raw := range m {
+		if want != nil && !want[k] {
+			continue
+		}
+		out[k] = ParseEntry(raw)
+	}
+	return out, nil
+}
+
+// ParseEntry reads one stored entry. A map with a "value" field is an entry
+// in the convention; anything else is a bare value with no bookkeeping.
+func ParseEntry(raw any) Entry {
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return Entry{Value: raw}
+	}
+	val, ok := m["value"]
+	if !ok {
+		return Entry{Value: raw}
+	}
+	e := Entry{Value: val}
+	keep := func(k string, v any) {
+		if e.Extra == nil {
+			e.Extra = map[string]any{}
+		}
+		e.Extra[k] = v
+	}
+	for k, v := range m {
+		switch k {
+		case "value":
+		case "tool":
+			if s, ok := v.(string); ok {
+				e.Tool = &s
+			} else if v != nil {
+				keep(k, v)
+			}
+		case "seq", "turn", "turns_written":
+			n, ok := asInt(v)
+			if !ok {
+				if v != nil {
+					keep(k, v)
+				}
+				continue
+			}
+			switch k {
+			case "seq":
+				e.Seq = &n
+			case "turn":
+				e.Turn = &n
+			default:
+				e.TurnsWritten = &n
+			}
+		case "inputs":
+			if in, ok := asStringMap(v); ok {
+				e.Inputs = in
+			} else if v != nil {
+				keep(k, v)
+			}
+		default:
+			keep(k, v)
+		}
+	}
+	return e
+}
+
+// asInt accepts the integer forms a decoder yields, including integral
+// floats (JavaScript has no other number).
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case uint64:
+		if n <= math.MaxInt64 {
+			return int64(n), true
+		}
+	case float64:
+		if n == math.Trunc(n) && math.Abs(n) <= 1<<53 {
+			return int64(n), true
+		}
+	}
+	return 0, false
+}
+
+func asStringMap(v any) (map[string]string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	out := make(map[string]string, len(m))
+	for k, x := range m {
+		s, ok := x.(string)
+		if !ok {
+			return nil, false
+		}
+		out[k] = s
+	}
+	return out, true
+}

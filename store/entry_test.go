@@ -1,0 +1,78 @@
+package store
+
+import (
+	"reflect"
+	"testing"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestParseEntry(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  any
+		want Entry
+	}{
+		{
+			name: "full convention",
+			raw: map[string]any{
+				"value": 11420.0, "tool": "sketch_area", "seq": int64(3), "turn": int64(1),
+				"turns_written": int64(1), "inputs": map[string]any{"name": "model"},
+			},
+			want: Entry{Value: 11420.0, Tool: ptr("sketch_area"), Seq: ptr(int64(3)), Turn: ptr(int64(1)),
+				TurnsWritten: ptr(int64(1)), Inputs: map[string]string{"name": "model"}},
+		},
+		{
+			name: "unknown fields are kept",
+			raw:  map[string]any{"value": "x", "source": "cache", "ttl": int64(30)},
+			want: Entry{Value: "x", Extra: map[string]any{"source": "cache", "ttl": int64(30)}},
+		},
+		{
+			name: "mistyped convention fields are kept in extra",
+			raw:  map[string]any{"value": nil, "seq": "7", "inputs": map[string]any{"a": int64(1)}, "tool": int64(5)},
+			want: Entry{Value: nil, Extra: map[string]any{"seq": "7", "inputs": map[string]any{"a": int64(1)}, "tool": int64(5)}},
+		},
+		{
+			name: "integral floats from JavaScript count as integers",
+			raw:  map[string]any{"value": true, "turn": 2.0, "seq": 1.5},
+			want: Entry{Value: true, Turn: ptr(int64(2)), Extra: map[string]any{"seq": 1.5}},
+		},
+		{
+			name: "a bare value",
+			raw:  []any{"a", "b"},
+			want: Entry{Value: []any{"a", "b"}},
+		},
+		{
+			name: "a map without value is a bare value",
+			raw:  map[string]any{"area": 3.0},
+			want: Entry{Value: map[string]any{"area": 3.0}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ParseEntry(tt.raw); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ParseEntry = %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseStateProjection(t *testing.T) {
+	state := map[string]any{
+		"a": map[string]any{"value": 1.0},
+		"b": map[string]any{"value": 2.0},
+	}
+	got, err := parseState(state, true, []string{"b", "missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["b"].Value != 2.0 {
+		t.Errorf("projection = %+v, want only b", got)
+	}
+	if got, err := parseState(nil, false, nil); err != nil || len(got) != 0 {
+		t.Errorf("absent state = %v, %v; want empty", got, err)
+	}
+	if _, err := parseState("not a map", true, nil); err == nil {
+		t.Error("a state that is not a map was accepted")
+	}
+}

@@ -1,0 +1,41 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnavailable marks errors caused by the checkpoint storage being
+// unreachable; a retry may succeed once it is back.
+var ErrUnavailable = errors.New("checkpoint store unavailable")
+
+// ErrNotCheckpointStore marks storage that holds no LangGraph checkpoint
+// tables where historyd was told to look (wrong database or schema).
+var ErrNotCheckpointStore = errors.New("no LangGraph checkpoint tables")
+
+// DecodeError reports a stored value that could not be decoded, and where it
+// is. Err is the decoder's error; errors.As on it tells a malformed value
+// (lgcodec.MalformedError) from one historyd refuses to read
+// (lgcodec.UnsupportedError).
+type DecodeError struct {
+	// Ref names the thread.
+	Ref Ref
+	// CheckpointID is the checkpoint whose value failed.
+	CheckpointID string
+	// Channel is the channel whose value failed.
+	Channel string
+	// Err is the underlying decode error.
+	Err error
+}
+
+// Error names the thread, checkpoint and channel, then the decode failure.
+func (e *DecodeError) Error() string {
+	ns := ""
+	if e.Ref.Namespace != "" {
+		ns = fmt.Sprintf(" namespace %q", e.Ref.Namespace)
+	}
+	return fmt.Sprintf("thread %q%s checkpoint %s channel %q: %v", e.Ref.ThreadID, ns, e.CheckpointID, e.Channel, e.Err)
+}
+
+// Unwrap returns the decode error.
+func (e *DecodeError) Unwrap() error { return e.Err }

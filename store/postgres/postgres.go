@@ -1,0 +1,258 @@
+// Package postgres reads LangGraph checkpoints from the tables the Python
+// and JavaScript PostgresSaver write (checkpoints, checkpoint_blobs). It only
+// reads: a role granted SELECT on those tables is enough, and it never
+// creates or alters anything.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/historyd/historyd/store"
+)
+
+// Config configures a Backend.
+type Config struct {
+	// DSN is a PostgreSQL connection string (URL or key=value form).
+	// Required.
+	DSN string
+	// Schema is the schema holding the checkpoint tables. Empty means the
+	// connection's search_path (normally "public").
+	Schema string
+	// MaxConns caps the pool's connections. Zero means pgxpool's default
+	// (the larger of 4 and the number of CPUs).
+	MaxConns int32
+}
+
+// Backend is a store.Backend over a pgx connection pool.
+type Backend struct {
+	pool *pgxpool.Pool
+	// Queries are built once with the schema-qualified table names.
+	listSQL   string
+	valuesSQL string
+	schema    string
+}
+
+var _ store.Backend = (*Backend)(nil)
+
+// Open parses cfg and creates the pool. It does not wait for the database:
+// connections are made on first use, so a database that is down at start is
+// reported by Ping and by each query as store.ErrUnavailable.
+func Open(ctx context.Context, cfg Config) (*Backend, error) {
+	if cfg.DSN == "" {
+		return nil, errors.New("postgres: empty DSN")
+	}
+	pc, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		// pgx's message can echo the password; keep only what it says is wrong.
+		return nil, fmt.Errorf("postgres: parse DSN: %w", redact(err))
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	// Reads only; a replica or a SELECT-only role is enough.
+	pc.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
+		pc.ConnConfig.RuntimeParams["application_name"] = "historyd"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: create pool: %w", redact(err))
+	}
+	checkpoints := table(cfg.Schema, "checkpoints")
+	blobs := table(cfg.Schema, "checkpoint_blobs")
+	return &Backend{
+		pool:   pool,
+		schema: cfg.Schema,
+		listSQL: `SELECT checkpoint_id, checkpoint->>'ts', checkpoint->'channel_versions'
+FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2`,
+		// A channel's value is its blob at the checkpoint's version of the
+		// channel; primitives Python keeps inline in channel_values have no
+		// blob. A non-empty blob wins over the inline reading, as in
+		// LangGraph's own loader (a delta snapshot leaves a marker inline).
+		valuesSQL: `SELECT c.checkpoint_id, b.type, b.blob, c.checkpoint->'channel_values'->$3
+FROM ` + checkpoints + ` c
+LEFT JOIN ` + blobs + ` b
+  ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+ AND b.channel = $3 AND b.version = c.checkpoint->'channel_versions'->>$3
+WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = ANY($4)`,
+	}, nil
+}
+
+func table(schema, name string) string {
+	if schema == "" {
+		return pgx.Identifier{name}.Sanitize()
+	}
+	return pgx.Identifier{schema, name}.Sanitize()
+}
+
+// Checkpoints lists the thread's checkpoints with their channel versions.
+func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
+	rows, err := b.pool.Query(ctx, b.listSQL, ref.ThreadID, ref.Namespace)
+	if err != nil {
+		return nil, b.classify(ctx, err)
+	}
+	defer rows.Close()
+	var out []store.Checkpoint
+	for rows.Next() {
+		var (
+			id       string
+			ts       *string
+			versions []byte
+		)
+		if err := rows.Scan(&id, &ts, &versions); err != nil {
+			return nil, b.classify(ctx, err)
+		}
+		c := store.Checkpoint{ID: id}
+		if ts != nil {
+			if t, err := time.Parse(time.RFC3339Nano, *ts); err == nil {
+				c.TS = t
+			}
+		}
+		if c.Versions, err = parseVersions(versions); err != nil {
+			return nil, &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "channel_versions", Err: err}
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, b.classify(ctx, err)
+	}
+	return out, nil
+}
+
+// parseVersions reads channel_versions, whose values are strings in Python
+// and numbers or strings in JavaScript. A number is kept as its JSON text,
+// which is what the blob table's version column holds.
+func parseVersions(raw []byte) (map[string]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]string{}, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("channel_versions is not an object: %w", err)
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		var s string
+		if err := json.Unmarshal(v, &s); err == nil {
+			out[k] = s
+			continue
+		}
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+// Values reads channel's value at each checkpoint in ids.
+func (b *Backend) Values(ctx context.Context, ref store.Ref, channel string, ids []string) ([]store.Blob, error) {
+	rows, err := b.pool.Query(ctx, b.valuesSQL, ref.ThreadID, ref.Namespace, channel, ids)
+	if err != nil {
+		return nil, b.classify(ctx, err)
+	}
+	defer rows.Close()
+	found := make(map[string]store.Blob, len(ids))
+	for rows.Next() {
+		var (
+			id     string
+			typ    *string
+			data   []byte
+			inline []byte
+		)
+		if err := rows.Scan(&id, &typ, &data, &inline); err != nil {
+			return nil, b.classify(ctx, err)
+		}
+		switch {
+		case typ != nil && *typ != "empty":
+			found[id] = store.Blob{Type: *typ, Data: data}
+		case inline != nil:
+			found[id] = store.Blob{Type: "json", Data: inline}
+		default:
+			found[id] = store.Blob{Type: "empty"}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, b.classify(ctx, err)
+	}
+	out := make([]store.Blob, len(ids))
+	for i, id := range ids {
+		blob, ok := found[id]
+		if !ok {
+			blob = store.Blob{Type: "empty"}
+		}
+		out[i] = blob
+	}
+	return out, nil
+}
+
+// Ping checks that the database answers and that the checkpoint tables are
+// where the configuration says.
+func (b *Backend) Ping(ctx context.Context) error {
+	var ok bool
+	name := "checkpoints"
+	if b.schema != "" {
+		name = pgx.Identifier{b.schema, "checkpoints"}.Sanitize()
+	}
+	err := b.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
+		name, strings.Replace(name, "checkpoints", "checkpoint_blobs", 1)).Scan(&ok)
+	if err != nil {
+		return b.classify(ctx, err)
+	}
+	if !ok {
+		where := "the search_path"
+		if b.schema != "" {
+			where = fmt.Sprintf("schema %q", b.schema)
+		}
+		return fmt.Errorf("%w: no checkpoints and checkpoint_blobs tables in %s", store.ErrNotCheckpointStore, where)
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (b *Backend) Close() { b.pool.Close() }
+
+// classify sorts a query error into what the layers above act on: the
+// caller's own deadline or cancellation, the database being unreachable, or
+// the tables not being there.
+func (b *Backend) classify(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("postgres: %w", ctxErr)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined_table, invalid_schema_name
+			return fmt.Errorf("%w: %s", store.ErrNotCheckpointStore, pgErr.Message)
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
+			strings.HasPrefix(pgErr.Code, "57"), // operator intervention (shutdown, cancel)
+			pgErr.Code == "40001", pgErr.Code == "40P01":
+			return fmt.Errorf("%w: %s (SQLSTATE %s)", store.ErrUnavailable, pgErr.Message, pgErr.Code)
+		}
+		return fmt.Errorf("postgres: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	}
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) {
+		return fmt.Errorf("%w: %v", store.ErrUnavailable, redact(err))
+	}
+	return fmt.Errorf("postgres: %w", err)
+}
+
+// redact drops anything after "password=" from an error text; pgx includes
+// parts of the connection string in some messages.
+func redact(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, "password="); i >= 0 {
+		return errors.New(msg[:i] + "password=<redacted>")
+	}
+	return err
+}

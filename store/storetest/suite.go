@@ -1,0 +1,167 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/historyd/historyd/store"
+)
+
+// Open returns a fresh, empty backend and a Writer into its storage. The
+// backend must only see what the Writer wrote.
+type Open func(t *testing.T) (store.Backend, Writer)
+
+// Demo is the conversation the suite writes: a key rewritten in turn 2, a
+// turn without writes, and a non-ASCII question.
+var Demo = []Turn{
+	{Question: "sketch a rough boundary around the Severn catchment and call it Severn",
+		Writes: map[string]any{"sketch-ops/sketch_area/area_km2": 11420.0, "sketch-ops/sketch_area/name": "Severn"}},
+	{Question: "now sketch one around the Thames and call it Thames",
+		Writes: map[string]any{"sketch-ops/sketch_area/area_km2": 12935.0, "sketch-ops/sketch_area/name": "Thames"}},
+	{Question: "confirm from state what area each of the two sketches came out at"},
+	{Question: "Wie groß ist die Themse? 🌊", Writes: map[string]any{"notes/lang": "de"}},
+}
+
+// Run runs the suite every backend must pass, through store.Store, so the
+// backend is judged by the answers historyd gives.
+func Run(t *testing.T, open Open) {
+	ctx := context.Background()
+	t.Run("Turns and state", func(t *testing.T) {
+		b, w := open(t)
+		ref := store.Ref{ThreadID: "suite-demo"}
+		written := Build(w, ref, Demo)
+		st := store.New(store.Config{Backend: b})
+		h, err := st.History(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Total != len(Demo) {
+			t.Fatalf("total = %d, want %d", h.Total, len(Demo))
+		}
+		for i, turn := range h.Turns {
+			if !turn.Retained || turn.End.ID != written[i].End || turn.Question != Demo[i].Question {
+				t.Errorf("turn %d = %+v; want retained, end %s, question %q", turn.N, turn, written[i].End, Demo[i].Question)
+			}
+			if turn.End.TS.IsZero() {
+				t.Errorf("turn %d has no timestamp", turn.N)
+			}
+		}
+		states, err := st.States(ctx, ref, h.Turns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, got := range states {
+			checkState(t, i+1, got, written[i].State)
+		}
+		proj, err := st.States(ctx, ref, h.Turns[1:2], []string{"sketch-ops/sketch_area/name", "absent"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(proj[0]) != 1 || proj[0]["sketch-ops/sketch_area/name"].Value != "Thames" {
+			t.Errorf("projection of turn 2 = %+v", proj[0])
+		}
+	})
+	t.Run("Unknown thread", func(t *testing.T) {
+		b, _ := open(t)
+		h, err := store.New(store.Config{Backend: b}).History(ctx, store.Ref{ThreadID: "never-written"})
+		if err != nil || h.Total != 0 || len(h.Turns) != 0 {
+			t.Errorf("History = %+v, %v; want total 0", h, err)
+		}
+	})
+	t.Run("Namespaces and similar thread ids are kept apart", func(t *testing.T) {
+		b, w := open(t)
+		Build(w, store.Ref{ThreadID: "t'1\"; --"}, Demo[:1])
+		Build(w, store.Ref{ThreadID: "t'1\"; --", Namespace: "sub:1"}, Demo)
+		Build(w, store.Ref{ThreadID: "t'1"}, Demo[:2])
+		st := store.New(store.Config{Backend: b})
+		for ref, want := range map[store.Ref]int{
+			{ThreadID: "t'1\"; --"}: 1, {ThreadID: "t'1\"; --", Namespace: "sub:1"}: 4, {ThreadID: "t'1"}: 2, {ThreadID: "t"}: 0,
+		} {
+			h, err := st.History(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Total != want {
+				t.Errorf("%+v: total %d, want %d", ref, h.Total, want)
+			}
+		}
+	})
+	t.Run("Pruned turns are no longer retained", func(t *testing.T) {
+		b, w := open(t)
+		ref := store.Ref{ThreadID: "suite-pruned"}
+		written := Build(w, ref, Demo)
+		w.Delete(ref, append(append([]string{}, written[0].IDs...), written[1].IDs...))
+		st := store.New(store.Config{Backend: b})
+		h, err := st.History(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Total != len(Demo) {
+			t.Errorf("total after pruning = %d, want %d", h.Total, len(Demo))
+		}
+		if got, want := h.Retained(), []int{3, 4}; !reflect.DeepEqual(got, want) {
+			t.Errorf("retained = %v, want %v", got, want)
+		}
+		if _, l := h.Turn(1); l != store.NoLongerRetained {
+			t.Errorf("turn 1 = %v, want NoLongerRetained", l)
+		}
+		states, err := st.States(ctx, ref, h.Turns[2:], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkState(t, 3, states[0], written[2].State)
+	})
+	t.Run("Values of a missing checkpoint are empty", func(t *testing.T) {
+		b, w := open(t)
+		ref := store.Ref{ThreadID: "suite-missing"}
+		Build(w, ref, Demo[:1])
+		blobs, err := b.Values(ctx, ref, "tool_state", []string{"no-such-checkpoint"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(blobs) != 1 || blobs[0].Type != "empty" {
+			t.Errorf("Values = %+v, want one empty blob", blobs)
+		}
+	})
+	t.Run("Ping", func(t *testing.T) {
+		b, _ := open(t)
+		if err := b.Ping(ctx); err != nil {
+			t.Errorf("Ping: %v", err)
+		}
+	})
+}
+
+// checkState compares a turn's entries with what Build wrote, value and
+// bookkeeping.
+func checkState(t *testing.T, n int, got map[string]store.Entry, want map[string]map[string]any) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("turn %d: %d keys, want %d", n, len(got), len(want))
+	}
+	for k, w := range want {
+		e, ok := got[k]
+		if !ok {
+			t.Errorf("turn %d: key %q missing", n, k)
+			continue
+		}
+		// Compared as JSON: a backend storing JSON cannot tell 11420.0 from
+		// 11420, and need not.
+		if g, x := mustJSON(t, e.Value), mustJSON(t, w["value"]); g != x {
+			t.Errorf("turn %d key %q: value %s, want %s", n, k, g, x)
+		}
+		if e.Turn == nil || *e.Turn != int64(w["turn"].(int)) || e.TurnsWritten == nil || *e.TurnsWritten != int64(w["turns_written"].(int)) {
+			t.Errorf("turn %d key %q: bookkeeping %+v, want %v", n, k, e, w)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("marshal %#v: %v", v, err)
+	}
+	return string(b)
+}
