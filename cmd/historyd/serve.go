@@ -68,7 +68,7 @@ func (c serveConfig) run(ctx context.Context) error {
 	}
 	st := store.New(store.Config{Backend: backend, MessagesChannel: *c.messages, StateChannel: *c.state})
 	svc := service.New(service.Config{Store: st, Logger: log})
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(service.ServerOptions(log)...)
 	svc.Register(gs)
 
 	lis, err := net.Listen("tcp", *c.listen)

@@ -1,0 +1,402 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+)
+
+// Defaults for the options of Dial and New.
+const (
+	// DefaultRetries is how many times a call that failed with UNAVAILABLE
+	// is tried again. A restarting server or a store failover typically
+	// clears within a few hundred milliseconds, which these cover.
+	DefaultRetries = 3
+	// DefaultBackoff is the wait before the first retry; each later retry
+	// waits twice as long as the one before, with jitter.
+	DefaultBackoff = 100 * time.Millisecond
+	// maxBackoff caps one wait, so a long retry budget does not stall a
+	// call for minutes.
+	maxBackoff = 2 * time.Second
+)
+
+var (
+	errNoHistory = status.Error(codes.FailedPrecondition, "historyd: no thread history to read from")
+	errNoConn    = status.Error(codes.FailedPrecondition, "client has no connection")
+	errClosed    = status.Error(codes.FailedPrecondition, "client is closed")
+)
+
+// Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	tls         *tls.Config
+	insecure    bool
+	token       string
+	timeout     time.Duration
+	retries     int
+	backoff     time.Duration
+	dialOptions []grpc.DialOption
+}
+
+// WithTLS makes Dial connect over TLS with cfg, for a private CA or client
+// certificates. Without it Dial still uses TLS, verified against the system
+// roots; New ignores it, as the connection it is given is already set up.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) { c.tls = cfg }
+}
+
+// WithInsecure makes Dial connect in plaintext, and lets WithToken send its
+// token over a connection without transport security. It is meant for local
+// development and for a server reached through a trusted proxy or mesh.
+func WithInsecure() Option {
+	return func(c *config) { c.insecure = true }
+}
+
+// WithToken sends token on every call as "authorization: Bearer <token>".
+// The token is refused on a connection without transport security, so a
+// misconfigured deployment fails with UNAUTHENTICATED instead of leaking it,
+// unless WithInsecure says plaintext is intended.
+func WithToken(token string) Option {
+	return func(c *config) { c.token = token }
+}
+
+// WithTimeout bounds each call, retries and backoff included, when the
+// caller's context has no earlier deadline. Zero (the default) leaves calls
+// bounded by their context alone.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
+}
+
+// WithRetry sets how many times a call that failed with UNAVAILABLE is tried
+// again (0 disables retries) and the wait before the first retry, which
+// doubles on each later one. Only UNAVAILABLE is retried: every read is
+// idempotent, but the other codes historyd returns (a bad request, a size
+// limit, a value that cannot be decoded) would fail the same way again.
+func WithRetry(retries int, backoff time.Duration) Option {
+	return func(c *config) { c.retries, c.backoff = max(retries, 0), backoff }
+}
+
+// WithDialOptions passes extra options to grpc.NewClient in Dial, such as a
+// custom dialer or interceptors. New ignores them.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
+}
+
+// Client reads thread history from a historyd server over gRPC. It
+// implements ThreadHistory and is safe for concurrent use.
+type Client struct {
+	rpc     historydv1.ThreadHistoryClient
+	owned   *grpc.ClientConn // closed by Close; nil when the caller owns the connection
+	timeout time.Duration
+	closed  atomic.Bool
+}
+
+var _ ThreadHistory = (*Client)(nil)
+
+// Dial returns a Client connected to target, a gRPC target such as
+// "historyd.internal:8443" or "dns:///historyd:8443". The connection is made
+// lazily, on the first call, so Dial fails only on a malformed target or
+// conflicting options. Close releases the connection.
+func Dial(target string, opts ...Option) (*Client, error) {
+	cfg := configure(opts)
+	if target == "" {
+		return nil, errors.New("historyd: Dial: empty target")
+	}
+	if cfg.insecure && cfg.tls != nil {
+		return nil, errors.New("historyd: Dial: WithTLS and WithInsecure contradict each other")
+	}
+	creds := insecure.NewCredentials()
+	if !cfg.insecure {
+		tc := cfg.tls
+		if tc == nil {
+			tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		creds = credentials.NewTLS(tc)
+	}
+	dial := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithUserAgent("historyd-go-client"),
+	}, cfg.dialOptions...)
+	conn, err := grpc.NewClient(target, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("historyd: Dial %q: %w", target, err)
+	}
+	c := newClient(conn, cfg)
+	c.owned = conn
+	return c, nil
+}
+
+// New returns a Client over a connection the caller set up and keeps owning:
+// Close does not close it. Connection-level options (WithTLS, WithInsecure's
+// transport half, WithDialOptions) do not apply; WithToken, WithTimeout and
+// WithRetry do, per call. A nil conn gives a Client whose every call fails
+// with FAILED_PRECONDITION rather than panicking.
+func New(conn grpc.ClientConnInterface, opts ...Option) *Client {
+	return newClient(conn, configure(opts))
+}
+
+func configure(opts []Option) config {
+	cfg := config{retries: DefaultRetries, backoff: DefaultBackoff}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return cfg
+}
+
+func newClient(conn grpc.ClientConnInterface, cfg config) *Client {
+	c := &Client{timeout: cfg.timeout}
+	if isNil(conn) {
+		return c
+	}
+	var callOpts []grpc.CallOption
+	if cfg.token != "" {
+		callOpts = append(callOpts, grpc.PerRPCCredentials(bearer{token: cfg.token, secure: !cfg.insecure}))
+	}
+	var interceptor grpc.UnaryClientInterceptor
+	if cfg.retries > 0 {
+		interceptor = retry.UnaryClientInterceptor(
+			retry.WithMax(uint(cfg.retries)+1), // the library counts attempts, the first included
+			retry.WithCodes(codes.Unavailable),
+			retry.WithBackoff(retry.BackoffExponentialWithJitterBounded(cfg.backoff, 0.2, maxBackoff)),
+		)
+	}
+	c.rpc = historydv1.NewThreadHistoryClient(&callConn{conn: conn, opts: callOpts, interceptor: interceptor})
+	return c
+}
+
+// isNil reports whether conn is nil or a typed nil pointer, either of which
+// would panic on the first call.
+func isNil(conn grpc.ClientConnInterface) bool {
+	if conn == nil {
+		return true
+	}
+	v := reflect.ValueOf(conn)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// Close releases the connection Dial made; for a Client from New it only
+// stops the Client, leaving the caller's connection open. Calls after Close
+// fail with FAILED_PRECONDITION. Close is safe to call more than once.
+func (c *Client) Close() error {
+	if c == nil || c.closed.Swap(true) || c.owned == nil {
+		return nil
+	}
+	return c.owned.Close()
+}
+
+// Snapshots implements ThreadHistory.
+func (c *Client) Snapshots(ctx context.Context, threadID string, opts ...ReadOption) (*History, error) {
+	o := NewReadConfig(opts...)
+	ctx, cancel, err := c.begin(ctx)
+	if err != nil {
+		return nil, c.fail("Snapshots", threadID, err)
+	}
+	defer cancel()
+	resp, err := c.rpc.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys})
+	if err != nil {
+		return nil, c.fail("Snapshots", threadID, err)
+	}
+	h := &History{Total: int(resp.GetTotal()), Turns: make([]TurnState, 0, len(resp.GetTurns()))}
+	for n, ts := range resp.GetTurns() {
+		t := fromTurnState(ts)
+		t.Turn = int(n)
+		h.Turns = append(h.Turns, t)
+	}
+	slices.SortFunc(h.Turns, func(a, b TurnState) int { return a.Turn - b.Turn })
+	return h, nil
+}
+
+// Snapshot implements ThreadHistory. A turn outside what the wire can carry
+// (below 1, or past 2^31-1) is asked as turn 0, so the answer is still a
+// NoSuchTurn carrying the thread's total and retained turns, with Turn set
+// to the number that was asked for.
+func (c *Client) Snapshot(ctx context.Context, threadID string, turn int, opts ...ReadOption) (*Snapshot, error) {
+	o := NewReadConfig(opts...)
+	ctx, cancel, err := c.begin(ctx)
+	if err != nil {
+		return nil, c.fail("Snapshot", threadID, err)
+	}
+	defer cancel()
+	wire := int32(0)
+	if turn >= 1 && turn <= math.MaxInt32 {
+		wire = int32(turn)
+	}
+	resp, err := c.rpc.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: threadID, Turn: wire, CheckpointNs: o.Namespace, Keys: o.Keys})
+	if err != nil {
+		return nil, c.fail("Snapshot", threadID, err)
+	}
+	s := &Snapshot{Turn: turn, Total: int(resp.GetTotal())}
+	for _, n := range resp.GetRetainedTurns() {
+		s.Retained = append(s.Retained, int(n))
+	}
+	switch r := resp.GetResult().(type) {
+	case *historydv1.SnapshotResponse_State:
+		t := fromTurnState(r.State)
+		s.Outcome = Found
+		s.Question, s.CheckpointID, s.EndedAt, s.State = t.Question, t.CheckpointID, t.EndedAt, t.State
+	case *historydv1.SnapshotResponse_NoSuchTurn:
+		s.Outcome = NoSuchTurn
+	case *historydv1.SnapshotResponse_NoLongerRetained:
+		s.Outcome = NoLongerRetained
+		s.Question = r.NoLongerRetained.GetQuestion()
+	default:
+		// Guessing would be the one wrong answer: an empty state reads as
+		// "the key was not there", which the server never said.
+		return nil, c.fail("Snapshot", threadID, status.Error(codes.Internal, "response carries none of state, no_such_turn or no_longer_retained"))
+	}
+	return s, nil
+}
+
+// TurnInfo describes one turn without its state.
+type TurnInfo struct {
+	// Turn is the turn number, counted from 1.
+	Turn int
+	// Question is the text of the user's message that opened the turn.
+	Question string
+	// Retained says whether the turn's state can still be read.
+	Retained bool
+	// CheckpointID is the checkpoint the turn ended on; empty when not
+	// retained.
+	CheckpointID string
+	// EndedAt is when the turn's last checkpoint was written; zero when not
+	// retained or not recorded.
+	EndedAt time.Time
+	// KeysWritten lists, sorted, the keys whose last write was in this turn.
+	// Only filled when the read used WithKeysWritten.
+	KeysWritten []string
+}
+
+// Turns lists turns 1..total of a thread, retained or not, without their
+// state: cheap enough for a UI to call on every render. WithNamespace and
+// WithKeysWritten apply; WithKeys does not.
+func (c *Client) Turns(ctx context.Context, threadID string, opts ...ReadOption) ([]TurnInfo, error) {
+	o := NewReadConfig(opts...)
+	ctx, cancel, err := c.begin(ctx)
+	if err != nil {
+		return nil, c.fail("Turns", threadID, err)
+	}
+	defer cancel()
+	resp, err := c.rpc.Turns(ctx, &historydv1.TurnsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, IncludeKeysWritten: o.KeysWritten})
+	if err != nil {
+		return nil, c.fail("Turns", threadID, err)
+	}
+	out := make([]TurnInfo, 0, len(resp.GetTurns()))
+	for _, t := range resp.GetTurns() {
+		info := TurnInfo{Turn: int(t.GetNumber()), Question: t.GetQuestion(), Retained: t.GetRetained(), CheckpointID: t.GetCheckpointId(), KeysWritten: t.GetKeysWritten()}
+		if t.GetEndedAt() != nil {
+			info.EndedAt = t.GetEndedAt().AsTime()
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// begin checks the Client can make a call and applies the default timeout.
+func (c *Client) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	switch {
+	case c == nil || c.rpc == nil:
+		return nil, nil, errNoConn
+	case c.closed.Load():
+		return nil, nil, errClosed
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if c.timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > c.timeout {
+			ctx, cancel := context.WithTimeout(ctx, c.timeout)
+			return ctx, cancel, nil
+		}
+	}
+	return ctx, func() {}, nil
+}
+
+// fail names the call and thread in err's text while keeping its status, so
+// logs say what failed and status.FromError and status.Code still work.
+func (c *Client) fail(method, threadID string, err error) error {
+	st, _ := status.FromError(err)
+	return &rpcError{method: method, threadID: threadID, st: st}
+}
+
+// rpcError is a failed call. It carries the call's status unchanged:
+// status.FromError returns it as the server sent it, details included.
+type rpcError struct {
+	method   string
+	threadID string
+	st       *status.Status
+}
+
+func (e *rpcError) Error() string {
+	return fmt.Sprintf("historyd %s(thread %q): %s: %s", e.method, e.threadID, e.st.Code(), e.st.Message())
+}
+
+// GRPCStatus returns the call's status, for status.FromError and
+// status.Code.
+func (e *rpcError) GRPCStatus() *status.Status { return e.st }
+
+// Is lets errors.Is match the context errors a call ended with, so callers
+// can test for context.DeadlineExceeded and context.Canceled as with any
+// other context-bound call.
+func (e *rpcError) Is(target error) bool {
+	switch target {
+	case context.DeadlineExceeded:
+		return e.st.Code() == codes.DeadlineExceeded
+	case context.Canceled:
+		return e.st.Code() == codes.Canceled
+	}
+	return false
+}
+
+// callConn applies the Client's per-call options and retry interceptor
+// around any connection, so a connection from New gets the same behaviour
+// as one Dial made, without the caller installing interceptors on it.
+type callConn struct {
+	conn        grpc.ClientConnInterface
+	opts        []grpc.CallOption
+	interceptor grpc.UnaryClientInterceptor
+}
+
+func (c *callConn) Invoke(ctx context.Context, method string, req, reply any, opts ...grpc.CallOption) error {
+	opts = append(slices.Clip(c.opts), opts...)
+	if c.interceptor == nil {
+		return c.conn.Invoke(ctx, method, req, reply, opts...)
+	}
+	invoke := func(ctx context.Context, method string, req, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) error {
+		return c.conn.Invoke(ctx, method, req, reply, opts...)
+	}
+	return c.interceptor(ctx, method, req, reply, nil, invoke, opts...)
+}
+
+func (c *callConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.conn.NewStream(ctx, desc, method, append(slices.Clip(c.opts), opts...)...)
+}
+
+// bearer is the per-call credential WithToken installs.
+type bearer struct {
+	token  string
+	secure bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return b.secure }

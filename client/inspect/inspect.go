@@ -1,0 +1,437 @@
+// Package inspect is the model-facing inspect_state tool: it lets a model
+// read a session-state key on demand, now or as it stood at the end of an
+// earlier turn.
+//
+// Session state holds one value per key, so a model asked to compare a
+// result with one it found earlier reads the key, gets the current value and
+// compares it with itself: nothing fails and the answer is wrong. This tool
+// closes that gap in two ways. A read of a key that several turns wrote says
+// so, and turn=<n> reads the key as it stood at the end of turn n through a
+// client.ThreadHistory. A turn read answers in exactly one of three ways and
+// never with another turn's value in place of the one asked for:
+//
+//   - the value, followed by a line naming the turn it belongs to;
+//   - no_such_turn, with how many turns the conversation has had;
+//   - turn_no_longer_retained, with the turns still retained and a reason
+//     telling the model not to answer from the current value.
+//
+// Without a history the tool still reads the present, and a turn read
+// answers no_turn_history.
+//
+// Answers are plain text meant for the model. A value whose JSON is larger
+// than Inspector.MaxValueChars comes back as an outline of its structure,
+// with a hint to narrow the read with pattern (a case-insensitive search over
+// flattened "path = value" lines) or path (one sub-value, such as
+// features[0].properties.name). Embedded data: URIs are replaced by a short
+// marker naming their media type and size before anything else looks at a
+// value, so the model learns an image exists without receiving its bytes.
+//
+// ToolName, ToolDescription and ParametersSchema describe the tool to any
+// runtime that registers JSON-schema tools; Call parses the model's JSON
+// arguments and answers.
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/historyd/historyd/client"
+)
+
+// Defaults for the zero fields of an Inspector.
+const (
+	// DefaultMaxValueChars is the largest value, in characters of its JSON,
+	// returned whole. Past it a value costs more context than most answers
+	// need, and an outline plus a narrowed read costs less.
+	DefaultMaxValueChars = 4000
+	// DefaultMaxMatches is how many matching lines a search returns.
+	DefaultMaxMatches = 50
+	// DefaultMaxLineChars caps the value shown on one matching line.
+	DefaultMaxLineChars = 160
+)
+
+// AllKeys is the key that lists every stored key, or with a pattern,
+// searches all of them.
+const AllKeys = "*"
+
+// handlePrefix marks a reference to a stored value in hosts that let a
+// model pass values by key. A read of "@state:k" can only mean the key k,
+// so it is read as k rather than refused.
+const handlePrefix = "@state:"
+
+// ErrNoState is returned for a read of the present when the Inspector has no
+// way to see the present: no Present function, and no History and thread to
+// derive it from. It is a host misconfiguration, not something to tell the
+// model, so it is an error rather than an answer.
+var ErrNoState = errors.New("inspect: no source of current session state: set Inspector.Present, or History with a thread id")
+
+// Args are the tool's arguments, as the model supplies them.
+type Args struct {
+	// Key is the state key to read, or AllKeys ("*", or empty) for every
+	// key.
+	Key string `json:"key"`
+	// Turn reads the key as it stood at the end of that turn instead of
+	// now; nil reads the present. Turns are the user's questions, counted
+	// from 1.
+	Turn *int `json:"turn,omitempty"`
+	// Pattern narrows the answer to the flattened "path = value" lines it
+	// matches, case-insensitively; empty returns the value.
+	Pattern string `json:"pattern,omitempty"`
+	// Path narrows the read to the sub-value at this path of the key, such
+	// as "features[0].properties.name"; empty reads the whole key.
+	Path string `json:"path,omitempty"`
+}
+
+// Inspector answers inspect_state reads. The zero value reads nothing;
+// set History, Present or both. An Inspector is safe for concurrent use as
+// long as its fields are not changed.
+type Inspector struct {
+	// History answers turn reads, and reads of the present when Present is
+	// nil. Nil means the deployment keeps no turn history: turn reads answer
+	// no_turn_history.
+	History client.ThreadHistory
+	// Present returns the thread's live session state, for reads without a
+	// turn. When nil, the present is the state the thread's newest turn
+	// ended on (see client.Current), which is the live state for a host
+	// whose checkpointer has written the latest step; a host holding fresher
+	// state in memory should pass it here.
+	Present func(ctx context.Context, threadID string) (map[string]client.Entry, error)
+	// Options adjust every history read, such as client.WithNamespace for a
+	// subgraph's state. Key projection is added per read.
+	Options []client.ReadOption
+	// DeclaredKeys are keys some tool declares it publishes. A read of one
+	// that is not stored yet tells the model to run the producing tool,
+	// rather than reporting an unknown key. It only affects reads of the
+	// present: at an earlier turn, "run the tool" would be advice about now.
+	DeclaredKeys []string
+	// MaxValueChars is the largest value returned whole, in characters of
+	// its JSON; larger values are outlined. Default DefaultMaxValueChars.
+	MaxValueChars int
+	// MaxMatches is how many lines a search returns. Default
+	// DefaultMaxMatches.
+	MaxMatches int
+	// MaxLineChars caps the value shown on one matching line. Default
+	// DefaultMaxLineChars.
+	MaxLineChars int
+}
+
+func (in *Inspector) maxValueChars() int { return positive(in.MaxValueChars, DefaultMaxValueChars) }
+func (in *Inspector) maxMatches() int    { return positive(in.MaxMatches, DefaultMaxMatches) }
+func (in *Inspector) maxLineChars() int  { return positive(in.MaxLineChars, DefaultMaxLineChars) }
+
+func positive(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Read answers one inspect_state call with the default limits, reading
+// through h (which may be nil: the deployment keeps no history). Without a
+// turn it reads the present as the newest turn's state; see Inspector.Read.
+func Read(ctx context.Context, h client.ThreadHistory, threadID string, args Args) (string, error) {
+	return (&Inspector{History: h}).Read(ctx, threadID, args)
+}
+
+// Read answers one inspect_state call for the thread. The answer is always
+// text for the model, misses included; the error is for failures the host
+// must handle, such as the history service being unreachable or ErrNoState.
+func (in *Inspector) Read(ctx context.Context, threadID string, args Args) (string, error) {
+	key := strings.TrimPrefix(args.Key, handlePrefix)
+	if key == "" {
+		key = AllKeys
+	}
+	var project []string
+	if key != AllKeys {
+		project = []string{key}
+	}
+	if args.Turn != nil {
+		return in.readAt(ctx, threadID, key, *args.Turn, project, args)
+	}
+	st, newest, err := in.present(ctx, threadID, project)
+	if err != nil {
+		return "", err
+	}
+	if newest > 0 && project != nil && !populated(st, key) {
+		// The projection came back without the key; the listing the miss
+		// answers with needs every key of the same turn.
+		full, err := in.History.Snapshot(ctx, threadID, newest, in.opts(nil)...)
+		if err != nil {
+			return "", err
+		}
+		if full == nil || full.Outcome != client.Found {
+			return "", changed(threadID)
+		}
+		st = full.State
+	}
+	return in.render(key, st, nil, args), nil
+}
+
+// readAt answers a turn read.
+func (in *Inspector) readAt(ctx context.Context, threadID, key string, turn int, project []string, args Args) (string, error) {
+	if in.History == nil || threadID == "" {
+		return dumps(noTurnHistory{
+			Turn:   turn,
+			Reason: "This deployment keeps no per-turn history, so only the current value of a key can be read. Call again without turn.",
+		}), nil
+	}
+	snap, err := in.History.Snapshot(ctx, threadID, turn, in.opts(project)...)
+	if err == nil && snap != nil && snap.Outcome == client.Found && key != AllKeys && !populated(snap.State, key) {
+		snap, err = in.History.Snapshot(ctx, threadID, turn, in.opts(nil)...)
+	}
+	if err != nil {
+		return "", err
+	}
+	if snap == nil {
+		return "", status.Errorf(codes.Internal, "inspect: history returned no snapshot of turn %d", turn)
+	}
+	switch snap.Outcome {
+	case client.Found:
+		return in.render(key, snap.State, &turn, args), nil
+	case client.NoSuchTurn:
+		reason := fmt.Sprintf("Turns are the user's questions, counted from 1; this conversation has had %d so far.", snap.Total)
+		if snap.Total == 0 {
+			reason = "Turns are the user's questions, counted from 1; this conversation has had none yet."
+		}
+		return dumps(noSuchTurn{Turn: turn, TurnsSoFar: snap.Total, Reason: reason}), nil
+	case client.NoLongerRetained:
+		return dumps(noLongerRetained{
+			Turn:     turn,
+			Question: snap.Question,
+			Retained: nonNil(snap.Retained),
+			Reason: "That turn happened, but its state has since been pruned and cannot be read. " +
+				"Say that the value it held is no longer available; do not answer from the current value, which may be a different one.",
+		}), nil
+	}
+	return "", status.Errorf(codes.Internal, "inspect: snapshot of turn %d has no outcome", turn)
+}
+
+// present returns the current state, projected to keys when the source can.
+// When the state came from the history it also returns the number of the
+// turn it was read at, so a second read can ask for that same turn.
+func (in *Inspector) present(ctx context.Context, threadID string, keys []string) (map[string]client.Entry, int, error) {
+	if in.Present != nil {
+		st, err := in.Present(ctx, threadID)
+		return st, 0, err
+	}
+	if in.History == nil || threadID == "" {
+		return nil, 0, ErrNoState
+	}
+	snap, err := client.Current(ctx, in.History, threadID, in.opts(keys)...)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch snap.Outcome {
+	case client.Found:
+		return snap.State, snap.Turn, nil
+	case client.NoSuchTurn:
+		return map[string]client.Entry{}, 0, nil // no turns yet: nothing stored
+	}
+	return nil, 0, changed(threadID)
+}
+
+// changed is the error for a thread whose newest turn vanished mid-read,
+// pruned or rewritten. An empty state would claim nothing is stored, so the
+// host is asked to retry instead.
+func changed(threadID string) error {
+	return status.Errorf(codes.Aborted, "inspect: thread %q changed while its current state was read", threadID)
+}
+
+func (in *Inspector) opts(keys []string) []client.ReadOption {
+	out := slices.Clip(in.Options)
+	if len(keys) > 0 {
+		out = append(out, client.WithKeys(keys...))
+	}
+	return out
+}
+
+func populated(st map[string]client.Entry, key string) bool {
+	e, ok := st[key]
+	return ok && e.Value != nil
+}
+
+func nonNil(s []int) []int {
+	if s == nil {
+		return []int{}
+	}
+	return s
+}
+
+// render answers a read of state, which is the present when asOf is nil and
+// the end of turn *asOf otherwise.
+func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *int, args Args) string {
+	// The model reads values, not the bookkeeping around them; a key whose
+	// value is null holds nothing to read.
+	values := make(map[string]any, len(stored))
+	for k, e := range stored {
+		if e.Value != nil {
+			values[k] = prepare(e.Value)
+		}
+	}
+
+	if key == AllKeys {
+		switch {
+		case args.Path != "":
+			return dumps(keyListing{Error: "path needs a specific key", AtTurn: asOf, Available: summaries(values, stored)})
+		case args.Pattern != "":
+			where := "all keys"
+			if asOf != nil {
+				where = fmt.Sprintf("all keys at the end of turn %d", *asOf)
+			}
+			all := func(yield func(pair) bool) {
+				for _, k := range sortedKeys(values) {
+					if !walk(values[k], pathKey(k), yield) {
+						return
+					}
+				}
+			}
+			return in.grep(args.Pattern, where, values, all)
+		}
+		return dumps(keyListing{AtTurn: asOf, Available: summaries(values, stored)})
+	}
+
+	target, ok := values[key]
+	if !ok {
+		miss := unknownKey{Key: key, AtTurn: asOf, Available: summaries(values, stored)}
+		if asOf != nil {
+			// Absent then is not absent now: the key may have been written
+			// later, and advice to produce it would have the model refill a
+			// key that is already full.
+			miss.Reason = fmt.Sprintf("Nothing was stored under this key at the end of turn %d. A later turn may have written it; read it without turn for its current value.", *asOf)
+		} else if slices.Contains(in.DeclaredKeys, key) {
+			miss.Hint = "A tool declares this key but has not published it in this conversation yet. Run the tool that produces it, then read it again."
+		}
+		return dumps(miss)
+	}
+
+	sub := ""
+	if args.Path != "" {
+		if sub = stripKey(args.Path, key); sub != "" {
+			segs, bad := parsePath(sub)
+			if bad != "" {
+				return dumps(pathMiss{Path: args.Path, Key: key, AtTurn: asOf, FailedAt: bad,
+					Reason: `The path cannot be read from here on. Write object keys as name or ["quoted name"] and array items as [index], joined by dots.`})
+			}
+			found, failed, ok := resolve(target, segs)
+			if !ok {
+				return dumps(describeMiss(pathMiss{Path: args.Path, Key: key, AtTurn: asOf, FailedAt: failed}, found))
+			}
+			target = found
+		}
+	}
+
+	where := key
+	if sub != "" {
+		where = join(key, sub)
+	}
+	note := ""
+	switch {
+	case asOf != nil:
+		// Not the "newest" note: the value above is not the newest, and the
+		// count an old entry carries is the count as of that turn.
+		note = fmt.Sprintf("\n[This is %s as it stood at the end of turn %d.]", where, *asOf)
+	case stored[key].WrittenInTurns() > 1:
+		note = fmt.Sprintf("\n[%d turns of this conversation wrote this key; the value above is the newest, and an earlier turn may have held a different one. "+
+			"Pass turn=<n> (the user's questions, counted from 1) to read the value a turn ended with.]", stored[key].WrittenInTurns())
+	}
+
+	if args.Pattern != "" {
+		return in.grep(args.Pattern, where, target, leaves(target, sub)) + note
+	}
+	text := dumps(target)
+	if n := chars(text); n > in.maxValueChars() {
+		return dumps(makeOutline(where, target, n)) + note
+	}
+	return text + note
+}
+
+// summaries describes every stored key in one line, calling out the keys
+// several turns wrote: the listing is often all a model sees before deciding
+// whether the value it holds is the one an earlier answer rested on.
+func summaries(values map[string]any, stored map[string]client.Entry) map[string]string {
+	out := make(map[string]string, len(values))
+	for k, v := range values {
+		s := shape(v)
+		if n := stored[k].WrittenInTurns(); n > 1 {
+			s += fmt.Sprintf("; written in %d turns", n)
+		}
+		out[k] = s
+	}
+	return out
+}
+
+// describeMiss says where a path stopped and what could follow there.
+func describeMiss(m pathMiss, at any) pathMiss {
+	m.Found = shape(at)
+	switch x := at.(type) {
+	case map[string]any:
+		keys := sortedKeys(x)
+		if len(keys) == 0 {
+			m.Reason = "The object is empty."
+		}
+		if len(keys) > outlineKeys {
+			keys = append(keys[:outlineKeys], fmt.Sprintf("… %d more", len(keys)-outlineKeys))
+		}
+		m.AvailableKeys = keys
+	case []any:
+		if len(x) == 0 {
+			m.Reason = "The array is empty."
+		} else {
+			m.Reason = fmt.Sprintf("Array indexes run from 0 to %d.", len(x)-1)
+		}
+	default:
+		m.Reason = fmt.Sprintf("A %s has no parts to read.", jsonType(at))
+	}
+	return m
+}
+
+// The answers without a value. Each is a JSON object whose first field names
+// the case, so the model cannot mistake one for a value.
+
+type noTurnHistory struct {
+	Turn   int    `json:"no_turn_history"`
+	Reason string `json:"reason"`
+}
+
+type noSuchTurn struct {
+	Turn       int    `json:"no_such_turn"`
+	TurnsSoFar int    `json:"turns_so_far"`
+	Reason     string `json:"reason"`
+}
+
+type noLongerRetained struct {
+	Turn     int    `json:"turn_no_longer_retained"`
+	Question string `json:"question,omitempty"`
+	Retained []int  `json:"retained_turns"`
+	Reason   string `json:"reason"`
+}
+
+type keyListing struct {
+	Error     string            `json:"error,omitempty"`
+	AtTurn    *int              `json:"at_turn,omitempty"`
+	Available map[string]string `json:"available_keys"`
+}
+
+type unknownKey struct {
+	Key       string            `json:"unknown_or_empty_key"`
+	AtTurn    *int              `json:"at_turn,omitempty"`
+	Available map[string]string `json:"available_keys"`
+	Reason    string            `json:"reason,omitempty"`
+	Hint      string            `json:"hint,omitempty"`
+}
+
+type pathMiss struct {
+	Path          string   `json:"path_not_found"`
+	Key           string   `json:"key"`
+	AtTurn        *int     `json:"at_turn,omitempty"`
+	FailedAt      string   `json:"failed_at"`
+	Found         string   `json:"found,omitempty"`
+	AvailableKeys []string `json:"available_keys,omitempty"`
+	Reason        string   `json:"reason,omitempty"`
+}
