@@ -59,3 +59,13 @@ type Backend interface {
 	// Close releases the backend's connections.
 	Close()
 }
+
+// Incremental is implemented by backends that can list only the
+// checkpoints written since a given one. Store uses it to refresh a cached
+// turn index without rereading the whole thread.
+type Incremental interface {
+	// CheckpointsSince returns, in one consistent read, how many
+	// checkpoints the thread has in the namespace and those whose id is
+	// greater than after, in any order.
+	CheckpointsSince(ctx context.Context, ref Ref, after string) (count int, newer []Checkpoint, err error)
+}

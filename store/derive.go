@@ -2,19 +2,22 @@ package store
 
 import "time"
 
-// Placed is one checkpoint reduced to what turn derivation needs: its id and
-// time, and how many messages and which human questions its messages channel
-// holds. Placed values are cheap to copy; Humans may be shared between
-// checkpoints that hold the same messages version.
+// Placed is one checkpoint reduced to what turn derivation needs: its id,
+// time and messages version, and how many messages and human messages its
+// messages channel holds. Counts, not messages: a thread of hundreds of
+// turns has thousands of checkpoints, and only the richest one's questions
+// are ever shown.
 type Placed struct {
 	// ID is the checkpoint id.
 	ID string
 	// TS is the checkpoint's timestamp, zero when unknown.
 	TS time.Time
+	// Version is the checkpoint's version of the messages channel.
+	Version string
 	// Messages is the number of messages in the checkpoint's messages channel.
 	Messages int
-	// Humans holds the text of each human message, in order.
-	Humans []string
+	// Humans is the number of human messages among them.
+	Humans int
 }
 
 // Turn is one turn of a thread, without its state.
@@ -39,6 +42,20 @@ type History struct {
 	Total int
 	// Turns holds turns 1..Total in order; Turns[i].N == i+1.
 	Turns []Turn
+	// Richest is the checkpoint holding the most human messages (the
+	// greatest id among equals); its messages give every turn's question.
+	// Zero when Total is 0.
+	Richest Placed
+}
+
+// SetQuestions fills each turn's question from the richest checkpoint's
+// human messages, in order.
+func (h *History) SetQuestions(humans []string) {
+	for i := range h.Turns {
+		if i < len(humans) {
+			h.Turns[i].Question = humans[i]
+		}
+	}
 }
 
 // Lookup is the outcome of asking a History for one turn.
@@ -87,7 +104,9 @@ func (h *History) Retained() []int {
 //   - the total is the human-message count of the richest checkpoint, which
 //     survives however much older history was pruned;
 //   - a turn in 1..total with no checkpoint is no longer retained;
-//   - turn n's question is the n-th human message of the richest checkpoint.
+//   - turn n's question is the n-th human message of the richest checkpoint
+//     (History.Richest; the caller reads its messages and calls
+//     SetQuestions).
 //
 // The result does not depend on the order of cps.
 func Derive(ref Ref, cps []Placed) *History {
@@ -95,13 +114,13 @@ func Derive(ref Ref, cps []Placed) *History {
 	ends := map[int]*Placed{}
 	for i := range cps {
 		c := &cps[i]
-		n := len(c.Humans)
+		n := c.Humans
 		if n == 0 {
 			continue
 		}
 		// Ties between equally rich checkpoints go to the greater id so the
 		// questions do not depend on the order checkpoints were listed in.
-		if richest == nil || n > len(richest.Humans) || (n == len(richest.Humans) && c.ID > richest.ID) {
+		if richest == nil || n > richest.Humans || (n == richest.Humans && c.ID > richest.ID) {
 			richest = c
 		}
 		if held, ok := ends[n]; !ok || endsLater(c, held) {
@@ -112,10 +131,11 @@ func Derive(ref Ref, cps []Placed) *History {
 	if richest == nil {
 		return h
 	}
-	h.Total = len(richest.Humans)
+	h.Total = richest.Humans
+	h.Richest = *richest
 	h.Turns = make([]Turn, h.Total)
 	for i := range h.Turns {
-		t := Turn{N: i + 1, Question: richest.Humans[i]}
+		t := Turn{N: i + 1}
 		if end, ok := ends[t.N]; ok {
 			t.Retained = true
 			t.End = *end

@@ -5,13 +5,27 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
-// cp builds a placed checkpoint holding msgs messages of which the first
-// humans... are the given questions.
+// cp builds a placed checkpoint holding msgs messages, len(humans) of them
+// human; the questions go with the checkpoint's messages version.
 func cp(id string, msgs int, humans ...string) Placed {
-	return Placed{ID: id, Messages: msgs, Humans: humans}
+	v := strings.Join(humans, "|")
+	questions[v] = humans
+	return Placed{ID: id, Messages: msgs, Humans: len(humans), Version: v}
+}
+
+// questions maps a test messages version to its human messages.
+var questions = map[string][]string{}
+
+// derive runs Derive and fills the questions from the richest checkpoint,
+// as Store does.
+func derive(cps []Placed) *History {
+	h := Derive(Ref{ThreadID: "t"}, cps)
+	h.SetQuestions(questions[h.Richest.Version])
+	return h
 }
 
 // thread is a four-turn conversation: each turn's checkpoints add the
@@ -76,7 +90,7 @@ func TestDerive(t *testing.T) {
 		{
 			name: "oldest turns deleted keep the total",
 			cps: slices.DeleteFunc(slices.Clone(full), func(p Placed) bool {
-				return len(p.Humans) <= 2
+				return p.Humans <= 2
 			}),
 			total: 4,
 			want: []turnWant{
@@ -133,7 +147,7 @@ func TestDerive(t *testing.T) {
 				orders[fmt.Sprintf("shuffled %d", seed)] = s
 			}
 			for name, order := range orders {
-				h := Derive(Ref{ThreadID: "t"}, order)
+				h := derive(order)
 				if h.Total != tt.total {
 					t.Errorf("%s: total = %d, want %d", name, h.Total, tt.total)
 				}
@@ -146,7 +160,7 @@ func TestDerive(t *testing.T) {
 }
 
 func TestHistoryTurn(t *testing.T) {
-	h := Derive(Ref{ThreadID: "t"}, []Placed{cp("b", 4, "q1", "q2"), cp("c", 6, "q1", "q2", "q3")})
+	h := derive([]Placed{cp("b", 4, "q1", "q2"), cp("c", 6, "q1", "q2", "q3")})
 	tests := []struct {
 		n    int
 		want Lookup

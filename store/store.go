@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/historyd/historyd/store/lgcodec"
 )
@@ -20,6 +24,13 @@ type Config struct {
 	StateChannel string
 	// Limits bound each decoded value. Default: lgcodec's defaults.
 	Limits lgcodec.Limits
+	// CacheThreads is how many threads' turn indexes are kept in memory and
+	// refreshed incrementally. Default 1024; negative disables the cache.
+	CacheThreads int
+	// CacheScans is how many messages versions' counts are kept. Versions
+	// are immutable, so these never go stale. Default 65536; negative
+	// disables.
+	CacheScans int
 }
 
 // Store derives turns from a backend's checkpoints and reads the state each
@@ -29,7 +40,12 @@ type Store struct {
 	messages string
 	state    string
 	limits   lgcodec.Limits
+	indexes  *lru[Ref, *index]
+	scans    *lru[scanKey, counts]
+	flight   singleflight.Group
 }
+
+type counts struct{ messages, humans int }
 
 // New returns a Store reading through cfg.Backend.
 func New(cfg Config) *Store {
@@ -40,7 +56,16 @@ func New(cfg Config) *Store {
 	if s.state == "" {
 		s.state = "tool_state"
 	}
+	s.indexes = newLRU[Ref, *index](orDefault(cfg.CacheThreads, 1024))
+	s.scans = newLRU[scanKey, counts](orDefault(cfg.CacheScans, 65536))
 	return s
+}
+
+func orDefault(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return max(n, 0)
 }
 
 // Backend returns the backend the store reads through.
@@ -49,54 +74,145 @@ func (s *Store) Backend() Backend { return s.b }
 // StateChannel returns the name of the channel read as session state.
 func (s *Store) StateChannel() string { return s.state }
 
-// History derives the thread's turns. It reads every checkpoint's summary
-// and each distinct messages version once; no session state is decoded.
+// History derives the thread's turns. A cached index is refreshed by
+// reading only checkpoints newer than the newest one seen, unless the
+// thread's checkpoint count shows something was deleted, which forces a full
+// reread: a pruned turn is never served from cache. Concurrent calls for
+// one thread share one read. No session state is decoded. The History is
+// shared with other callers and must not be modified.
 func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
+	key := ref.ThreadID + "\x00" + ref.Namespace
+	v, err, _ := s.flight.Do(key, func() (any, error) { return s.refresh(ctx, ref) })
+	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The shared read ended with another caller's context; ours still
+		// stands.
+		v, err = s.refresh(ctx, ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v.(*History), nil
+}
+
+func (s *Store) refresh(ctx context.Context, ref Ref) (*History, error) {
+	old, cached := s.indexes.get(ref)
+	if inc, ok := s.b.(Incremental); ok && cached {
+		count, newer, err := inc.CheckpointsSince(ctx, ref, old.maxID)
+		if err != nil {
+			return nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
+		}
+		if count == len(old.placed)+len(newer) {
+			if len(newer) == 0 {
+				return old.hist, nil
+			}
+			placed, err := s.place(ctx, ref, newer)
+			if err != nil {
+				return nil, err
+			}
+			// old.placed is shared with readers of the old index: append
+			// to a copy.
+			all := append(slices.Clip(old.placed), placed...)
+			return s.build(ctx, ref, all, old)
+		}
+	}
 	cps, err := s.b.Checkpoints(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
 	}
-	// Many checkpoints share one messages version (a super-step that touched
-	// only tool_state, say); each version is read and scanned once.
-	byVersion := map[string]int{}
-	var reps []string
+	placed, err := s.place(ctx, ref, cps)
+	if err != nil {
+		return nil, err
+	}
+	return s.build(ctx, ref, placed, old)
+}
+
+// build derives the history of placed, reads the questions from the
+// richest checkpoint (reusing prev's when the richest is unchanged), and
+// caches the result.
+func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index) (*History, error) {
+	h := Derive(ref, placed)
+	if h.Total > 0 {
+		var questions []string
+		if prev != nil && prev.hist.Total > 0 && prev.hist.Richest.Version == h.Richest.Version {
+			questions = prev.questions
+		} else {
+			blobs, err := s.b.Values(ctx, ref, s.messages, []string{h.Richest.ID})
+			if err != nil {
+				return nil, fmt.Errorf("read %s of thread %q: %w", s.messages, ref.ThreadID, err)
+			}
+			m, err := lgcodec.ScanMessages(blobs[0].Type, blobs[0].Data, s.limits)
+			if err != nil {
+				return nil, &DecodeError{Ref: ref, CheckpointID: h.Richest.ID, Channel: s.messages, Err: err}
+			}
+			questions = m.Humans
+		}
+		h.SetQuestions(questions)
+		ix := &index{placed: placed, hist: h, questions: questions}
+		for _, p := range placed {
+			ix.maxID = max(ix.maxID, p.ID)
+		}
+		s.indexes.put(ref, ix)
+		return h, nil
+	}
+	ix := &index{placed: placed, hist: h}
+	for _, p := range placed {
+		ix.maxID = max(ix.maxID, p.ID)
+	}
+	s.indexes.put(ref, ix)
+	return h, nil
+}
+
+// place counts the messages of each checkpoint, reading and scanning each
+// distinct messages version once, and not at all when a scan is cached.
+func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed, error) {
+	found := map[string]counts{}
+	var missing []string // checkpoint ids, one per unscanned version
+	var missingVersion []string
 	for _, c := range cps {
 		v, ok := c.Versions[s.messages]
 		if !ok {
 			continue
 		}
-		if _, seen := byVersion[v]; !seen {
-			byVersion[v] = len(reps)
-			reps = append(reps, c.ID)
+		if _, seen := found[v]; seen {
+			continue
 		}
+		if n, ok := s.scans.get(scanKey{ref, v}); ok {
+			found[v] = n
+			continue
+		}
+		found[v] = counts{}
+		missing = append(missing, c.ID)
+		missingVersion = append(missingVersion, v)
 	}
-	scans := make([]lgcodec.Messages, len(reps))
-	if len(reps) > 0 {
-		blobs, err := s.b.Values(ctx, ref, s.messages, reps)
+	if len(missing) > 0 {
+		blobs, err := s.b.Values(ctx, ref, s.messages, missing)
 		if err != nil {
 			return nil, fmt.Errorf("read %s of thread %q: %w", s.messages, ref.ThreadID, err)
 		}
 		for i, b := range blobs {
-			if b.Type == "empty" {
-				continue
-			}
 			m, err := lgcodec.ScanMessages(b.Type, b.Data, s.limits)
 			if err != nil {
-				return nil, &DecodeError{Ref: ref, CheckpointID: reps[i], Channel: s.messages, Err: err}
+				return nil, &DecodeError{Ref: ref, CheckpointID: missing[i], Channel: s.messages, Err: err}
 			}
-			scans[i] = m
+			n := counts{m.Count, len(m.Humans)}
+			found[missingVersion[i]] = n
+			// A checkpoint deleted between listing and reading reads as
+			// empty; that is not the version's value, so it is not cached.
+			if b.Type != "empty" {
+				s.scans.put(scanKey{ref, missingVersion[i]}, n)
+			}
 		}
 	}
-	placed := make([]Placed, 0, len(cps))
-	for _, c := range cps {
+	placed := make([]Placed, len(cps))
+	for i, c := range cps {
 		p := Placed{ID: c.ID, TS: c.TS}
 		if v, ok := c.Versions[s.messages]; ok {
-			m := scans[byVersion[v]]
-			p.Messages, p.Humans = m.Count, m.Humans
+			n := found[v]
+			p.Version, p.Messages, p.Humans = v, n.messages, n.humans
 		}
-		placed = append(placed, p)
+		placed[i] = p
 	}
-	return Derive(ref, placed), nil
+	return placed, nil
 }
 
 // States reads the session state each of the given turns ended on, restricted

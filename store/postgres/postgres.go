@@ -38,11 +38,15 @@ type Backend struct {
 	pool *pgxpool.Pool
 	// Queries are built once with the schema-qualified table names.
 	listSQL   string
+	sinceSQL  string
 	valuesSQL string
 	schema    string
 }
 
-var _ store.Backend = (*Backend)(nil)
+var (
+	_ store.Backend     = (*Backend)(nil)
+	_ store.Incremental = (*Backend)(nil)
+)
 
 // Open parses cfg and creates the pool. It does not wait for the database:
 // connections are made on first use, so a database that is down at start is
@@ -75,6 +79,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		schema: cfg.Schema,
 		listSQL: `SELECT checkpoint_id, checkpoint->>'ts', checkpoint->'channel_versions'
 FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2`,
+		// The count and the newer rows come from one statement, hence one
+		// snapshot: a deletion shows as a count that does not add up.
+		sinceSQL: `WITH n AS (SELECT count(*) AS n FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
+SELECT n.n, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions'
+FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
 		// A channel's value is its blob at the checkpoint's version of the
 		// channel; primitives Python keeps inline in channel_values have no
 		// blob. A non-empty blob wins over the inline reading, as in
@@ -112,14 +121,9 @@ func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Check
 		if err := rows.Scan(&id, &ts, &versions); err != nil {
 			return nil, b.classify(ctx, err)
 		}
-		c := store.Checkpoint{ID: id}
-		if ts != nil {
-			if t, err := time.Parse(time.RFC3339Nano, *ts); err == nil {
-				c.TS = t
-			}
-		}
-		if c.Versions, err = parseVersions(versions); err != nil {
-			return nil, &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "channel_versions", Err: err}
+		c, err := checkpoint(ref, id, ts, versions)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, c)
 	}
@@ -127,6 +131,56 @@ func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Check
 		return nil, b.classify(ctx, err)
 	}
 	return out, nil
+}
+
+// CheckpointsSince counts the thread's checkpoints and lists those newer
+// than after, in one statement.
+func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after string) (int, []store.Checkpoint, error) {
+	rows, err := b.pool.Query(ctx, b.sinceSQL, ref.ThreadID, ref.Namespace, after)
+	if err != nil {
+		return 0, nil, b.classify(ctx, err)
+	}
+	defer rows.Close()
+	var (
+		count int
+		out   []store.Checkpoint
+	)
+	for rows.Next() {
+		var (
+			id       *string
+			ts       *string
+			versions []byte
+		)
+		if err := rows.Scan(&count, &id, &ts, &versions); err != nil {
+			return 0, nil, b.classify(ctx, err)
+		}
+		if id == nil {
+			continue
+		}
+		c, err := checkpoint(ref, *id, ts, versions)
+		if err != nil {
+			return 0, nil, err
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, b.classify(ctx, err)
+	}
+	return count, out, nil
+}
+
+func checkpoint(ref store.Ref, id string, ts *string, versions []byte) (store.Checkpoint, error) {
+	c := store.Checkpoint{ID: id}
+	if ts != nil {
+		if t, err := time.Parse(time.RFC3339Nano, *ts); err == nil {
+			c.TS = t
+		}
+	}
+	var err error
+	if c.Versions, err = parseVersions(versions); err != nil {
+		return c, &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "channel_versions", Err: err}
+	}
+	return c, nil
 }
 
 // parseVersions reads channel_versions, whose values are strings in Python

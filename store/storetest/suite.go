@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -123,6 +124,100 @@ func Run(t *testing.T, open Open) {
 		}
 		if len(blobs) != 1 || blobs[0].Type != "empty" {
 			t.Errorf("Values = %+v, want one empty blob", blobs)
+		}
+	})
+	t.Run("Cached history follows new and deleted checkpoints", func(t *testing.T) {
+		b, w := open(t)
+		ref := store.Ref{ThreadID: "suite-cache"}
+		bld := NewBuilder(w, ref)
+		first := bld.Turn(Demo[0])
+		st := store.New(store.Config{Backend: b})
+		total := func() *store.History {
+			t.Helper()
+			h, err := st.History(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h
+		}
+		if h := total(); h.Total != 1 || h.Turns[0].End.ID != first.End {
+			t.Fatalf("after one turn: %+v", h)
+		}
+		second := bld.Turn(Demo[1])
+		h := total()
+		if h.Total != 2 || h.Turns[1].End.ID != second.End || h.Turns[1].Question != Demo[1].Question {
+			t.Fatalf("after two turns: %+v", h)
+		}
+		w.Delete(ref, first.IDs)
+		h = total()
+		if h.Total != 2 || h.Turns[0].Retained {
+			t.Fatalf("after deleting turn 1: %+v; want total 2, turn 1 not retained", h)
+		}
+		// A deletion and an addition between two reads leave the count as
+		// it was; the cache must still notice.
+		third := bld.Turn(Demo[2])
+		w.Delete(ref, second.IDs[:len(third.IDs)])
+		h = total()
+		if h.Total != 3 || h.Turns[2].End.ID != third.End || !h.Turns[1].Retained || h.Turns[1].End.ID != second.End {
+			t.Fatalf("after turn 3 and partial deletion of turn 2: %+v", h)
+		}
+		w.Delete(ref, second.IDs)
+		if h := total(); h.Turns[1].Retained {
+			t.Fatalf("turn 2 still retained after all its checkpoints went: %+v", h)
+		}
+	})
+	t.Run("Reads while a writer appends turns", func(t *testing.T) {
+		b, w := open(t)
+		ref := store.Ref{ThreadID: "suite-concurrent"}
+		bld := NewBuilder(w, ref)
+		st := store.New(store.Config{Backend: b})
+		const turns = 8
+		done := make(chan []Written)
+		go func() {
+			var ws []Written
+			for i := range turns {
+				ws = append(ws, bld.Turn(Turn{Question: fmt.Sprintf("q%d", i+1), Writes: map[string]any{"k": float64(i + 1)}}))
+			}
+			done <- ws
+		}()
+		var written []Written
+		last := 0
+		for written == nil {
+			select {
+			case written = <-done:
+			default:
+			}
+			h, err := st.History(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Total < last {
+				t.Fatalf("total went back from %d to %d", last, h.Total)
+			}
+			last = h.Total
+			for _, turn := range h.Turns {
+				if !turn.Retained || turn.Question != fmt.Sprintf("q%d", turn.N) {
+					t.Fatalf("torn history: %+v", turn)
+				}
+			}
+			if h.Total > 0 {
+				states, err := st.States(ctx, ref, h.Turns[:1], nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v := states[0]["k"].Value; mustJSON(t, v) != "1" {
+					t.Fatalf("turn 1 state while writing = %v", v)
+				}
+			}
+		}
+		h, err := st.History(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, turn := range h.Turns {
+			if turn.End.ID != written[i].End {
+				t.Errorf("turn %d ends at %s, want %s", turn.N, turn.End.ID, written[i].End)
+			}
 		}
 	})
 	t.Run("Ping", func(t *testing.T) {

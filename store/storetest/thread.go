@@ -37,61 +37,84 @@ type Written struct {
 	State map[string]map[string]any
 }
 
-// Build writes a conversation into m the way LangGraph would: an empty
+// Build writes a conversation into w the way LangGraph would: an empty
 // checkpoint first, then per turn a checkpoint with the question, one with
-// the model's tool call, one with the tool result and the state writes, and
-// one with the answer. Entries carry value, tool, seq, turn and
-// turns_written. It returns what was written per turn: element i is turn
-// i+1.
+// the model's tool call, one with the tool result and the state writes (when
+// there are writes), and one with the answer. Entries carry value, tool,
+// seq, turn and turns_written. It returns what was written per turn:
+// element i is turn i+1.
 func Build(w Writer, ref store.Ref, turns []Turn) []Written {
-	base := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	seq := 0
-	msgs := []any{}
-	state := map[string]map[string]any{}
-	written := make([]Written, len(turns)+1)
-	step := 0
-	put := func(turn int) {
-		id := fmt.Sprintf("1f0c-%04d", step)
-		values := map[string]any{"messages": slices.Clone(msgs)}
-		if len(state) > 0 {
-			values["tool_state"] = state
-		}
-		w.Put(ref, id, base.Add(time.Duration(step)*time.Second), values)
-		if turn > 0 {
-			written[turn].IDs = append(written[turn].IDs, id)
-			written[turn].End = id
-		}
-		step++
-	}
-	put(0)
+	b := NewBuilder(w, ref)
+	out := make([]Written, len(turns))
 	for i, t := range turns {
-		n := i + 1
-		msgs = append(msgs, Message("HumanMessage", t.Question))
-		put(n)
-		msgs = append(msgs, Message("AIMessage", "calling tools"))
-		put(n)
-		if len(t.Writes) > 0 {
-			next := map[string]map[string]any{}
-			for k, v := range state {
-				next[k] = v
-			}
-			// Sorted, so seq numbers do not depend on map order.
-			for _, k := range slices.Sorted(maps.Keys(t.Writes)) {
-				v := t.Writes[k]
-				seq++
-				tw := 1
-				if old, ok := state[k]; ok {
-					tw = old["turns_written"].(int) + 1
-				}
-				next[k] = map[string]any{"value": v, "tool": "tool_" + k, "seq": seq, "turn": n, "turns_written": tw}
-			}
-			state = next
-			msgs = append(msgs, Message("ToolMessage", "done"))
-			put(n)
-		}
-		msgs = append(msgs, Message("AIMessage", "answer"))
-		put(n)
-		written[n].State = state
+		out[i] = b.Turn(t)
 	}
-	return written[1:]
+	return out
+}
+
+// Builder writes a conversation turn by turn, for tests that add turns
+// while something reads.
+type Builder struct {
+	w     Writer
+	ref   store.Ref
+	step  int
+	seq   int
+	turns int
+	msgs  []any
+	state map[string]map[string]any
+}
+
+// NewBuilder writes the thread's first, empty checkpoint and returns a
+// Builder for its turns.
+func NewBuilder(w Writer, ref store.Ref) *Builder {
+	b := &Builder{w: w, ref: ref, msgs: []any{}, state: map[string]map[string]any{}}
+	b.put(nil)
+	return b
+}
+
+var base = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+func (b *Builder) put(into *Written) {
+	id := fmt.Sprintf("1f0c-%06d", b.step)
+	values := map[string]any{"messages": slices.Clone(b.msgs)}
+	if len(b.state) > 0 {
+		values["tool_state"] = b.state
+	}
+	b.w.Put(b.ref, id, base.Add(time.Duration(b.step)*time.Second), values)
+	if into != nil {
+		into.IDs = append(into.IDs, id)
+		into.End = id
+	}
+	b.step++
+}
+
+// Turn writes one more turn and returns what it wrote.
+func (b *Builder) Turn(t Turn) Written {
+	b.turns++
+	n := b.turns
+	var w Written
+	b.msgs = append(b.msgs, Message("HumanMessage", t.Question))
+	b.put(&w)
+	b.msgs = append(b.msgs, Message("AIMessage", "calling tools"))
+	b.put(&w)
+	if len(t.Writes) > 0 {
+		next := make(map[string]map[string]any, len(b.state)+len(t.Writes))
+		maps.Copy(next, b.state)
+		// Sorted, so seq numbers do not depend on map order.
+		for _, k := range slices.Sorted(maps.Keys(t.Writes)) {
+			b.seq++
+			tw := 1
+			if old, ok := b.state[k]; ok {
+				tw = old["turns_written"].(int) + 1
+			}
+			next[k] = map[string]any{"value": t.Writes[k], "tool": "tool_" + k, "seq": b.seq, "turn": n, "turns_written": tw}
+		}
+		b.state = next
+		b.msgs = append(b.msgs, Message("ToolMessage", "done"))
+		b.put(&w)
+	}
+	b.msgs = append(b.msgs, Message("AIMessage", "answer"))
+	b.put(&w)
+	w.State = b.state
+	return w
 }
