@@ -6,16 +6,118 @@
 // integers above math.MaxInt64), float64, string, []byte, []any and
 // map[string]any. Map keys that are not strings are turned into their JSON
 // text (1 → "1", true → "true", nil → "null").
+//
+// # Blob types
+//
+// "msgpack" is Python's JsonPlusSerializer; "json" is LangChain.js, or a very
+// old Python checkpoint; "bytes" and "bytearray" are returned as []byte;
+// "null" is nil; "empty" means the channel has no value. "pickle", encrypted
+// types ("msgpack+aes" and any other "type+cipher" name) and unknown types
+// are refused with an *UnsupportedError rather than guessed at.
+//
+// # msgpack
+//
+// str becomes string (invalid UTF-8 is replaced with U+FFFD rather than
+// failing, since the text is still worth showing), bin becomes []byte.
+// Unsigned integers up to math.MaxInt64 become int64. Map keys: a string key
+// stays as is, a bin key becomes its standard padded base64, a key whose
+// decoded value is a string (such as an extension-encoded UUID) becomes that
+// string, and any other key becomes its JSON text: 1 → "1", true → "true",
+// nil → "null", 1.5 → "1.5", (1, 2) → "[1,2]". Floats are written the way
+// JavaScript prints numbers, and NaN and ±Inf as NaN, Infinity, -Infinity.
+// When two keys end up with the same text the later one wins, as a dict
+// would keep it.
+//
+// Extension types carry (module, class, data, ...) tuples; each becomes its
+// data, because that is the part a reader without Python can show:
+//
+//   - 0 (constructor, one argument): the argument. UUIDs give their 32-digit
+//     hex, Decimals and IP addresses their text, enums their value, sets,
+//     frozensets and deques a list. pydantic secrets (SecretStr,
+//     SecretBytes, ...) become nil: the serializer stores the secret in
+//     clear, and a history API must not hand it out.
+//   - 1 (positional arguments): the argument list, unchanged (dates give
+//     [year, month, day], timedeltas [days, seconds, microseconds], Send
+//     [node, arg]). No class is unwrapped, so the shape never depends on a
+//     class table.
+//   - 2 (keyword arguments): the keyword map (dataclasses, namedtuples,
+//     times).
+//   - 3 (class method, one argument): the argument; datetimes give their
+//     ISO-8601 text.
+//   - 4 and 5 (pydantic v1 and v2 models): the model's field map. LangChain
+//     messages are such models and keep their "type" field.
+//   - 6 (numpy array): see below.
+//   - 7 (delta snapshot) and every other code: *UnsupportedError.
+//
+// numpy arrays of dtype bool, int8..int64, uint8..uint64 and float16..float64,
+// in C or Fortran order, become nested lists of bool, int64 (uint64 above
+// math.MaxInt64) and float64, one level per dimension, exactly as
+// ndarray.tolist() would give them; a zero-dimensional array becomes its
+// single value. Any other array (strings, complex, datetimes, records,
+// objects) becomes a map {"dtype": "<U5", "shape": [2], "order": "C",
+// "data": []byte} holding the raw buffer, which keeps every byte without
+// guessing at a layout historyd does not interpret.
+//
+// # JSON
+//
+// Numbers that are integer literals become int64 (uint64 above
+// math.MaxInt64, float64 beyond uint64); other numbers become float64.
+// Python's NaN, Infinity and -Infinity literals are accepted. Invalid UTF-8
+// is replaced with U+FFFD. Serialized LangChain objects become plain data:
+//
+//   - {"lc": 1, "type": "constructor", "id": [..., "Class"], "kwargs": {...}}
+//     becomes its kwargs, with keys as stored (LangChain.js writes them in
+//     snake_case). For message classes a missing "type" is filled in from
+//     the class name with the Python names: HumanMessage "human", AIMessage
+//     "ai", ToolMessage "tool", SystemMessage "system", FunctionMessage
+//     "function", ChatMessage "chat", RemoveMessage "remove", and chunk
+//     classes their own class name ("AIMessageChunk"), so that a message
+//     reads the same whichever language wrote it. Inside kwargs, user maps
+//     escaped as {"__lc_escaped__": {...}} are unwrapped and kept as stored.
+//   - {"lc": 1, "type": "secret"} becomes nil: the secret is not in the blob.
+//   - {"lc": 1, "type": "not_implemented"} becomes its "repr" text when it
+//     has one (Python writes it), else nil.
+//   - LangChain.js {"lc": 2} records: "undefined" becomes nil; Set a list;
+//     Map a map keyed like msgpack maps (string keys as is, others by JSON
+//     text); Uint8Array []byte; RegExp [source, flags]; Error its message;
+//     "delta_snapshot" *UnsupportedError. Other records are kept as stored,
+//     as LangChain.js itself leaves them. JavaScript Dates need no record:
+//     they are stored as ISO-8601 strings already.
+//   - Old Python {"lc": 2, "type": "constructor", "id": [module..., Class],
+//     "method"?, "args"?, "kwargs"?} records become what the msgpack
+//     extension for the same class would give: a single argument unwrapped
+//     (UUID hex, Decimal text, datetime ISO text, set as list), the argument
+//     list for classes the msgpack encoding builds from positional arguments
+//     (dates, timedeltas, timezones, paths, regexes), the keyword map for
+//     models, dataclasses and Send (which msgpack writes as [node, arg]), a
+//     time's fields as the same map msgpack gives, and bytes rebuilt from
+//     their hex. A record with both arguments and keywords of any other
+//     class becomes {"args": [...], "kwargs": {...}}. (Namedtuples need no
+//     record there: Python's json module writes them as lists.)
+//
+// Map keys built from maps (a map used as a key of a map used as a key)
+// double in text at each level; past a budget of eight times the blob's
+// size such a blob is a *MalformedError, since no serializer writes one.
 package lgcodec
+
+import (
+	"strconv"
+	"strings"
+)
 
 // Limits bound what one decode may cost, so a crafted blob cannot exhaust
 // memory or stack.
 type Limits struct {
 	// MaxDepth is the deepest nesting of lists, maps and extension payloads
-	// allowed. Zero means DefaultMaxDepth.
+	// allowed: a top-level list is at depth 1, a map inside it at depth 2,
+	// and an extension's (module, class, data) tuple counts as one level,
+	// as does each dimension of a numpy array. Zero or negative means
+	// DefaultMaxDepth. Decoding recurses once per level, so keep it modest.
 	MaxDepth int
-	// MaxBytes is the largest encoded blob accepted. Zero means
-	// DefaultMaxBytes.
+	// MaxBytes is the largest encoded blob accepted. Zero or negative means
+	// DefaultMaxBytes. Decoded data can take several times the blob's size
+	// in memory (a one-byte msgpack nil is a 16-byte interface value), so
+	// this is the knob that bounds memory.
 	MaxBytes int
 }
 
@@ -26,3 +128,185 @@ const (
 	// zero: 256 MiB.
 	DefaultMaxBytes = 256 << 20
 )
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultMaxDepth
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	return l
+}
+
+// Blob types written by the LangGraph savers.
+const (
+	typeMsgpack   = "msgpack"
+	typeJSON      = "json"
+	typeBytes     = "bytes"
+	typeBytearray = "bytearray"
+	typeNull      = "null"
+	typeEmpty     = "empty"
+	typePickle    = "pickle"
+)
+
+// Decode decodes one stored value of the given LangGraph blob type into plain data.
+// ok is false when the type is "empty" (the channel has no value).
+//
+// The result never aliases data, so callers may reuse their buffer.
+func Decode(blobType string, data []byte, lim Limits) (v any, ok bool, err error) {
+	lim = lim.withDefaults()
+	switch blobType {
+	case typeEmpty:
+		return nil, false, nil
+	case typeNull:
+		return nil, true, nil
+	}
+	if err := checkDecodable(blobType, data, lim); err != nil {
+		return nil, false, err
+	}
+	switch blobType {
+	case typeMsgpack:
+		v, err = decodeMsgpack(data, lim)
+	case typeJSON:
+		v, err = decodeJSON(data, lim)
+	default: // bytes, bytearray
+		v = append([]byte{}, data...)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+// checkDecodable refuses blob types that are never decoded and blobs over
+// MaxBytes, before any byte of the blob is looked at.
+func checkDecodable(blobType string, data []byte, lim Limits) error {
+	switch blobType {
+	case typeMsgpack, typeJSON, typeBytes, typeBytearray:
+	case typePickle:
+		return &UnsupportedError{Format: blobType, Offset: -1,
+			Reason: "pickle can only be read by running Python code; historyd does not decode it"}
+	default:
+		if i := strings.IndexByte(blobType, '+'); i >= 0 {
+			return &UnsupportedError{Format: blobType, Offset: -1,
+				Reason: "encrypted with cipher " + strconv.Quote(blobType[i+1:]) + "; historyd holds no keys"}
+		}
+		return &UnsupportedError{Format: blobType, Offset: -1, Reason: "unknown blob type"}
+	}
+	if len(data) > lim.MaxBytes {
+		return &LimitError{Limit: "MaxBytes", Max: lim.MaxBytes, Got: len(data), Offset: -1}
+	}
+	return nil
+}
+
+// Messages is what turn derivation needs from a messages channel value.
+type Messages struct {
+	Count  int      // number of messages in the list
+	Humans []string // text of each human message, in order
+}
+
+// ScanMessages reads a messages channel value (a list of LangChain messages) and
+// counts messages and human messages WITHOUT materializing non-human messages
+// (skip them in the msgpack stream; only the `type` and, for humans, `content` are read).
+//
+// A message is human when its "type" is "human" (after the JSON mapping of
+// Decode, which gives LangChain.js messages their type from the class name).
+// Its text is LangChain's BaseMessage.text: string content as is, or the
+// concatenation of the string blocks and the {"type": "text", "text": "..."}
+// blocks of list content.
+//
+// An "empty" blob (the channel has no value yet) has no messages. Any other
+// value that is not a list is a *MalformedError. Skipped messages are only
+// checked for well-formed structure, so ScanMessages may accept a blob that
+// Decode rejects, never the other way round. JSON has no lengths to skip by,
+// so a "json" value is decoded whole (as Decode would) and then read.
+func ScanMessages(blobType string, data []byte, lim Limits) (Messages, error) {
+	lim = lim.withDefaults()
+	switch blobType {
+	case typeEmpty:
+		return Messages{}, nil
+	case typeNull:
+		return Messages{}, &MalformedError{Format: blobType, Offset: 0, Reason: "messages value is null, not a list"}
+	}
+	if err := checkDecodable(blobType, data, lim); err != nil {
+		return Messages{}, err
+	}
+	switch blobType {
+	case typeMsgpack:
+		return scanMsgpackMessages(data, lim)
+	case typeJSON:
+		v, err := decodeJSON(data, lim)
+		if err != nil {
+			return Messages{}, err
+		}
+		return messagesFromValue(blobType, v)
+	default:
+		return Messages{}, &MalformedError{Format: blobType, Offset: 0, Reason: "messages value is raw bytes, not a list"}
+	}
+}
+
+// messagesFromValue derives Messages from an already decoded value.
+func messagesFromValue(format string, v any) (Messages, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return Messages{}, &MalformedError{Format: format, Offset: 0,
+			Reason: "messages value is " + kindOf(v) + ", not a list"}
+	}
+	out := Messages{Count: len(list)}
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		if t, _ := m["type"].(string); t == "human" {
+			out.Humans = append(out.Humans, messageText(m["content"]))
+		}
+	}
+	return out, nil
+}
+
+// messageText is LangChain's BaseMessage.text over decoded content.
+func messageText(content any) string {
+	switch c := content.(type) {
+	case string:
+		return c
+	case []any:
+		var b strings.Builder
+		for _, block := range c {
+			switch blk := block.(type) {
+			case string:
+				b.WriteString(blk)
+			case map[string]any:
+				if t, _ := blk["type"].(string); t == "text" {
+					if s, ok := blk["text"].(string); ok {
+						b.WriteString(s)
+					}
+				}
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// kindOf names a decoded value's kind for error messages.
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case int64, uint64, float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []byte:
+		return "bytes"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a map"
+	}
+	return "an unknown value"
+}

@@ -1,0 +1,353 @@
+package lgcodec
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+)
+
+// scanMsgpackMessages walks a msgpack messages list, decoding only each
+// message's type and, for human messages, its content. A long thread's
+// list is mostly AI and tool messages with large payloads, and turn
+// derivation reads it at every checkpoint, so skipping them is what keeps
+// listing turns cheap.
+func scanMsgpackMessages(data []byte, lim Limits) (Messages, error) {
+	d := newMsgpackDecoder(data, lim)
+	var out Messages
+	if err := d.scanList(0, &out); err != nil {
+		return Messages{}, err
+	}
+	if d.pos != d.end {
+		return Messages{}, d.malformed(d.pos, "%d trailing bytes after the value", d.end-d.pos)
+	}
+	return out, nil
+}
+
+// scanList reads the messages list, looking through extension wrappers the
+// way decodeExt does so both agree on what the list is.
+func (d *mpDecoder) scanList(depth int, out *Messages) error {
+	d.started()
+	t, err := d.readToken()
+	if err != nil {
+		return err
+	}
+	switch t.kind {
+	case mpArray:
+		if depth+1 > d.maxDepth {
+			return depthError(d.maxDepth, depth+1, t.off)
+		}
+		out.Count = t.n
+		for range t.n {
+			human, text, err := d.scanMessage(depth + 1)
+			if err != nil {
+				return err
+			}
+			if human {
+				out.Humans = append(out.Humans, text)
+			}
+		}
+		return nil
+	case mpExt:
+		if t.code == extNumpyArray {
+			v, err := d.decodeExt(t, depth)
+			if err != nil {
+				return err
+			}
+			*out, err = messagesFromValue(typeMsgpack, v)
+			var me *MalformedError
+			if errors.As(err, &me) {
+				me.Offset = t.off
+			}
+			return err
+		}
+		return d.scanTuple(t, depth, func(depth int) error { return d.scanList(depth, out) },
+			func() error {
+				return d.malformed(t.off, "messages value is a secret, not a list")
+			})
+	}
+	return d.malformed(t.off, "messages value is %s, not a list", tokenKind(t))
+}
+
+// scanTuple opens an extension payload and hands its data item to inner.
+// secret runs instead when the extension is a pydantic secret.
+func (d *mpDecoder) scanTuple(t mpToken, depth int, inner func(depth int) error, secret func() error) error {
+	if t.code < extConstructorSingleArg || t.code > extPydanticV2 {
+		return d.unsupportedExt(t)
+	}
+	savedEnd, savedPending, err := d.enterExt(t)
+	if err != nil {
+		return err
+	}
+	d.started()
+	h, err := d.readToken()
+	if err != nil {
+		return err
+	}
+	if h.kind != mpArray || h.n < 3 {
+		return d.malformed(t.off, "ext %d payload is not a (module, class, data, ...) tuple", t.code)
+	}
+	if depth+1 > d.maxDepth {
+		return depthError(d.maxDepth, depth+1, h.off)
+	}
+	module, err := d.scanName(depth + 1)
+	if err != nil {
+		return err
+	}
+	class, err := d.scanName(depth + 1)
+	if err != nil {
+		return err
+	}
+	if t.code == extConstructorSingleArg && isSecretName(module, class) {
+		if err := d.skipValues(1, depth+1); err != nil {
+			return err
+		}
+		if err := secret(); err != nil {
+			return err
+		}
+	} else if err := inner(depth + 1); err != nil {
+		return err
+	}
+	if err := d.skipValues(h.n-3, depth+1); err != nil {
+		return err
+	}
+	return d.leaveExt(t, savedEnd, savedPending)
+}
+
+// scanName reads the module or class name of an extension payload, without
+// allocating when it is a plain string. An extension is decoded, since it
+// may decode to a string as Decode would see it; other values are skipped,
+// as they can never name a pydantic secret class.
+func (d *mpDecoder) scanName(depth int) ([]byte, error) {
+	start := d.pos
+	pending := d.pending
+	d.started()
+	t, err := d.readToken()
+	if err != nil {
+		return nil, err
+	}
+	switch t.kind {
+	case mpStr:
+		return d.buf[t.start : t.start+t.n], nil
+	case mpArray, mpMap:
+		d.pos, d.pending = start, pending
+		return nil, d.skipValues(1, depth)
+	case mpExt:
+		d.pos, d.pending = start, pending
+		v, err := d.decodeValue(depth)
+		if s, ok := v.(string); ok {
+			return []byte(s), err
+		}
+		return nil, err
+	}
+	return nil, nil
+}
+
+// scanMessage reads one list element at slot depth and reports whether it
+// is a human message, with its text.
+func (d *mpDecoder) scanMessage(depth int) (human bool, text string, err error) {
+	d.started()
+	t, err := d.readToken()
+	if err != nil {
+		return false, "", err
+	}
+	switch t.kind {
+	case mpMap:
+		return d.scanMessageMap(t, depth)
+	case mpArray:
+		if depth+1 > d.maxDepth {
+			return false, "", depthError(d.maxDepth, depth+1, t.off)
+		}
+		return false, "", d.skipValues(t.n, depth+1)
+	case mpExt:
+		if t.code == extNumpyArray {
+			// Its payload was stepped over with the token; an array is
+			// never a message.
+			return false, "", nil
+		}
+		err = d.scanTuple(t, depth, func(depth int) error {
+			human, text, err = d.scanMessage(depth)
+			return err
+		}, func() error { return nil })
+		return human, text, err
+	}
+	return false, "", nil
+}
+
+// scanMessageMap reads a message's field map, whose header t has been
+// read. Keys are compared in their decoded form, as Decode would key them.
+func (d *mpDecoder) scanMessageMap(t mpToken, depth int) (bool, string, error) {
+	if depth+1 > d.maxDepth {
+		return false, "", depthError(d.maxDepth, depth+1, t.off)
+	}
+	human := false
+	contentAt := -1
+	for range t.n {
+		key, err := d.scanKey(depth + 1)
+		if err != nil {
+			return false, "", err
+		}
+		switch key {
+		case "type":
+			if human, err = d.scanType(depth + 1); err != nil {
+				return false, "", err
+			}
+		case "content":
+			contentAt = d.pos
+			if err := d.skipValues(1, depth+1); err != nil {
+				return false, "", err
+			}
+		default:
+			if err := d.skipValues(1, depth+1); err != nil {
+				return false, "", err
+			}
+		}
+	}
+	if !human {
+		return false, "", nil
+	}
+	if contentAt < 0 {
+		return true, "", nil
+	}
+	// The content was skipped once to find the type, which follows it in
+	// model_dump order; decode it now that it is known to be needed. The
+	// values around it are all accounted for, so pending is set aside.
+	endAt, pending := d.pos, d.pending
+	d.pos, d.pending = contentAt, 0
+	content, err := d.decodeValue(depth + 1)
+	d.pos, d.pending = endAt, pending
+	if err != nil {
+		return false, "", err
+	}
+	return true, messageText(content), nil
+}
+
+// scanType reads a message's type and reports whether it is "human". Only
+// extension values are decoded, since they could decode to that string.
+func (d *mpDecoder) scanType(depth int) (bool, error) {
+	start := d.pos
+	pending := d.pending
+	d.started()
+	t, err := d.readToken()
+	if err != nil {
+		return false, err
+	}
+	switch t.kind {
+	case mpStr:
+		return string(d.buf[t.start:t.start+t.n]) == "human", nil
+	case mpArray, mpMap:
+		d.pos, d.pending = start, pending
+		return false, d.skipValues(1, depth)
+	case mpExt:
+		d.pos, d.pending = start, pending
+		v, err := d.decodeValue(depth)
+		return v == "human", err
+	}
+	return false, nil
+}
+
+// scanKey reads a map key and returns its text when it could be "type" or
+// "content", else "". Only strings, bytes (via base64) and extensions (via
+// their decoded value) can have such a text.
+func (d *mpDecoder) scanKey(depth int) (string, error) {
+	start := d.pos
+	pending := d.pending
+	d.started()
+	t, err := d.readToken()
+	if err != nil {
+		return "", err
+	}
+	switch t.kind {
+	case mpStr:
+		switch string(d.buf[t.start : t.start+t.n]) {
+		case "type":
+			return "type", nil
+		case "content":
+			return "content", nil
+		}
+	case mpBin:
+		if t.n == 3 {
+			return base64.StdEncoding.EncodeToString(d.buf[t.start : t.start+t.n]), nil
+		}
+	case mpArray, mpMap:
+		if depth+1 > d.maxDepth {
+			return "", depthError(d.maxDepth, depth+1, t.off)
+		}
+		n := t.n
+		if t.kind == mpMap {
+			n *= 2
+		}
+		return "", d.skipValues(n, depth+1)
+	case mpExt:
+		// Undo the read and decode the key whole; extension keys are rare
+		// and small.
+		d.pos, d.pending = start, pending
+		k, err := d.decodeValue(depth)
+		if err != nil {
+			return "", err
+		}
+		return d.keys.text(k, start)
+	}
+	return "", nil
+}
+
+// skipValues steps over n values at slot depth without building them. It
+// keeps its own stack instead of recursing, and checks MaxDepth as decoding
+// would, so a blob ScanMessages accepts is never deeper than Decode allows.
+func (d *mpDecoder) skipValues(n int, depth int) error {
+	var small [16]int
+	stack := small[:0]
+	remaining := n
+	for {
+		for remaining == 0 {
+			if len(stack) == 0 {
+				return nil
+			}
+			remaining = stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+		}
+		remaining--
+		d.started()
+		t, err := d.readToken()
+		if err != nil {
+			return err
+		}
+		if t.kind != mpArray && t.kind != mpMap {
+			continue
+		}
+		level := depth + len(stack) + 1
+		if level > d.maxDepth {
+			return depthError(d.maxDepth, level, t.off)
+		}
+		items := t.n
+		if t.kind == mpMap {
+			items *= 2
+		}
+		stack = append(stack, remaining)
+		remaining = items
+	}
+}
+
+func tokenKind(t mpToken) string {
+	switch t.kind {
+	case mpNil:
+		return "null"
+	case mpBool:
+		return "a boolean"
+	case mpInt, mpUint, mpFloat:
+		return "a number"
+	case mpStr:
+		return "a string"
+	case mpBin:
+		return "bytes"
+	case mpArray:
+		return "a list"
+	case mpMap:
+		return "a map"
+	}
+	return "an extension value"
+}
+
+// isSecretName is isSecretClass over raw msgpack str bytes.
+func isSecretName(module, class []byte) bool {
+	return bytes.HasPrefix(module, []byte("pydantic")) && bytes.HasPrefix(class, []byte("Secret"))
+}
