@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# pyenv.sh: the Python virtualenv the conformance suite's LangGraph writer runs
+# in, at .cache/venv (set HISTORYD_VENV to put it elsewhere).
+#
+# Installs test/conformance/requirements.txt (every package pinned), then tries
+# the reference implementation: mcp-toolsets-runtime, whose turn history the
+# suite compares historyd with. It declares Python >=3.12; its modules the
+# suite needs also run on 3.11, so it is installed with --no-deps
+# --ignore-requires-python plus test/conformance/requirements-reference.txt,
+# the pinned packages those modules import. Whether it imports is recorded in
+# .cache/venv/reference.status ("ok ..." or "unavailable: <why>"); this
+# script succeeds either way, and the suite reports the reason.
+#
+# Nothing is reinstalled while the requirements, the reference pin and the
+# Python version are unchanged (stamp: .cache/venv/.historyd-stamp).
+#
+# Environment: PYTHON (interpreter to build the venv from, default python3;
+# 3.10 or newer), HISTORYD_VENV (venv directory).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${HISTORYD_VENV:-$REPO/.cache/venv}
+REQ=$REPO/test/conformance/requirements.txt
+REF_REQ=$REPO/test/conformance/requirements-reference.txt
+REFERENCE_PIN=mcp-toolsets-runtime==0.12.0
+REFERENCE_MODULES="mcp_agent.history mcp_state.history mcp_state.state"
+STAMP=$VENV/.historyd-stamp
+STATUS=$VENV/reference.status
+
+die() { echo "pyenv: $*" >&2; exit 1; }
+note() { echo "pyenv: $*" >&2; }
+
+PY=${PYTHON:-python3}
+command -v "$PY" >/dev/null || {
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    note "$PY not found: installing Debian's python3 and python3-venv"
+    apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-venv >&2 \
+      || die "apt-get install python3 python3-venv failed"
+  fi
+  command -v "$PY" >/dev/null || die "$PY not found; set PYTHON to a Python 3.10+ interpreter"
+}
+PYVER=$("$PY" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])') || die "$PY does not run"
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "$PY is Python $PYVER; LangGraph needs 3.10 or newer"
+
+want=$(cat "$REQ" "$REF_REQ" <(echo "$REFERENCE_PIN $PYVER $(command -v "$PY")") | sha256sum | cut -d' ' -f1)
+if [[ -f $STAMP && $(cat "$STAMP") == "$want" && -x $VENV/bin/python ]] && "$VENV/bin/python" -c 'import langgraph' 2>/dev/null; then
+  note "up to date: $VENV ($(head -n 1 "$STATUS" 2>/dev/null || echo 'reference status unknown'))"
+  exit 0
+fi
+
+note "building $VENV with Python $PYVER"
+rm -rf -- "$VENV"
+mkdir -p "$(dirname "$VENV")"
+if ! "$PY" -m venv "$VENV" 2>/tmp/pyenv-venv.$$; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null && grep -qi "ensurepip\|python3.*-venv" /tmp/pyenv-venv.$$; then
+    note "the venv module needs Debian's python3-venv: installing it"
+    rm -rf -- "$VENV"
+    apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv >&2 \
+      || die "apt-get install python3-venv failed"
+    "$PY" -m venv "$VENV" || die "python -m venv failed even with python3-venv"
+  else
+    cat /tmp/pyenv-venv.$$ >&2
+    rm -f /tmp/pyenv-venv.$$
+    die "python -m venv $VENV failed (above)"
+  fi
+fi
+rm -f /tmp/pyenv-venv.$$
+
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check --no-input)
+"${PIP[@]}" install -q -r "$REQ" || die "pip install -r $REQ failed"
+"${PIP[@]}" check >&2 || die "the pinned requirements are inconsistent (pip check above)"
+
+# The reference implementation: best effort, reason recorded.
+reference_status() {
+  local log=$VENV/reference-install.log
+  if ! "${PIP[@]}" install -q -r "$REF_REQ" >"$log" 2>&1; then
+    echo "unavailable: pip install -r test/conformance/requirements-reference.txt failed: $(grep -v '^\s*$' "$log" | tail -n 1)"
+    return
+  fi
+  if ! "${PIP[@]}" install -q --no-deps --ignore-requires-python "$REFERENCE_PIN" >>"$log" 2>&1; then
+    echo "unavailable: pip install --no-deps --ignore-requires-python $REFERENCE_PIN failed: $(grep -v '^\s*$' "$log" | tail -n 1)"
+    return
+  fi
+  local probe
+  if probe=$("$VENV/bin/python" - $REFERENCE_MODULES 2>&1 <<'EOF'
+import importlib, sys
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except SyntaxError as e:
+        sys.exit(f"{name}: SyntaxError under Python {sys.version.split()[0]} at {e.filename}:{e.lineno}: {(e.text or '').strip()}")
+    except BaseException as e:
+        sys.exit(f"{name}: {type(e).__name__}: {e}")
+EOF
+  ); then
+    echo "ok: $REFERENCE_PIN imports ($REFERENCE_MODULES) under Python $PYVER"
+  else
+    echo "unavailable: $REFERENCE_PIN does not import under Python $PYVER: $(echo "$probe" | tail -n 1)"
+  fi
+}
+reference_status >"$STATUS"
+note "reference implementation: $(cat "$STATUS")"
+
+echo "$want" >"$STAMP"
+note "ready: $VENV/bin/python"

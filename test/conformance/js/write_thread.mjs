@@ -1,0 +1,483 @@
+#!/usr/bin/env node
+// Write one real LangGraph.js thread to PostgreSQL and say what LangGraph sees.
+//
+// Runs a LangGraph.js StateGraph compiled with
+// @langchain/langgraph-checkpoint-postgres's PostgresSaver through five
+// scripted turns, then writes expected.json: the thread's turns as LangGraph.js
+// itself reports them through getStateHistory, derived by historyd's turn
+// rules, with each turn's session state converted to JSON the way historyd's
+// API documents (StateEntry in history.proto).
+//
+// The chat model is a deterministic script; the tools are real LangChain.js
+// tools run by LangGraph's ToolNode, publishing into a `tool_state` channel in
+// the mcp-toolsets-runtime convention (see ../py/write_thread.py).
+//
+// The JS saver keeps its tables in a schema of its own choosing ("public" by
+// default). Its migrations differ from the Python saver's, so sharing one
+// schema with Python's tables is not safe; this writer uses --schema (default
+// "lgjs").
+//
+// Usage:
+//   node write_thread.mjs --dsn DSN --thread ID --out expected.json
+//                         [--schema lgjs] [--read-only]
+
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+
+import { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
+import { tool } from "@langchain/core/tools";
+import {
+  Annotation,
+  Command,
+  END,
+  START,
+  StateGraph,
+  messagesStateReducer,
+} from "@langchain/langgraph";
+import { ToolNode } from "@langchain/langgraph/prebuilt";
+import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
+import { z } from "zod";
+
+const STATE = "tool_state";
+const MODEL = "model";
+const HANDLE = "@state:";
+
+// --- the session-state reducer (tool_state convention) ---------------------
+
+function mergeToolState(old, update) {
+  const out = { ...(old ?? {}) };
+  if (!update) return out;
+  const seqs = Object.values(out)
+    .filter((e) => isMap(e))
+    .map((e) => e.seq ?? 0);
+  let following = Math.max(0, ...seqs) + 1;
+  for (const [key, raw] of Object.entries(update)) {
+    if (!isMap(raw)) {
+      out[key] = raw;
+      continue;
+    }
+    const entry = { ...raw };
+    if (entry.seq == null) entry.seq = following++;
+    const before = out[key];
+    if (isMap(before) && entry.turns_written == null) {
+      const held = before.turns_written ?? 1;
+      const later = before.turn == null || entry.turn == null || entry.turn > before.turn;
+      entry.turns_written = later ? held + 1 : held;
+    } else if (entry.turns_written == null) {
+      entry.turns_written = 1;
+    }
+    out[key] = entry;
+  }
+  return out;
+}
+
+function isMap(v) {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+const State = Annotation.Root({
+  messages: Annotation({ reducer: messagesStateReducer, default: () => [] }),
+  tool_state: Annotation({ reducer: mergeToolState, default: () => ({}) }),
+});
+
+const humans = (messages) => (messages ?? []).filter((m) => m.getType() === "human");
+
+// --- tools -----------------------------------------------------------------
+
+function publish(state, callId, toolName, values, inputs, extra) {
+  const turn = humans(state.messages).length;
+  const update = {};
+  for (const [key, value] of Object.entries(values)) {
+    update[key] = { value, tool: toolName, turn, ...(inputs ? { inputs: { ...inputs } } : {}), ...(extra ?? {}) };
+  }
+  return new Command({
+    update: {
+      [STATE]: update,
+      messages: [
+        new ToolMessage({
+          content: `[state updated: ${Object.keys(values).sort().join(", ")}]`,
+          tool_call_id: callId,
+          name: toolName,
+          id: `tool-${callId}`,
+        }),
+      ],
+    },
+  });
+}
+
+const origin = (arg) => (typeof arg === "string" && arg.startsWith(HANDLE) ? arg.slice(HANDLE.length) : MODEL);
+
+function resolve(state, arg) {
+  if (typeof arg === "string" && arg.startsWith(HANDLE)) {
+    const entry = (state[STATE] ?? {})[arg.slice(HANDLE.length)];
+    return isMap(entry) ? entry.value : entry;
+  }
+  return arg;
+}
+
+const round = (x, d) => Math.round(x * 10 ** d) / 10 ** d;
+
+function polygon(region, vertices) {
+  const [lon0, lat0] = [-2.6, 52.3];
+  const ring = [];
+  for (let i = 0; i < vertices; i++) {
+    const a = (2 * Math.PI * i) / vertices;
+    const w = 1 + 0.07 * Math.sin(5 * a) + 0.02 * Math.cos(31 * a);
+    ring.push([round(lon0 + 1.3 * w * Math.cos(a), 7), round(lat0 + 0.8 * w * Math.sin(a), 7)]);
+  }
+  ring.push([...ring[0]]);
+  return {
+    type: "Feature",
+    properties: { name: region, vertices },
+    geometry: { type: "Polygon", coordinates: [ring] },
+  };
+}
+
+function areaKm2(feature) {
+  const ring = feature.geometry.coordinates[0];
+  let s = 0;
+  for (let i = 0; i + 1 < ring.length; i++) s += ring[i][0] * ring[i + 1][1] - ring[i + 1][0] * ring[i][1];
+  return round((Math.abs(s) / 2) * 111.32 * 111.32 * Math.cos((52.3 * Math.PI) / 180), 3);
+}
+
+const sketchPolygon = tool(
+  async ({ region, vertices }, runtime) => {
+    const feature = polygon(region, vertices);
+    const ring = feature.geometry.coordinates[0];
+    const xs = ring.map((p) => p[0]);
+    const ys = ring.map((p) => p[1]);
+    const bbox = [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)];
+    return publish(
+      runtime.state,
+      runtime.toolCallId,
+      "sketch_polygon",
+      { "sketch-ops/sketch_polygon/geometry": feature, "sketch-ops/sketch_polygon/bbox": bbox },
+      { region: origin(region), vertices: origin(vertices) },
+    );
+  },
+  {
+    name: "sketch_polygon",
+    description: "Sketch a region's outline as a GeoJSON polygon.",
+    schema: z.object({ region: z.string(), vertices: z.number().int() }),
+  },
+);
+
+const sketchArea = tool(
+  async ({ geometry, unit }, runtime) => {
+    let area = areaKm2(resolve(runtime.state, geometry));
+    if (unit === "mi2") area = round(area / 2.589988, 3);
+    return publish(
+      runtime.state,
+      runtime.toolCallId,
+      "sketch_area",
+      { "sketch-ops/sketch_area/area": { amount: area, unit } },
+      { geometry: origin(geometry), unit: origin(unit) },
+    );
+  },
+  {
+    name: "sketch_area",
+    description: "Area of a sketched geometry, in km2 or mi2.",
+    schema: z.object({ geometry: z.string(), unit: z.string() }),
+  },
+);
+
+const catchmentStats = tool(
+  async ({ river }, runtime) =>
+    publish(
+      runtime.state,
+      runtime.toolCallId,
+      "catchment_stats",
+      {
+        "hydro/catchment_stats/summary": {
+          river,
+          name_local: "Hafren – dalgylch ≈ 🏞️",
+          retrieved_at: new Date(Date.UTC(2026, 4, 1, 12, 30, 15, 250)),
+          max_safe: Number.MAX_SAFE_INTEGER,
+          exactly_2_53: 2 ** 53,
+          beyond_2_53: 2 ** 60,
+          negative_big: -(2 ** 55),
+          ratio: 0.1 + 0.2,
+          tiny: 5e-324,
+          not_a_number: NaN, // JSON has no NaN: LangGraph.js stores null
+          missing: null,
+          flags: [true, false],
+          nested: { a: { b: { c: [1, [2, [3, { d: "deep" }]]] } }, empty: {}, none: [] },
+        },
+      },
+      { river: origin(river) },
+      { source: { provider: "Natural Resources Wales", licence: "OGL-3.0" } },
+    ),
+  {
+    name: "catchment_stats",
+    description: "Facts about a river's catchment.",
+    schema: z.object({ river: z.string() }),
+  },
+);
+
+const remember = tool(
+  async ({ text }, runtime) =>
+    new Command({
+      update: {
+        [STATE]: { "notes/plain": text },
+        messages: [
+          new ToolMessage({
+            content: "[state updated: notes/plain]",
+            tool_call_id: runtime.toolCallId,
+            name: "remember",
+            id: `tool-${runtime.toolCallId}`,
+          }),
+        ],
+      },
+    }),
+  {
+    name: "remember",
+    description: "Keep a note, stored bare rather than as an entry map.",
+    schema: z.object({ text: z.string() }),
+  },
+);
+
+const TOOLS = [sketchPolygon, sketchArea, catchmentStats, remember];
+const GEOMETRY = HANDLE + "sketch-ops/sketch_polygon/geometry";
+
+// Each turn: the question, and per model step the tool calls made (an empty
+// list ends the turn with a plain answer).
+const TURNS = [
+  ["Draw the outline of the Severn catchment.", [[["sketch_polygon", { region: "severn", vertices: 50000 }]], []]],
+  [
+    "Wie groß ist das Einzugsgebiet des Severn? 🏞️",
+    [
+      [
+        ["sketch_area", { geometry: GEOMETRY, unit: "km2" }],
+        ["catchment_stats", { river: "Severn" }],
+      ],
+      [],
+    ],
+  ],
+  ["Thanks, that is all for now.", [[]]],
+  [
+    [
+      { type: "text", text: "Redraw it " },
+      { type: "text", text: "for the estuary only." },
+    ],
+    [
+      [["sketch_polygon", { region: "severn-estuary", vertices: 1500 }]],
+      [["sketch_area", { geometry: GEOMETRY, unit: "km2" }]],
+      [],
+    ],
+  ],
+  [
+    "Et maintenant, compare les deux surfaces ? 🤔",
+    [
+      [["sketch_area", { geometry: GEOMETRY, unit: "km2" }]],
+      [["sketch_area", { geometry: GEOMETRY, unit: "mi2" }], ["remember", { text: "compared ✓" }]],
+      [],
+    ],
+  ],
+];
+
+class ScriptedChatModel extends BaseChatModel {
+  _llmType() {
+    return "scripted";
+  }
+
+  async _generate(messages) {
+    const turn = humans(messages).length;
+    let last = -1;
+    messages.forEach((m, i) => {
+      if (m.getType() === "human") last = i;
+    });
+    const step = messages.slice(last).filter((m) => m.getType() === "ai").length;
+    const calls = TURNS[turn - 1][1][step];
+    const id = `ai-${turn}-${step}`;
+    const message = calls.length
+      ? new AIMessage({
+          content: "",
+          id,
+          tool_calls: calls.map(([name, args], i) => ({ name, args, id: `call-${turn}-${step}-${i}`, type: "tool_call" })),
+        })
+      : new AIMessage({ content: `Answer to turn ${turn}.`, id });
+    return { generations: [{ text: typeof message.content === "string" ? message.content : "", message }] };
+  }
+}
+
+function build(saver) {
+  const model = new ScriptedChatModel({});
+  return new StateGraph(State)
+    .addNode("agent", async (state) => ({ messages: [await model.invoke(state.messages)] }))
+    .addNode("tools", new ToolNode(TOOLS))
+    .addEdge(START, "agent")
+    .addConditionalEdges("agent", (state) => (state.messages.at(-1).tool_calls?.length ? "tools" : END), ["tools", END])
+    .addEdge("tools", "agent")
+    .compile({ checkpointer: saver });
+}
+
+// --- historyd's JSON mapping (history.proto, StateEntry) -------------------
+
+const LIMIT = 2 ** 53;
+
+function wire(v) {
+  if (v === null || v === undefined) return null;
+  if (typeof v === "string" || typeof v === "boolean") return v;
+  if (typeof v === "number") {
+    if (Number.isNaN(v)) return "NaN";
+    if (!Number.isFinite(v)) return v > 0 ? "Infinity" : "-Infinity";
+    // An integral number beyond 2^53 is stored by JSON.stringify as JS's
+    // shortest decimal text of it (2**60 -> 1152921504606847000), and historyd
+    // returns those digits as a string. (From 1e21 up, JS writes an exponent,
+    // which reads back as a float; the test data stays below that.)
+    if (Number.isInteger(v) && Math.abs(v) > LIMIT) return String(v);
+    return v;
+  }
+  if (v instanceof Date) return v.toISOString();
+  if (Array.isArray(v)) return v.map(wire);
+  if (typeof v === "object") {
+    const out = {};
+    for (const [k, x] of Object.entries(v)) out[k] = wire(x);
+    return out;
+  }
+  throw new Error(`no JSON mapping for ${typeof v} in the test data`);
+}
+
+const entryJson = (e) => (isMap(e) ? wire(e) : { value: wire(e) });
+
+function stateJson(state) {
+  const out = {};
+  for (const [k, e] of Object.entries(state ?? {})) out[k] = entryJson(e);
+  return out;
+}
+
+// --- turn derivation over what LangGraph.js reports (design.md) ------------
+
+function derive(snapshots) {
+  const points = [];
+  let richest = [];
+  for (const snap of snapshots) {
+    const msgs = snap.values?.messages ?? [];
+    const hs = humans(msgs);
+    points.push({
+      checkpoint_id: snap.config.configurable.checkpoint_id,
+      humans: hs.length,
+      messages: msgs.length,
+      created_at: snap.createdAt ?? null,
+      snap,
+    });
+    if (hs.length > richest.length) richest = hs;
+  }
+  const ends = new Map();
+  for (const p of points) {
+    if (p.humans === 0) continue;
+    const held = ends.get(p.humans);
+    if (
+      !held ||
+      p.messages > held.messages ||
+      (p.messages === held.messages && p.checkpoint_id > held.checkpoint_id)
+    ) {
+      ends.set(p.humans, p);
+    }
+  }
+  const questions = richest.map((m) => m.text);
+  const turns = {};
+  const retained = [...ends.keys()].sort((a, b) => a - b);
+  for (const n of retained) {
+    const p = ends.get(n);
+    turns[String(n)] = {
+      turn: n,
+      checkpoint_id: p.checkpoint_id,
+      question: questions[n - 1],
+      ended_at: p.created_at,
+      tool_state: stateJson(p.snap.values?.[STATE]),
+    };
+  }
+  return {
+    total: richest.length,
+    questions,
+    turns,
+    retained,
+    checkpoints: points
+      .map(({ checkpoint_id, humans, messages, created_at }) => ({ checkpoint_id, humans, messages, created_at }))
+      .sort((a, b) => (a.checkpoint_id < b.checkpoint_id ? -1 : a.checkpoint_id > b.checkpoint_id ? 1 : 0)),
+  };
+}
+
+async function versions() {
+  const { createRequire } = await import("node:module");
+  const require = createRequire(import.meta.url);
+  const out = { node: process.versions.node };
+  for (const name of [
+    "@langchain/langgraph",
+    "@langchain/langgraph-checkpoint",
+    "@langchain/langgraph-checkpoint-postgres",
+    "@langchain/core",
+    "pg",
+  ]) {
+    try {
+      const { readFileSync } = await import("node:fs");
+      const { dirname, join } = await import("node:path");
+      let dir = dirname(require.resolve(name));
+      for (let i = 0; i < 5; i++) {
+        try {
+          const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+          if (pkg.name === name) {
+            out[name] = pkg.version;
+            break;
+          }
+        } catch {}
+        dir = dirname(dir);
+      }
+    } catch {}
+  }
+  return out;
+}
+
+async function main() {
+  const { values: args } = parseArgs({
+    options: {
+      dsn: { type: "string" },
+      thread: { type: "string" },
+      out: { type: "string" },
+      schema: { type: "string", default: "lgjs" },
+      "read-only": { type: "boolean", default: false },
+    },
+  });
+  for (const need of ["dsn", "thread", "out"]) {
+    if (!args[need]) throw new Error(`--${need} is required`);
+  }
+  const saver = PostgresSaver.fromConnString(args.dsn, { schema: args.schema });
+  let result;
+  try {
+    await saver.setup();
+    const graph = build(saver);
+    const config = { configurable: { thread_id: args.thread } };
+    if (!args["read-only"]) {
+      const now = await graph.getState(config);
+      if (Object.keys(now.values ?? {}).length && (now.values.messages ?? []).length) {
+        throw new Error(`thread ${args.thread} already has checkpoints`);
+      }
+      for (const [i, [question]] of TURNS.entries()) {
+        await graph.invoke({ messages: [new HumanMessage({ content: question, id: `human-${i + 1}` })] }, config);
+      }
+    }
+    const history = [];
+    for await (const snap of graph.getStateHistory(config)) history.push(snap);
+    result = derive(history);
+  } finally {
+    await saver.end();
+  }
+  result.thread_id = args.thread;
+  result.schema = args.schema;
+  result.writer = "js";
+  result.versions = await versions();
+  result.reference = null;
+  result.reference_error = "the reference implementation (mcp-toolsets-runtime) is Python only";
+  writeFileSync(args.out, JSON.stringify(result) + "\n");
+  process.stderr.write(
+    `wrote ${args.out}: thread ${args.thread}, ${result.total} turns, retained [${result.retained}], ` +
+      `${result.checkpoints.length} checkpoints\n`,
+  );
+}
+
+main().catch((err) => {
+  process.stderr.write(`write_thread.mjs: ${err?.stack ?? err}\n`);
+  process.exit(1);
+});
