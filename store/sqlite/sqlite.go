@@ -1,0 +1,439 @@
+// Package sqlite reads LangGraph checkpoints from the SQLite file that the
+// Python and JavaScript SqliteSaver write, while the agent host keeps
+// writing it.
+//
+// Both savers keep one row per checkpoint in a table named checkpoints, with
+// the whole checkpoint, channel values included, serialized in its checkpoint
+// column: Python's JsonPlusSerializer writes msgpack (type "msgpack"),
+// LangChain.js writes JSON text (type "json"). There is no blob table, so a
+// channel's value is cut out of the checkpoint it belongs to, still encoded,
+// and handed to the layers above as a store.Blob of the checkpoint's type.
+//
+// The file is opened read-only: historyd never creates it, never writes to
+// it, never checkpoints its write-ahead log, and reads consistent snapshots
+// while the saver writes in WAL mode (which both savers switch on). Reading
+// a WAL database needs its -wal and -shm files: when the saver is stopped
+// and has removed them, SQLite creates them empty beside the database and,
+// being read-only, leaves them for the saver's next start. A directory
+// historyd cannot write to therefore works only while the saver runs;
+// otherwise every read reports store.ErrUnavailable.
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/historyd/historyd/store"
+)
+
+// Config configures a Backend.
+type Config struct {
+	// Path is the SQLite file the checkpointer writes. Required. A relative
+	// path is resolved against the working directory when Open is called.
+	// The file must already exist: historyd never creates it.
+	Path string
+	// BusyTimeout is how long a query waits for a lock held by the writer
+	// before failing with store.ErrUnavailable. In WAL mode readers are
+	// rarely blocked; a database left in rollback-journal mode blocks them
+	// for every write. Zero means 5 seconds.
+	BusyTimeout time.Duration
+	// MaxConns caps the open connections, each of which keeps its own page
+	// cache. Zero means 4.
+	MaxConns int
+}
+
+const (
+	defaultBusyTimeout = 5 * time.Second
+	defaultMaxConns    = 4
+	// idsPerQuery bounds the placeholders of one IN list, well under
+	// SQLite's limit on bound parameters.
+	idsPerQuery = 500
+)
+
+// Backend is a store.Backend over a read-only SQLite connection pool.
+type Backend struct {
+	path     string
+	dsn      string
+	maxConns int
+
+	mu sync.Mutex
+	// db holds connections to the file as it was when file was taken. A
+	// file replaced under the same name (restored from a backup, say) gets
+	// a new pool: open connections would keep reading the old one.
+	db     *sql.DB
+	file   os.FileInfo
+	closed bool
+}
+
+var (
+	_ store.Backend     = (*Backend)(nil)
+	_ store.Incremental = (*Backend)(nil)
+)
+
+const (
+	listSQL = `SELECT checkpoint_id, type, checkpoint FROM checkpoints
+WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id`
+	// sinceSQL counts the thread's checkpoints and lists the newer ones in
+	// one statement, so both come from one snapshot of the file. The count
+	// sits in a one-row subquery so that it is there with no newer rows.
+	sinceSQL = `SELECT n.n, c.checkpoint_id, c.type, c.checkpoint
+FROM (SELECT count(*) AS n FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
+LEFT JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id > ?
+ORDER BY c.checkpoint_id`
+	valuesSQL = `SELECT checkpoint_id, type, checkpoint FROM checkpoints
+WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (`
+	// checkSQL names every column historyd reads, so that a table that
+	// only shares the name is found out when it is compiled.
+	checkSQL = `SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints LIMIT 0`
+)
+
+// Open opens cfg.Path read-only and checks that it holds a checkpoints
+// table. A missing file is an error wrapping fs.ErrNotExist, and a file
+// without the table (or not an SQLite database) an error wrapping
+// store.ErrNotCheckpointStore: both mean the configuration points at the
+// wrong place. A database that is merely locked at the moment is not an
+// error here; Ping and each query report it as store.ErrUnavailable.
+func Open(ctx context.Context, cfg Config) (*Backend, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("sqlite: empty path")
+	}
+	path, err := filepath.Abs(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("sqlite: %s does not exist (historyd never creates it; point it at the file the checkpointer writes): %w", path, fs.ErrNotExist)
+	case err != nil:
+		return nil, fmt.Errorf("sqlite: %w", err)
+	case fi.IsDir():
+		return nil, fmt.Errorf("sqlite: %s is a directory, not a database file", path)
+	}
+	busy := cfg.BusyTimeout
+	if busy <= 0 {
+		busy = defaultBusyTimeout
+	}
+	b := &Backend{path: path, dsn: dsn(path, busy), maxConns: cfg.MaxConns, file: fi}
+	if b.maxConns <= 0 {
+		b.maxConns = defaultMaxConns
+	}
+	b.db = b.openPool()
+	if err := b.check(ctx, b.db); err != nil && !errors.Is(err, store.ErrUnavailable) {
+		b.db.Close()
+		// classify has named the file.
+		return nil, err
+	}
+	return b, nil
+}
+
+// dsn builds the driver's connection string. mode=ro makes SQLite open the
+// file read-only and never create it; query_only refuses writes on top of
+// that, so no statement can change the file whatever it is.
+func dsn(path string, busy time.Duration) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path)}
+	q := fmt.Sprintf("mode=ro&_pragma=busy_timeout(%d)&_pragma=query_only(1)", busy.Milliseconds())
+	return u.String() + "?" + q
+}
+
+func (b *Backend) openPool() *sql.DB {
+	// sql.Open only checks the driver name; connections are made on use.
+	db, _ := sql.Open("sqlite", b.dsn)
+	db.SetMaxOpenConns(b.maxConns)
+	db.SetMaxIdleConns(b.maxConns)
+	return db
+}
+
+// ParseDSN tells whether dsn names an SQLite checkpoint file, and which.
+//
+//   - "sqlite:///abs/file.db" is /abs/file.db and "sqlite://rel/file.db" is
+//     rel/file.db, relative to the working directory; "sqlite:/abs/file.db"
+//     and "sqlite:rel/file.db" are accepted too. The rest of the DSN is the
+//     path, taken literally: no query parameters, no percent-decoding.
+//   - A plain path is itself, when it ends in .db, .sqlite or .sqlite3
+//     (in any case) or names an existing regular file.
+//
+// Anything else is not an SQLite DSN: other URL schemes, an empty path,
+// and any plain string with an "=", which is how PostgreSQL's key=value
+// connection strings look ("dbname=app.db" included); a file whose name
+// has an "=" can still be given as sqlite:///path.
+func ParseDSN(dsn string) (path string, ok bool) {
+	if rest, found := strings.CutPrefix(dsn, "sqlite:"); found {
+		rest = strings.TrimPrefix(rest, "//")
+		return rest, rest != ""
+	}
+	if dsn == "" || strings.Contains(dsn, "://") || strings.Contains(dsn, "=") {
+		return "", false
+	}
+	switch strings.ToLower(filepath.Ext(dsn)) {
+	case ".db", ".sqlite", ".sqlite3":
+		return dsn, true
+	}
+	if fi, err := os.Stat(dsn); err == nil && fi.Mode().IsRegular() {
+		return dsn, true
+	}
+	return "", false
+}
+
+// pool returns the connection pool for the file now at the path. A file
+// that is gone is store.ErrUnavailable: the writer may be recreating it.
+func (b *Backend) pool() (*sql.DB, error) {
+	// Stat first: open connections keep reading a deleted file's old
+	// contents, and would hide that it is gone.
+	fi, err := os.Stat(b.path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sqlite: %v", store.ErrUnavailable, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, fmt.Errorf("%w: sqlite: backend closed", store.ErrUnavailable)
+	}
+	if !os.SameFile(fi, b.file) {
+		old := b.db
+		b.db, b.file = b.openPool(), fi
+		// Close waits for queries still reading the old file; they need
+		// not hold up this one.
+		go old.Close()
+	}
+	return b.db, nil
+}
+
+// check compiles a query over the columns historyd reads.
+func (b *Backend) check(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, checkSQL)
+	if err != nil {
+		return b.classify(ctx, err)
+	}
+	return b.classify(ctx, rows.Close())
+}
+
+// Checkpoints lists the thread's checkpoints, reading from each serialized
+// checkpoint only its timestamp and channel versions. The id is the row's
+// checkpoint_id, the key Values looks checkpoints up by.
+func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
+	db, err := b.pool()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, listSQL, ref.ThreadID, ref.Namespace)
+	if err != nil {
+		return nil, b.classify(ctx, err)
+	}
+	defer rows.Close()
+	var out []store.Checkpoint
+	for rows.Next() {
+		var (
+			id   string
+			typ  *string
+			data sql.RawBytes // parsed in place: the blob is never kept
+		)
+		if err := rows.Scan(&id, &typ, &data); err != nil {
+			return nil, b.classify(ctx, err)
+		}
+		c, err := summary(ref, id, typ, data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, b.classify(ctx, err)
+	}
+	return out, nil
+}
+
+// CheckpointsSince counts the thread's checkpoints and lists those whose id
+// is greater than after. Every listed checkpoint is read whole, channel
+// values and all, so listing only the new ones is what keeps refreshing a
+// long thread cheap.
+func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after string) (int, []store.Checkpoint, error) {
+	db, err := b.pool()
+	if err != nil {
+		return 0, nil, err
+	}
+	rows, err := db.QueryContext(ctx, sinceSQL, ref.ThreadID, ref.Namespace, ref.ThreadID, ref.Namespace, after)
+	if err != nil {
+		return 0, nil, b.classify(ctx, err)
+	}
+	defer rows.Close()
+	var (
+		count int
+		out   []store.Checkpoint
+	)
+	for rows.Next() {
+		var (
+			id   *string
+			typ  *string
+			data sql.RawBytes
+		)
+		if err := rows.Scan(&count, &id, &typ, &data); err != nil {
+			return 0, nil, b.classify(ctx, err)
+		}
+		if id == nil { // the count alone: nothing newer
+			continue
+		}
+		c, err := summary(ref, *id, typ, data)
+		if err != nil {
+			return 0, nil, err
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, b.classify(ctx, err)
+	}
+	return count, out, nil
+}
+
+// summary reads what Checkpoints lists from one row.
+func summary(ref store.Ref, id string, typ *string, data []byte) (store.Checkpoint, error) {
+	h, err := parseHeader(blobType(typ), data)
+	if err != nil {
+		return store.Checkpoint{}, &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "checkpoint", Err: err}
+	}
+	return store.Checkpoint{ID: id, TS: h.ts, Versions: h.versions}, nil
+}
+
+// Values cuts channel's value out of each checkpoint in ids, still encoded,
+// with the checkpoint's own type. Checkpoints are read in batches, one
+// statement per batch.
+func (b *Backend) Values(ctx context.Context, ref store.Ref, channel string, ids []string) ([]store.Blob, error) {
+	out := make([]store.Blob, len(ids))
+	for i := range out {
+		out[i] = store.Blob{Type: "empty"}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	db, err := b.pool()
+	if err != nil {
+		return nil, err
+	}
+	at := make(map[string][]int, len(ids)) // id → its places in ids
+	var uniq []string
+	for i, id := range ids {
+		if _, seen := at[id]; !seen {
+			uniq = append(uniq, id)
+		}
+		at[id] = append(at[id], i)
+	}
+	for len(uniq) > 0 {
+		batch := uniq[:min(len(uniq), idsPerQuery)]
+		uniq = uniq[len(batch):]
+		args := make([]any, 0, 2+len(batch))
+		args = append(args, ref.ThreadID, ref.Namespace)
+		for _, id := range batch {
+			args = append(args, id)
+		}
+		q := valuesSQL + strings.TrimSuffix(strings.Repeat("?,", len(batch)), ",") + ")"
+		if err := b.values(ctx, db, q, args, ref, channel, at, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (b *Backend) values(ctx context.Context, db *sql.DB, q string, args []any, ref store.Ref, channel string, at map[string][]int, out []store.Blob) error {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return b.classify(ctx, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id   string
+			typ  *string
+			data sql.RawBytes
+		)
+		if err := rows.Scan(&id, &typ, &data); err != nil {
+			return b.classify(ctx, err)
+		}
+		t := blobType(typ)
+		val, ok, err := channelValue(t, data, channel)
+		if err != nil {
+			return &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "checkpoint", Err: err}
+		}
+		if !ok {
+			continue
+		}
+		// Copied: data is reused by the next row, and a copy of the one
+		// value lets the rest of the checkpoint go.
+		blob := store.Blob{Type: t, Data: bytes.Clone(val)}
+		for _, i := range at[id] {
+			out[i] = blob
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return b.classify(ctx, err)
+	}
+	return nil
+}
+
+// Ping checks that the file is still there, can be read, and has the
+// checkpoints table.
+func (b *Backend) Ping(ctx context.Context) error {
+	db, err := b.pool()
+	if err != nil {
+		return err
+	}
+	return b.check(ctx, db)
+}
+
+// Close closes the connections. Calls after Close fail with
+// store.ErrUnavailable.
+func (b *Backend) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		b.db.Close()
+	}
+}
+
+// classify sorts a query error into what the layers above act on: the
+// caller's own deadline or cancellation, the file being locked or
+// unreadable for now, or the file not being a checkpoint store.
+func (b *Backend) classify(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("sqlite: %w", ctxErr)
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		msg := se.Error()
+		switch se.Code() & 0xff { // primary result code
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return fmt.Errorf("%w: sqlite: %s still locked by its writer after the busy timeout: %s", store.ErrUnavailable, b.path, msg)
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOTFOUND, sqlite3.SQLITE_PROTOCOL:
+			return fmt.Errorf("%w: sqlite: %s: %s", store.ErrUnavailable, b.path, msg)
+		case sqlite3.SQLITE_NOTADB:
+			return fmt.Errorf("%w: %s is not an SQLite database: %s", store.ErrNotCheckpointStore, b.path, msg)
+		case sqlite3.SQLITE_ERROR:
+			if strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column") {
+				return fmt.Errorf("%w: no SqliteSaver checkpoints table in %s: %s", store.ErrNotCheckpointStore, b.path, msg)
+			}
+		}
+		return fmt.Errorf("sqlite: %s: %s", b.path, msg)
+	}
+	if strings.Contains(err.Error(), "sql: database is closed") {
+		// A pool closed under a query, by Close or by the file being
+		// replaced; a retry gets the current one.
+		return fmt.Errorf("%w: sqlite: %v", store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("sqlite: %w", err)
+}
