@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"io"
 	"maps"
 	"net"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/store"
@@ -306,5 +308,60 @@ func TestCheckTextUTF8(t *testing.T) {
 	err := checkThread("t", "\xff")
 	if err == nil || err.Field != "checkpoint_ns" || !strings.Contains(err.Reason, "UTF-8") {
 		t.Errorf("checkThread with invalid UTF-8 = %v", err)
+	}
+}
+
+func TestStreamSnapshots(t *testing.T) {
+	m := storetest.NewMemory()
+	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
+	c := startServer(t, m)
+	ctx := context.Background()
+	read := func(req *historydv1.StreamSnapshotsRequest) ([]*historydv1.StreamSnapshotsResponse, error) {
+		stream, err := c.StreamSnapshots(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		var out []*historydv1.StreamSnapshotsResponse
+		for {
+			r, err := stream.Recv()
+			if err == io.EOF {
+				return out, nil
+			}
+			if err != nil {
+				return out, err
+			}
+			out = append(out, r)
+		}
+	}
+	all, err := read(&historydv1.StreamSnapshotsRequest{ThreadId: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := c.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(snaps.Turns) {
+		t.Fatalf("streamed %d turns, Snapshots has %d", len(all), len(snaps.Turns))
+	}
+	for i, r := range all {
+		if r.Total != 4 || r.Turn.Turn != int32(i+1) || !proto.Equal(r.Turn, snaps.Turns[r.Turn.Turn]) {
+			t.Errorf("message %d = %s", i, protojson.Format(r))
+		}
+	}
+	from, err := read(&historydv1.StreamSnapshotsRequest{ThreadId: "demo", FromTurn: 3, Keys: []string{"area"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(from) != 2 || from[0].Turn.Turn != 3 || len(from[0].Turn.Entries) != 1 {
+		t.Errorf("from_turn 3 with keys = %v", from)
+	}
+	none, err := read(&historydv1.StreamSnapshotsRequest{ThreadId: "unknown"})
+	if err != nil || len(none) != 1 || none[0].Turn != nil || none[0].Total != 0 {
+		t.Errorf("unknown thread = %v, %v; want one message with total 0", none, err)
+	}
+	_, err = read(&historydv1.StreamSnapshotsRequest{ThreadId: "demo", FromTurn: -1})
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "from_turn: ") {
+		t.Errorf("from_turn -1 = %v", err)
 	}
 }

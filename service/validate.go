@@ -81,3 +81,10 @@ func firstError(errs ...*FieldError) error {
 	}
 	return nil
 }
+
+func checkFromTurn(turn int32) *FieldError {
+	if turn < 0 {
+		return &FieldError{"from_turn", fmt.Sprintf("is %d; must not be negative", turn)}
+	}
+	return nil
+}

@@ -151,6 +151,142 @@ func (x *SnapshotsResponse) GetTotal() int32 {
 	return 0
 }
 
+// StreamSnapshotsRequest names a thread and, optionally, the state keys and
+// the first turn wanted.
+type StreamSnapshotsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// thread_id is the LangGraph thread id. Required; at most 512 bytes of
+	// valid UTF-8.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// checkpoint_ns is the checkpoint namespace; empty (the default) is the root
+	// graph.
+	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// keys, when not empty, restricts each turn's state to these keys (at most
+	// 256 keys of at most 512 bytes each).
+	Keys []string `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	// from_turn skips retained turns before it, so a client can resume an
+	// interrupted stream. 0 and 1 both mean from the first turn; must not be
+	// negative.
+	FromTurn      int32 `protobuf:"varint,4,opt,name=from_turn,json=fromTurn,proto3" json:"from_turn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamSnapshotsRequest) Reset() {
+	*x = StreamSnapshotsRequest{}
+	mi := &file_historyd_v1_history_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamSnapshotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamSnapshotsRequest) ProtoMessage() {}
+
+func (x *StreamSnapshotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamSnapshotsRequest.ProtoReflect.Descriptor instead.
+func (*StreamSnapshotsRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *StreamSnapshotsRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *StreamSnapshotsRequest) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *StreamSnapshotsRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *StreamSnapshotsRequest) GetFromTurn() int32 {
+	if x != nil {
+		return x.FromTurn
+	}
+	return 0
+}
+
+// StreamSnapshotsResponse is one retained turn's state. A thread with no
+// retained turn (at or after from_turn) gets a single message with total set
+// and no turn.
+type StreamSnapshotsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// turn is the retained turn's state.
+	Turn *TurnState `protobuf:"bytes,1,opt,name=turn,proto3" json:"turn,omitempty"`
+	// total is how many turns the thread has had, retained or not.
+	Total         int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamSnapshotsResponse) Reset() {
+	*x = StreamSnapshotsResponse{}
+	mi := &file_historyd_v1_history_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamSnapshotsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamSnapshotsResponse) ProtoMessage() {}
+
+func (x *StreamSnapshotsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamSnapshotsResponse.ProtoReflect.Descriptor instead.
+func (*StreamSnapshotsResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StreamSnapshotsResponse) GetTurn() *TurnState {
+	if x != nil {
+		return x.Turn
+	}
+	return nil
+}
+
+func (x *StreamSnapshotsResponse) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
 // SnapshotRequest names one turn of a thread.
 type SnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -172,7 +308,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_historyd_v1_history_proto_msgTypes[2]
+	mi := &file_historyd_v1_history_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +320,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[2]
+	mi := &file_historyd_v1_history_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +333,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{2}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SnapshotRequest) GetThreadId() string {
@@ -251,7 +387,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_historyd_v1_history_proto_msgTypes[3]
+	mi := &file_historyd_v1_history_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -263,7 +399,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[3]
+	mi := &file_historyd_v1_history_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -276,7 +412,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{3}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SnapshotResponse) GetResult() isSnapshotResponse_Result {
@@ -367,7 +503,7 @@ type NoSuchTurn struct {
 
 func (x *NoSuchTurn) Reset() {
 	*x = NoSuchTurn{}
-	mi := &file_historyd_v1_history_proto_msgTypes[4]
+	mi := &file_historyd_v1_history_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +515,7 @@ func (x *NoSuchTurn) String() string {
 func (*NoSuchTurn) ProtoMessage() {}
 
 func (x *NoSuchTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[4]
+	mi := &file_historyd_v1_history_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +528,7 @@ func (x *NoSuchTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoSuchTurn.ProtoReflect.Descriptor instead.
 func (*NoSuchTurn) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{4}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NoSuchTurn) GetTurn() int32 {
@@ -423,7 +559,7 @@ type NoLongerRetained struct {
 
 func (x *NoLongerRetained) Reset() {
 	*x = NoLongerRetained{}
-	mi := &file_historyd_v1_history_proto_msgTypes[5]
+	mi := &file_historyd_v1_history_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -435,7 +571,7 @@ func (x *NoLongerRetained) String() string {
 func (*NoLongerRetained) ProtoMessage() {}
 
 func (x *NoLongerRetained) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[5]
+	mi := &file_historyd_v1_history_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +584,7 @@ func (x *NoLongerRetained) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoLongerRetained.ProtoReflect.Descriptor instead.
 func (*NoLongerRetained) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{5}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NoLongerRetained) GetTurn() int32 {
@@ -483,7 +619,7 @@ type TurnsRequest struct {
 
 func (x *TurnsRequest) Reset() {
 	*x = TurnsRequest{}
-	mi := &file_historyd_v1_history_proto_msgTypes[6]
+	mi := &file_historyd_v1_history_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +631,7 @@ func (x *TurnsRequest) String() string {
 func (*TurnsRequest) ProtoMessage() {}
 
 func (x *TurnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[6]
+	mi := &file_historyd_v1_history_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +644,7 @@ func (x *TurnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnsRequest.ProtoReflect.Descriptor instead.
 func (*TurnsRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{6}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TurnsRequest) GetThreadId() string {
@@ -545,7 +681,7 @@ type TurnsResponse struct {
 
 func (x *TurnsResponse) Reset() {
 	*x = TurnsResponse{}
-	mi := &file_historyd_v1_history_proto_msgTypes[7]
+	mi := &file_historyd_v1_history_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +693,7 @@ func (x *TurnsResponse) String() string {
 func (*TurnsResponse) ProtoMessage() {}
 
 func (x *TurnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[7]
+	mi := &file_historyd_v1_history_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +706,7 @@ func (x *TurnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnsResponse.ProtoReflect.Descriptor instead.
 func (*TurnsResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{7}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TurnsResponse) GetTurns() []*TurnInfo {
@@ -613,7 +749,7 @@ type TurnInfo struct {
 
 func (x *TurnInfo) Reset() {
 	*x = TurnInfo{}
-	mi := &file_historyd_v1_history_proto_msgTypes[8]
+	mi := &file_historyd_v1_history_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +761,7 @@ func (x *TurnInfo) String() string {
 func (*TurnInfo) ProtoMessage() {}
 
 func (x *TurnInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[8]
+	mi := &file_historyd_v1_history_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +774,7 @@ func (x *TurnInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnInfo.ProtoReflect.Descriptor instead.
 func (*TurnInfo) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{8}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TurnInfo) GetNumber() int32 {
@@ -702,7 +838,7 @@ type TurnState struct {
 
 func (x *TurnState) Reset() {
 	*x = TurnState{}
-	mi := &file_historyd_v1_history_proto_msgTypes[9]
+	mi := &file_historyd_v1_history_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +850,7 @@ func (x *TurnState) String() string {
 func (*TurnState) ProtoMessage() {}
 
 func (x *TurnState) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[9]
+	mi := &file_historyd_v1_history_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +863,7 @@ func (x *TurnState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnState.ProtoReflect.Descriptor instead.
 func (*TurnState) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{9}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TurnState) GetTurn() int32 {
@@ -781,8 +917,8 @@ func (x *TurnState) GetEndedAt() *timestamppb.Timestamp {
 // (LangChain messages keep their `type`, e.g. "human", "ai", "tool").
 // LangChain.js serialized objects ({"lc": 1, "type": "constructor", ...})
 // become their kwargs, with `type` derived from the class name for messages.
-// A key whose entry is not a map is returned with the whole stored value in
-// `value` and no other field set.
+// A key whose stored entry is not a map with a "value" field is returned with
+// the whole stored value in `value` and no other field set.
 type StateEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// value is the tool result stored under the key.
@@ -808,7 +944,7 @@ type StateEntry struct {
 
 func (x *StateEntry) Reset() {
 	*x = StateEntry{}
-	mi := &file_historyd_v1_history_proto_msgTypes[10]
+	mi := &file_historyd_v1_history_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +956,7 @@ func (x *StateEntry) String() string {
 func (*StateEntry) ProtoMessage() {}
 
 func (x *StateEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[10]
+	mi := &file_historyd_v1_history_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +969,7 @@ func (x *StateEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateEntry.ProtoReflect.Descriptor instead.
 func (*StateEntry) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{10}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StateEntry) GetValue() *structpb.Value {
@@ -900,7 +1036,15 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\n" +
 	"TurnsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.historyd.v1.TurnStateR\x05value:\x028\x01\"{\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.historyd.v1.TurnStateR\x05value:\x028\x01\"\x8b\x01\n" +
+	"\x16StreamSnapshotsRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x12\n" +
+	"\x04keys\x18\x03 \x03(\tR\x04keys\x12\x1b\n" +
+	"\tfrom_turn\x18\x04 \x01(\x05R\bfromTurn\"[\n" +
+	"\x17StreamSnapshotsResponse\x12*\n" +
+	"\x04turn\x18\x01 \x01(\v2\x16.historyd.v1.TurnStateR\x04turn\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\"{\n" +
 	"\x0fSnapshotRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x12\n" +
 	"\x04turn\x18\x02 \x01(\x05R\x04turn\x12#\n" +
@@ -959,11 +1103,12 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x05_toolB\x06\n" +
 	"\x04_seqB\a\n" +
 	"\x05_turnB\x10\n" +
-	"\x0e_turns_written2\xe4\x01\n" +
+	"\x0e_turns_written2\xc4\x02\n" +
 	"\rThreadHistory\x12J\n" +
 	"\tSnapshots\x12\x1d.historyd.v1.SnapshotsRequest\x1a\x1e.historyd.v1.SnapshotsResponse\x12G\n" +
 	"\bSnapshot\x12\x1c.historyd.v1.SnapshotRequest\x1a\x1d.historyd.v1.SnapshotResponse\x12>\n" +
-	"\x05Turns\x12\x19.historyd.v1.TurnsRequest\x1a\x1a.historyd.v1.TurnsResponseB\xa5\x01\n" +
+	"\x05Turns\x12\x19.historyd.v1.TurnsRequest\x1a\x1a.historyd.v1.TurnsResponse\x12^\n" +
+	"\x0fStreamSnapshots\x12#.historyd.v1.StreamSnapshotsRequest\x1a$.historyd.v1.StreamSnapshotsResponse0\x01B\xa5\x01\n" +
 	"\x0fcom.historyd.v1B\fHistoryProtoP\x01Z7github.com/historyd/historyd/gen/historyd/v1;historydv1\xa2\x02\x03HXX\xaa\x02\vHistoryd.V1\xca\x02\vHistoryd\\V1\xe2\x02\x17Historyd\\V1\\GPBMetadata\xea\x02\fHistoryd::V1b\x06proto3"
 
 var (
@@ -978,51 +1123,56 @@ func file_historyd_v1_history_proto_rawDescGZIP() []byte {
 	return file_historyd_v1_history_proto_rawDescData
 }
 
-var file_historyd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_historyd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_historyd_v1_history_proto_goTypes = []any{
-	(*SnapshotsRequest)(nil),      // 0: historyd.v1.SnapshotsRequest
-	(*SnapshotsResponse)(nil),     // 1: historyd.v1.SnapshotsResponse
-	(*SnapshotRequest)(nil),       // 2: historyd.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),      // 3: historyd.v1.SnapshotResponse
-	(*NoSuchTurn)(nil),            // 4: historyd.v1.NoSuchTurn
-	(*NoLongerRetained)(nil),      // 5: historyd.v1.NoLongerRetained
-	(*TurnsRequest)(nil),          // 6: historyd.v1.TurnsRequest
-	(*TurnsResponse)(nil),         // 7: historyd.v1.TurnsResponse
-	(*TurnInfo)(nil),              // 8: historyd.v1.TurnInfo
-	(*TurnState)(nil),             // 9: historyd.v1.TurnState
-	(*StateEntry)(nil),            // 10: historyd.v1.StateEntry
-	nil,                           // 11: historyd.v1.SnapshotsResponse.TurnsEntry
-	nil,                           // 12: historyd.v1.TurnState.EntriesEntry
-	nil,                           // 13: historyd.v1.StateEntry.InputsEntry
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 15: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
+	(*SnapshotsRequest)(nil),        // 0: historyd.v1.SnapshotsRequest
+	(*SnapshotsResponse)(nil),       // 1: historyd.v1.SnapshotsResponse
+	(*StreamSnapshotsRequest)(nil),  // 2: historyd.v1.StreamSnapshotsRequest
+	(*StreamSnapshotsResponse)(nil), // 3: historyd.v1.StreamSnapshotsResponse
+	(*SnapshotRequest)(nil),         // 4: historyd.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),        // 5: historyd.v1.SnapshotResponse
+	(*NoSuchTurn)(nil),              // 6: historyd.v1.NoSuchTurn
+	(*NoLongerRetained)(nil),        // 7: historyd.v1.NoLongerRetained
+	(*TurnsRequest)(nil),            // 8: historyd.v1.TurnsRequest
+	(*TurnsResponse)(nil),           // 9: historyd.v1.TurnsResponse
+	(*TurnInfo)(nil),                // 10: historyd.v1.TurnInfo
+	(*TurnState)(nil),               // 11: historyd.v1.TurnState
+	(*StateEntry)(nil),              // 12: historyd.v1.StateEntry
+	nil,                             // 13: historyd.v1.SnapshotsResponse.TurnsEntry
+	nil,                             // 14: historyd.v1.TurnState.EntriesEntry
+	nil,                             // 15: historyd.v1.StateEntry.InputsEntry
+	(*timestamppb.Timestamp)(nil),   // 16: google.protobuf.Timestamp
+	(*structpb.Value)(nil),          // 17: google.protobuf.Value
+	(*structpb.Struct)(nil),         // 18: google.protobuf.Struct
 }
 var file_historyd_v1_history_proto_depIdxs = []int32{
-	11, // 0: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
-	9,  // 1: historyd.v1.SnapshotResponse.state:type_name -> historyd.v1.TurnState
-	4,  // 2: historyd.v1.SnapshotResponse.no_such_turn:type_name -> historyd.v1.NoSuchTurn
-	5,  // 3: historyd.v1.SnapshotResponse.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
-	8,  // 4: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
-	14, // 5: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
-	12, // 6: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
-	14, // 7: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
-	15, // 8: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
-	13, // 9: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
-	16, // 10: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
-	9,  // 11: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
-	10, // 12: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
-	0,  // 13: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
-	2,  // 14: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
-	6,  // 15: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
-	1,  // 16: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
-	3,  // 17: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
-	7,  // 18: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
-	16, // [16:19] is the sub-list for method output_type
-	13, // [13:16] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	13, // 0: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
+	11, // 1: historyd.v1.StreamSnapshotsResponse.turn:type_name -> historyd.v1.TurnState
+	11, // 2: historyd.v1.SnapshotResponse.state:type_name -> historyd.v1.TurnState
+	6,  // 3: historyd.v1.SnapshotResponse.no_such_turn:type_name -> historyd.v1.NoSuchTurn
+	7,  // 4: historyd.v1.SnapshotResponse.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
+	10, // 5: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
+	16, // 6: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
+	14, // 7: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
+	16, // 8: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
+	17, // 9: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
+	15, // 10: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
+	18, // 11: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
+	11, // 12: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
+	12, // 13: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
+	0,  // 14: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
+	4,  // 15: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
+	8,  // 16: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
+	2,  // 17: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
+	1,  // 18: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
+	5,  // 19: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
+	9,  // 20: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
+	3,  // 21: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
+	18, // [18:22] is the sub-list for method output_type
+	14, // [14:18] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_proto_init() }
@@ -1030,19 +1180,19 @@ func file_historyd_v1_history_proto_init() {
 	if File_historyd_v1_history_proto != nil {
 		return
 	}
-	file_historyd_v1_history_proto_msgTypes[3].OneofWrappers = []any{
+	file_historyd_v1_history_proto_msgTypes[5].OneofWrappers = []any{
 		(*SnapshotResponse_State)(nil),
 		(*SnapshotResponse_NoSuchTurn)(nil),
 		(*SnapshotResponse_NoLongerRetained)(nil),
 	}
-	file_historyd_v1_history_proto_msgTypes[10].OneofWrappers = []any{}
+	file_historyd_v1_history_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_proto_rawDesc), len(file_historyd_v1_history_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,9 +23,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ThreadHistory_Snapshots_FullMethodName = "/historyd.v1.ThreadHistory/Snapshots"
-	ThreadHistory_Snapshot_FullMethodName  = "/historyd.v1.ThreadHistory/Snapshot"
-	ThreadHistory_Turns_FullMethodName     = "/historyd.v1.ThreadHistory/Turns"
+	ThreadHistory_Snapshots_FullMethodName       = "/historyd.v1.ThreadHistory/Snapshots"
+	ThreadHistory_Snapshot_FullMethodName        = "/historyd.v1.ThreadHistory/Snapshot"
+	ThreadHistory_Turns_FullMethodName           = "/historyd.v1.ThreadHistory/Turns"
+	ThreadHistory_StreamSnapshots_FullMethodName = "/historyd.v1.ThreadHistory/StreamSnapshots"
 )
 
 // ThreadHistoryClient is the client API for ThreadHistory service.
@@ -63,6 +64,10 @@ type ThreadHistoryClient interface {
 	// Turns lists a thread's turns without their state: cheap enough for a UI
 	// to call on every render.
 	Turns(ctx context.Context, in *TurnsRequest, opts ...grpc.CallOption) (*TurnsResponse, error)
+	// StreamSnapshots returns the same turns as Snapshots, one message per
+	// retained turn in ascending order, so a long history never has to fit in
+	// one response. The server holds at most a few turns' state at a time.
+	StreamSnapshots(ctx context.Context, in *StreamSnapshotsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamSnapshotsResponse], error)
 }
 
 type threadHistoryClient struct {
@@ -103,6 +108,25 @@ func (c *threadHistoryClient) Turns(ctx context.Context, in *TurnsRequest, opts 
 	return out, nil
 }
 
+func (c *threadHistoryClient) StreamSnapshots(ctx context.Context, in *StreamSnapshotsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamSnapshotsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ThreadHistory_ServiceDesc.Streams[0], ThreadHistory_StreamSnapshots_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamSnapshotsRequest, StreamSnapshotsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ThreadHistory_StreamSnapshotsClient = grpc.ServerStreamingClient[StreamSnapshotsResponse]
+
 // ThreadHistoryServer is the server API for ThreadHistory service.
 // All implementations must embed UnimplementedThreadHistoryServer
 // for forward compatibility.
@@ -138,6 +162,10 @@ type ThreadHistoryServer interface {
 	// Turns lists a thread's turns without their state: cheap enough for a UI
 	// to call on every render.
 	Turns(context.Context, *TurnsRequest) (*TurnsResponse, error)
+	// StreamSnapshots returns the same turns as Snapshots, one message per
+	// retained turn in ascending order, so a long history never has to fit in
+	// one response. The server holds at most a few turns' state at a time.
+	StreamSnapshots(*StreamSnapshotsRequest, grpc.ServerStreamingServer[StreamSnapshotsResponse]) error
 	mustEmbedUnimplementedThreadHistoryServer()
 }
 
@@ -156,6 +184,9 @@ func (UnimplementedThreadHistoryServer) Snapshot(context.Context, *SnapshotReque
 }
 func (UnimplementedThreadHistoryServer) Turns(context.Context, *TurnsRequest) (*TurnsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Turns not implemented")
+}
+func (UnimplementedThreadHistoryServer) StreamSnapshots(*StreamSnapshotsRequest, grpc.ServerStreamingServer[StreamSnapshotsResponse]) error {
+	return status.Error(codes.Unimplemented, "method StreamSnapshots not implemented")
 }
 func (UnimplementedThreadHistoryServer) mustEmbedUnimplementedThreadHistoryServer() {}
 func (UnimplementedThreadHistoryServer) testEmbeddedByValue()                       {}
@@ -232,6 +263,17 @@ func _ThreadHistory_Turns_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ThreadHistory_StreamSnapshots_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StreamSnapshotsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThreadHistoryServer).StreamSnapshots(m, &grpc.GenericServerStream[StreamSnapshotsRequest, StreamSnapshotsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ThreadHistory_StreamSnapshotsServer = grpc.ServerStreamingServer[StreamSnapshotsResponse]
+
 // ThreadHistory_ServiceDesc is the grpc.ServiceDesc for ThreadHistory service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -252,6 +294,12 @@ var ThreadHistory_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ThreadHistory_Turns_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StreamSnapshots",
+			Handler:       _ThreadHistory_StreamSnapshots_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "historyd/v1/history.proto",
 }

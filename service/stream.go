@@ -1,0 +1,47 @@
+package service
+
+import (
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/store"
+)
+
+// streamBatch is how many turns' state one store read fetches while
+// streaming: enough to amortise the query, few enough that a thread of
+// megabyte-sized states never sits in memory whole.
+const streamBatch = 4
+
+// StreamSnapshots implements historyd.v1.ThreadHistory.StreamSnapshots.
+func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream historydv1.ThreadHistory_StreamSnapshotsServer) error {
+	ctx := stream.Context()
+	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), checkFromTurn(req.GetFromTurn())); err != nil {
+		return s.fail(ctx, "StreamSnapshots", err)
+	}
+	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
+	h, err := s.store.History(ctx, ref)
+	if err != nil {
+		return s.fail(ctx, "StreamSnapshots", err)
+	}
+	total := clampInt32(h.Total)
+	var turns []store.Turn
+	for _, t := range h.Turns {
+		if t.Retained && t.N >= int(req.GetFromTurn()) {
+			turns = append(turns, t)
+		}
+	}
+	if len(turns) == 0 {
+		return stream.Send(&historydv1.StreamSnapshotsResponse{Total: total})
+	}
+	for start := 0; start < len(turns); start += streamBatch {
+		batch := turns[start:min(start+streamBatch, len(turns))]
+		states, err := s.store.States(ctx, ref, batch, req.GetKeys())
+		if err != nil {
+			return s.fail(ctx, "StreamSnapshots", err)
+		}
+		for i, t := range batch {
+			if err := stream.Send(&historydv1.StreamSnapshotsResponse{Turn: toTurnState(t, states[i]), Total: total}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
