@@ -3,6 +3,7 @@
 // Usage:
 //
 //	historyd serve [flags]   serve historyd.v1.ThreadHistory
+//	historyd demo [flags]    write a demo checkpoint file to try it on
 //	historyd help [command]  show help
 //
 // Every flag can also be set by an environment variable, named in its help.
@@ -26,7 +27,7 @@ type command struct {
 	flags   func(fs *flag.FlagSet) func(ctx context.Context) error
 }
 
-var commands = []command{serveCommand}
+var commands = []command{serveCommand, demoCommand}
 
 const usage = `historyd serves what LangGraph threads' session state held at each earlier turn.
 
