@@ -36,6 +36,9 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 	for i, t := range turns {
 		resp.Turns[int32(t.N)] = toTurnState(t, states[i])
 	}
+	if err := checkResponseSize(ctx, resp, snapshotsAdvice); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 
@@ -62,6 +65,9 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 			return nil, s.fail(ctx, "Snapshot", err)
 		}
 		resp.Result = &historydv1.SnapshotResponse_State{State: toTurnState(t, states[0])}
+	}
+	if err := checkResponseSize(ctx, resp, snapshotAdvice); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

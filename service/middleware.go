@@ -2,27 +2,111 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+
+	"github.com/historyd/historyd/auth"
 )
 
-// ServerOptions returns the interceptor chain every historyd server runs,
-// assembled here and nowhere else: request logging outermost, so it records
-// the code a recovered panic became, then panic recovery.
-func ServerOptions(log *slog.Logger) []grpc.ServerOption {
-	if log == nil {
-		log = slog.Default()
-	}
+// Options configures everything between the network and the handlers:
+// transport security, limits and the interceptor chain. A zero field
+// leaves its concern off (or at gRPC's own default); the serve command
+// supplies the documented defaults.
+type Options struct {
+	// Logger receives the request log and recovered panics. It is wrapped
+	// with RedactThreadIDs. Default slog.Default().
+	Logger *slog.Logger
+	// ThreadIDs says how request logs show thread ids: hashed (the
+	// default) or omitted.
+	ThreadIDs ThreadIDLogging
+	// ThreadIDSalt keys the thread id hash. Empty: random per process.
+	ThreadIDSalt []byte
+
+	// TLS, when set, serves TLS with this configuration (see
+	// auth.ServerTLS). Nil serves plaintext.
+	TLS *tls.Config
+	// Auth, when set, requires credentials on every service but health
+	// and reflection, and keeps each tenant to its threads. Nil: no
+	// authentication, every caller reads every thread.
+	Auth *auth.Authenticator
+	// Metrics, when set, counts and times every call.
+	Metrics *grpcprom.ServerMetrics
+	// DisableReflection answers server reflection as an unknown service.
+	DisableReflection bool
+
+	// RateLimit is the calls per second each tenant may make (all callers
+	// share one bucket without Auth). Zero: unlimited.
+	RateLimit float64
+	// RateBurst is how many calls a tenant may make at once after being
+	// idle. Zero: RateLimit rounded up, at least 1.
+	RateBurst int
+	// MaxCallDuration caps how long a call may run: a caller's deadline
+	// that is later, or none, is replaced by it. Zero: no cap.
+	MaxCallDuration time.Duration
+	// MaxRequestBytes is the largest request message accepted (gRPC's
+	// default is 4 MiB).
+	MaxRequestBytes int
+	// MaxResponseBytes is the largest response message sent; a larger
+	// Snapshots or Snapshot response, or StreamSnapshots message, fails
+	// with ResourceExhausted saying what to ask for instead. Zero: gRPC's
+	// default (no limit).
+	MaxResponseBytes int
+	// MaxConcurrentStreams bounds the calls in flight on one connection.
+	MaxConcurrentStreams uint32
+	// KeepaliveEnforcement rejects clients that ping more often than it
+	// allows, so a misbehaving client cannot keep the server busy with
+	// pings.
+	KeepaliveEnforcement *keepalive.EnforcementPolicy
+	// Keepalive sets how the server pings idle connections to find dead
+	// peers, and how long connections may live.
+	Keepalive *keepalive.ServerParameters
+}
+
+// ServerOptions returns the grpc.ServerOptions every historyd server runs
+// with, the interceptor chain assembled here and nowhere else. Outermost
+// first:
+//
+//  1. metrics, so every outcome is counted, panics and refusals included;
+//  2. thread tagging, so what follows can log the thread's hash, never its
+//     id (server-streaming calls have their request read here, see
+//     prefetchStream);
+//  3. request logging (method, code, duration, tenant, thread hash);
+//  4. panic recovery: Internal, logged with the stack, the process lives on;
+//  5. per-call limits: the response size limit and the deadline cap;
+//  6. reflection switch (streams only);
+//  7. authentication (not for health and reflection);
+//  8. per-tenant rate limiting (after authentication, to know the tenant);
+//  9. tenant isolation (see isolation);
+//
+// then the handler, which validates the request.
+func ServerOptions(o Options) []grpc.ServerOption {
+	log := RedactThreadIDs(o.Logger)
+	tagger := newThreadTagger(o.ThreadIDs, o.ThreadIDSalt)
+
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
-		// Request fields (thread ids) are not logged: they name other
-		// people's conversations.
+		// Request payloads are not logged: they name other people's
+		// conversations. The thread appears only as its tag.
+		logging.WithFieldsFromContext(func(ctx context.Context) logging.Fields {
+			if t, ok := threadTagFrom(ctx); ok && t.hashed {
+				return logging.Fields{"thread", t.shown}
+			}
+			return nil
+		}),
 	}
 	recoverOpts := []recovery.Option{
 		recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
@@ -30,16 +114,75 @@ func ServerOptions(log *slog.Logger) []grpc.ServerOption {
 			return status.Error(codes.Internal, "internal error")
 		}),
 	}
-	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(
-			logging.UnaryServerInterceptor(slogAdapter(log), logOpts...),
-			recovery.UnaryServerInterceptor(recoverOpts...),
-		),
-		grpc.ChainStreamInterceptor(
-			logging.StreamServerInterceptor(slogAdapter(log), logOpts...),
-			recovery.StreamServerInterceptor(recoverOpts...),
-		),
+	// Limits, credentials and isolation apply to every service but health
+	// and reflection: probes must work without credentials, and health
+	// watches and reflection sessions are long-lived streams that a
+	// deadline cap would cut.
+	guarded := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !openService(c.Service) })
+	lim := limits{maxResponse: o.MaxResponseBytes, maxDuration: o.MaxCallDuration}
+
+	var unary []grpc.UnaryServerInterceptor
+	var stream []grpc.StreamServerInterceptor
+	if o.Metrics != nil {
+		unary = append(unary, o.Metrics.UnaryServerInterceptor())
+		stream = append(stream, o.Metrics.StreamServerInterceptor())
 	}
+	unary = append(unary,
+		tagThreadUnary(tagger),
+		logging.UnaryServerInterceptor(slogAdapter(log), logOpts...),
+		recovery.UnaryServerInterceptor(recoverOpts...),
+		selector.UnaryServerInterceptor(lim.unary, guarded),
+	)
+	stream = append(stream,
+		prefetchStream(tagger),
+		logging.StreamServerInterceptor(slogAdapter(log), logOpts...),
+		recovery.StreamServerInterceptor(recoverOpts...),
+		selector.StreamServerInterceptor(lim.stream, guarded),
+	)
+	if o.DisableReflection {
+		stream = append(stream, reflectionOff)
+	}
+	if o.Auth != nil {
+		authFn := authenticate(o.Auth)
+		unary = append(unary, selector.UnaryServerInterceptor(grpcauth.UnaryServerInterceptor(authFn), guarded))
+		stream = append(stream, selector.StreamServerInterceptor(grpcauth.StreamServerInterceptor(authFn), guarded))
+	}
+	if o.RateLimit > 0 {
+		tl := newTenantLimiter(o.RateLimit, o.RateBurst)
+		unary = append(unary, selector.UnaryServerInterceptor(tl.unary, guarded))
+		stream = append(stream, selector.StreamServerInterceptor(tl.stream, guarded))
+	}
+	if o.Auth != nil {
+		iso := newIsolation(log)
+		unary = append(unary, selector.UnaryServerInterceptor(iso.unary, guarded))
+		stream = append(stream, selector.StreamServerInterceptor(iso.stream, guarded))
+	}
+
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	}
+	if o.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
+	}
+	if o.MaxRequestBytes > 0 {
+		opts = append(opts, grpc.MaxRecvMsgSize(o.MaxRequestBytes))
+	}
+	if o.MaxResponseBytes > 0 {
+		// The handlers' own check names the limit and what to ask for
+		// instead; this catches every other method.
+		opts = append(opts, grpc.MaxSendMsgSize(o.MaxResponseBytes))
+	}
+	if o.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(o.MaxConcurrentStreams))
+	}
+	if o.KeepaliveEnforcement != nil {
+		opts = append(opts, grpc.KeepaliveEnforcementPolicy(*o.KeepaliveEnforcement))
+	}
+	if o.Keepalive != nil {
+		opts = append(opts, grpc.KeepaliveParams(*o.Keepalive))
+	}
+	return opts
 }
 
 // slogAdapter lets go-grpc-middleware's logging write through slog.

@@ -6,32 +6,79 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
+	"net/http"
 	"os"
+	"os/signal"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
+	"github.com/historyd/historyd/auth"
+	"github.com/historyd/historyd/metrics"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/postgres"
 )
 
+const serveHelp = `Usage: historyd serve [flags]
+
+Serve historyd.v1.ThreadHistory, grpc.health.v1 and server reflection.
+
+Security is off by default, for local use: plaintext, no credentials, every
+caller reads every thread. For a deployment shared by several agent hosts set
+--tls-cert/--tls-key, and --auth-tokens to give each host a tenant that reads
+only its own threads (or --tls-client-ca to identify hosts by certificate).
+Health and reflection stay open to every caller. SIGHUP rereads the token
+file and the TLS files; TLS files are also reread when they change. See
+docs/security.md.
+
+Sizes take a KiB, MiB or GiB suffix or are plain bytes; durations are like
+30s or 2m; 0 turns a limit off.
+
+Flags:
+`
+
 var serveCommand = command{
 	name:    "serve",
 	summary: "serve historyd.v1.ThreadHistory over gRPC",
 	flags: func(fs *flag.FlagSet) func(context.Context) error {
-		var c serveConfig
+		c := serveConfig{env: &envFlags{fs: fs}}
+		e := c.env
 		c.listen = stringFlag(fs, "listen", "HISTORYD_LISTEN", "localhost:50051", "address to serve gRPC on")
 		c.dsn = stringFlag(fs, "dsn", "HISTORYD_DSN", "", "checkpoint store: postgres://… or postgresql://… (required)")
 		c.schema = stringFlag(fs, "schema", "HISTORYD_SCHEMA", "", "PostgreSQL schema holding the checkpoint tables (default: the search_path)")
 		c.messages = stringFlag(fs, "messages-channel", "HISTORYD_MESSAGES_CHANNEL", "messages", "channel holding the conversation's messages")
 		c.state = stringFlag(fs, "state-channel", "HISTORYD_STATE_CHANNEL", "tool_state", "channel holding session state (key → entry)")
 		c.logFormat = stringFlag(fs, "log-format", "HISTORYD_LOG_FORMAT", "text", "log format: text or json")
-		c.grace = stringFlag(fs, "shutdown-grace", "HISTORYD_SHUTDOWN_GRACE", "10s", "how long in-flight RPCs may run after SIGINT/SIGTERM")
+		c.logThreadIDs = stringFlag(fs, "log-thread-ids", "HISTORYD_LOG_THREAD_IDS", "hash", "how logs show thread ids: hash (first 12 hex digits of HMAC-SHA256 with --log-thread-salt) or omit; never as sent")
+		c.logThreadSalt = stringFlag(fs, "log-thread-salt", "HISTORYD_LOG_THREAD_SALT", "", "key of the thread id hash in logs, to find a thread's calls across restarts (default: random per process; prefer the environment variable)")
+		c.grace = e.duration("shutdown-grace", "HISTORYD_SHUTDOWN_GRACE", 10*time.Second, "how long in-flight RPCs may run after SIGINT/SIGTERM")
+
+		c.authTokens = stringFlag(fs, "auth-tokens", "HISTORYD_AUTH_TOKENS", "", "token file (JSON) mapping SHA-256 hashes of bearer tokens, and client certificate identities, to tenants and the thread-id prefixes each may read; reread on SIGHUP (default: no authentication)")
+		c.tlsCert = stringFlag(fs, "tls-cert", "HISTORYD_TLS_CERT", "", "PEM certificate (chain) to serve TLS with; reread when it changes (default: plaintext)")
+		c.tlsKey = stringFlag(fs, "tls-key", "HISTORYD_TLS_KEY", "", "PEM private key of --tls-cert")
+		c.tlsClientCA = stringFlag(fs, "tls-client-ca", "HISTORYD_TLS_CLIENT_CA", "", "PEM CA bundle; when set every client must present a certificate it issued (health checks included), and --auth-tokens can map certificates to tenants")
+		c.reflection = e.bool("reflection", "HISTORYD_REFLECTION", true, "serve gRPC server reflection (open to every caller: it describes the API, no data)")
+
+		c.maxRequest = e.size("max-request-bytes", "HISTORYD_MAX_REQUEST_BYTES", 1<<20, "largest `size` of a request message accepted")
+		c.maxResponse = e.size("max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES", 64<<20, "largest `size` of a response message sent; a larger Snapshots fails with RESOURCE_EXHAUSTED suggesting keys or StreamSnapshots")
+		c.rateLimit = e.float("rate-limit", "HISTORYD_RATE_LIMIT", 0, "calls per second each tenant may make to ThreadHistory, as a token bucket; without --auth-tokens all callers share one bucket (default: unlimited)")
+		c.rateBurst = e.int("rate-burst", "HISTORYD_RATE_BURST", 0, "calls a tenant may make at once after being idle (default: --rate-limit rounded up)")
+		c.maxDeadline = e.duration("max-call-duration", "HISTORYD_MAX_CALL_DURATION", 30*time.Second, "longest a ThreadHistory call may run; a caller's later deadline, or none, is replaced by it")
+		c.maxStreams = e.int("max-concurrent-streams", "HISTORYD_MAX_CONCURRENT_STREAMS", 100, "calls in flight per client connection; more wait")
+		c.kaMinTime = e.duration("keepalive-min-time", "HISTORYD_KEEPALIVE_MIN_TIME", 10*time.Second, "least time between a client's keepalive pings; clients pinging more often are disconnected")
+		c.kaTime = e.duration("keepalive-time", "HISTORYD_KEEPALIVE_TIME", 2*time.Minute, "how long a connection may be idle before the server pings it")
+		c.kaTimeout = e.duration("keepalive-timeout", "HISTORYD_KEEPALIVE_TIMEOUT", 20*time.Second, "how long the server waits for a ping's answer before closing the connection")
+
+		c.metricsListen = stringFlag(fs, "metrics-listen", "HISTORYD_METRICS_LISTEN", "", "address of the HTTP listener for /metrics (Prometheus), /healthz and /readyz, e.g. localhost:9090; plaintext and unauthenticated, so keep it off networks clients use (default: off)")
 		fs.Usage = func() {
-			fmt.Fprintf(fs.Output(), "Usage: historyd serve [flags]\n\nServe historyd.v1.ThreadHistory, grpc.health.v1 and server reflection.\n\nFlags:\n")
+			fmt.Fprint(fs.Output(), serveHelp)
 			fs.PrintDefaults()
 		}
 		return c.run
@@ -39,19 +86,45 @@ var serveCommand = command{
 }
 
 type serveConfig struct {
-	listen, dsn, schema, messages, state, logFormat, grace *string
+	env *envFlags
+
+	listen, dsn, schema, messages, state, logFormat *string
+	logThreadIDs, logThreadSalt                     *string
+	grace                                           *time.Duration
+
+	authTokens, tlsCert, tlsKey, tlsClientCA *string
+	reflection                               *bool
+
+	maxRequest, maxResponse *int64
+	rateLimit               *float64
+	rateBurst, maxStreams   *int
+	maxDeadline             *time.Duration
+	kaMinTime, kaTime       *time.Duration
+	kaTimeout               *time.Duration
+
+	metricsListen *string
 }
 
+// Test hooks: tests serve from memory on port 0 and need the addresses.
+var (
+	newBackend  = openBackend
+	servingHook func(grpcAddr, metricsAddr string)
+)
+
 func (c serveConfig) run(ctx context.Context) error {
+	if err := c.env.err(); err != nil {
+		return err
+	}
 	log, err := newLogger(*c.logFormat)
 	if err != nil {
 		return err
 	}
-	grace, err := time.ParseDuration(*c.grace)
-	if err != nil || grace < 0 {
-		return fmt.Errorf("--shutdown-grace %q: want a duration such as 10s", *c.grace)
+	log = service.RedactThreadIDs(log)
+	opts, err := c.options(log)
+	if err != nil {
+		return err
 	}
-	backend, err := openBackend(ctx, *c.dsn, *c.schema)
+	backend, err := newBackend(ctx, *c.dsn, *c.schema)
 	if err != nil {
 		return err
 	}
@@ -66,10 +139,39 @@ func (c serveConfig) run(ctx context.Context) error {
 		// The database may come up later; serve and report NOT_SERVING until then.
 		log.Warn("store unreachable at start; serving NOT_SERVING until it answers", "dsn", redactDSN(*c.dsn), "err", err)
 	}
-	st := store.New(store.Config{Backend: backend, MessagesChannel: *c.messages, StateChannel: *c.state})
+
+	var reload []func() error
+	if *c.authTokens != "" {
+		a, err := auth.NewAuthenticator(*c.authTokens, log)
+		if err != nil {
+			return fmt.Errorf("--auth-tokens: %w", err)
+		}
+		opts.Auth = a
+		reload = append(reload, a.Reload)
+	}
+	var serverTLS *auth.ServerTLS
+	if *c.tlsCert != "" {
+		serverTLS, err = auth.NewServerTLS(*c.tlsCert, *c.tlsKey, *c.tlsClientCA, log)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key/--tls-client-ca: %w", err)
+		}
+		opts.TLS = serverTLS.Config()
+		reload = append(reload, serverTLS.Reload)
+	}
+	switch {
+	case opts.Auth != nil && serverTLS == nil:
+		log.Warn("--auth-tokens without --tls-cert: bearer tokens cross the network in plaintext; only do this behind a proxy or mesh that encrypts")
+	case opts.Auth == nil && serverTLS != nil && serverTLS.ClientAuth():
+		log.Warn("--tls-client-ca without --auth-tokens: every client with a certificate from that CA reads every thread")
+	}
+
+	m := metrics.New()
+	opts.Metrics = m.GRPC
+	st := store.New(store.Config{Backend: m.Backend(backend), MessagesChannel: *c.messages, StateChannel: *c.state})
 	svc := service.New(service.Config{Store: st, Logger: log})
-	gs := grpc.NewServer(service.ServerOptions(log)...)
+	gs := grpc.NewServer(service.ServerOptions(opts)...)
 	svc.Register(gs)
+	m.GRPC.InitializeMetrics(gs)
 
 	lis, err := net.Listen("tcp", *c.listen)
 	if err != nil {
@@ -79,26 +181,126 @@ func (c serveConfig) run(ctx context.Context) error {
 	defer stopWatch()
 	go svc.Watch(wctx)
 
-	served := make(chan error, 1)
+	served := make(chan error, 2)
+	var hs *http.Server
+	metricsAddr := ""
+	if *c.metricsListen != "" {
+		mlis, err := net.Listen("tcp", *c.metricsListen)
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("--metrics-listen %s: %w", *c.metricsListen, err)
+		}
+		metricsAddr = mlis.Addr().String()
+		hs = &http.Server{Handler: m.Handler(svc.Serving), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := hs.Serve(mlis); !errors.Is(err, http.ErrServerClosed) {
+				served <- fmt.Errorf("metrics listener: %w", err)
+			}
+		}()
+	}
 	go func() { served <- gs.Serve(lis) }()
-	log.Info("historyd serving", "addr", lis.Addr().String(), "store", redactDSN(*c.dsn), "messages_channel", *c.messages, "state_channel", *c.state)
 
+	// SIGHUP is only taken over when there is something to reread; with
+	// nothing configured it keeps its default meaning.
+	hup := make(chan os.Signal, 1)
+	if len(reload) > 0 {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
+	go func() {
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: rereading token file and TLS files")
+				for _, r := range reload {
+					_ = r() // each logs its own failure and keeps what it had
+				}
+			}
+		}
+	}()
+
+	log.Info("historyd serving", "addr", lis.Addr().String(), "store", redactDSN(*c.dsn),
+		"messages_channel", *c.messages, "state_channel", *c.state,
+		"tls", serverTLS != nil, "client_certs", serverTLS != nil && serverTLS.ClientAuth(),
+		"auth", opts.Auth != nil, "metrics", metricsAddr, "reflection", *c.reflection)
+	if servingHook != nil {
+		servingHook(lis.Addr().String(), metricsAddr)
+	}
+
+	var serveErr error
 	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
+	case serveErr = <-served:
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", grace)
+	log.Info("shutting down", "grace", *c.grace)
 	svc.Shutdown()
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(grace):
+	case <-time.After(*c.grace):
 		log.Warn("grace period over; cancelling in-flight RPCs")
 		gs.Stop()
 	}
+	if hs != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = hs.Shutdown(sctx)
+		cancel()
+	}
+	if serveErr != nil {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
 	return nil
+}
+
+// options turns the flags into service.Options, refusing contradictory or
+// out-of-range values rather than guessing.
+func (c serveConfig) options(log *slog.Logger) (service.Options, error) {
+	o := service.Options{Logger: log, DisableReflection: !*c.reflection}
+	var err error
+	if o.ThreadIDs, err = service.ParseThreadIDLogging(*c.logThreadIDs); err != nil {
+		return o, fmt.Errorf("--log-thread-ids %w", err)
+	}
+	o.ThreadIDSalt = []byte(*c.logThreadSalt)
+	switch {
+	case *c.grace < 0:
+		return o, fmt.Errorf("--shutdown-grace %s: must not be negative", *c.grace)
+	case (*c.tlsCert == "") != (*c.tlsKey == ""):
+		return o, errors.New("--tls-cert and --tls-key go together")
+	case *c.tlsClientCA != "" && *c.tlsCert == "":
+		return o, errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates are only sent over TLS")
+	case *c.maxRequest < 0 || *c.maxRequest > math.MaxInt32:
+		return o, fmt.Errorf("--max-request-bytes %d: want 0 to 2GiB", *c.maxRequest)
+	case *c.maxResponse < 0 || *c.maxResponse > math.MaxInt32:
+		return o, fmt.Errorf("--max-response-bytes %d: want 0 to 2GiB", *c.maxResponse)
+	case *c.rateLimit < 0 || math.IsNaN(*c.rateLimit) || math.IsInf(*c.rateLimit, 0):
+		return o, fmt.Errorf("--rate-limit %v: want a number of calls per second, 0 for none", *c.rateLimit)
+	case *c.rateBurst < 0:
+		return o, fmt.Errorf("--rate-burst %d: must not be negative", *c.rateBurst)
+	case *c.maxDeadline < 0:
+		return o, fmt.Errorf("--max-call-duration %s: must not be negative", *c.maxDeadline)
+	case *c.maxStreams < 0 || int64(*c.maxStreams) > math.MaxUint32:
+		return o, fmt.Errorf("--max-concurrent-streams %d: out of range", *c.maxStreams)
+	case *c.kaMinTime < 0 || *c.kaTime < 0 || *c.kaTimeout < 0:
+		return o, errors.New("--keepalive-min-time, --keepalive-time and --keepalive-timeout must not be negative")
+	}
+	o.MaxRequestBytes = int(*c.maxRequest)
+	o.MaxResponseBytes = int(*c.maxResponse)
+	o.RateLimit = *c.rateLimit
+	o.RateBurst = *c.rateBurst
+	o.MaxCallDuration = *c.maxDeadline
+	o.MaxConcurrentStreams = uint32(*c.maxStreams)
+	if *c.kaMinTime > 0 {
+		// Idle connections may ping too: hosts keep a connection open
+		// between turns, and a NAT would otherwise drop it silently.
+		o.KeepaliveEnforcement = &keepalive.EnforcementPolicy{MinTime: *c.kaMinTime, PermitWithoutStream: true}
+	}
+	if *c.kaTime > 0 || *c.kaTimeout > 0 {
+		o.Keepalive = &keepalive.ServerParameters{Time: *c.kaTime, Timeout: *c.kaTimeout}
+	}
+	return o, nil
 }
 
 func newLogger(format string) (*slog.Logger, error) {
@@ -138,4 +340,122 @@ func redactDSN(dsn string) string {
 		return dsn[:scheme+3] + userinfo[:i] + ":xxxxx" + dsn[at:]
 	}
 	return dsn
+}
+
+// envFlags defines typed flags whose defaults come from environment
+// variables, like stringFlag. An environment value that does not parse is
+// kept as an error for run to report: silently falling back to the
+// built-in default could, for a limit, mean no limit at all.
+type envFlags struct {
+	fs   *flag.FlagSet
+	errs []error
+}
+
+func (e *envFlags) err() error { return errors.Join(e.errs...) }
+
+// lookup returns the variable's value, if set, and the flag's help text
+// naming the variable.
+func (e *envFlags) lookup(env, help string) (string, bool, string) {
+	v, ok := os.LookupEnv(env)
+	return v, ok, fmt.Sprintf("%s (env %s)", help, env)
+}
+
+func (e *envFlags) bad(env, v, want string) {
+	e.errs = append(e.errs, fmt.Errorf("%s=%q: want %s", env, v, want))
+}
+
+func (e *envFlags) duration(name, env string, def time.Duration, help string) *time.Duration {
+	v, ok, help := e.lookup(env, help)
+	if ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			def = d
+		} else {
+			e.bad(env, v, "a duration such as 30s")
+		}
+	}
+	return e.fs.Duration(name, def, help)
+}
+
+func (e *envFlags) bool(name, env string, def bool, help string) *bool {
+	v, ok, help := e.lookup(env, help)
+	if ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			def = b
+		} else {
+			e.bad(env, v, "true or false")
+		}
+	}
+	return e.fs.Bool(name, def, help)
+}
+
+func (e *envFlags) int(name, env string, def int, help string) *int {
+	v, ok, help := e.lookup(env, help)
+	if ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			def = n
+		} else {
+			e.bad(env, v, "an integer")
+		}
+	}
+	return e.fs.Int(name, def, help)
+}
+
+func (e *envFlags) float(name, env string, def float64, help string) *float64 {
+	v, ok, help := e.lookup(env, help)
+	if ok {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			def = f
+		} else {
+			e.bad(env, v, "a number")
+		}
+	}
+	return e.fs.Float64(name, def, help)
+}
+
+func (e *envFlags) size(name, env string, def int64, help string) *int64 {
+	v, ok, help := e.lookup(env, help)
+	b := byteSize(def)
+	if ok {
+		if err := b.Set(v); err != nil {
+			e.bad(env, v, "a size such as 64MiB")
+		}
+	}
+	e.fs.Var(&b, name, help)
+	return (*int64)(&b)
+}
+
+// byteSize is a flag.Value for sizes: plain bytes or a KiB, MiB or GiB
+// suffix.
+type byteSize int64
+
+var sizeUnits = []struct {
+	suffix string
+	n      int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+func (b *byteSize) Set(s string) error {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return errors.New("want bytes, or a number with KiB, MiB or GiB")
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+func (b *byteSize) String() string {
+	n := int64(*b)
+	for _, u := range sizeUnits {
+		if n >= u.n && n%u.n == 0 && u.n > 1 {
+			return fmt.Sprintf("%d%s", n/u.n, u.suffix)
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/historyd/historyd/auth/authtest"
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/storetest"
+)
+
+func TestServeHelpNamesEveryFlagAndVariable(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--help"}, &out, &out); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	help := out.String()
+	for _, want := range []string{
+		"-auth-tokens", "HISTORYD_AUTH_TOKENS", "-tls-cert", "HISTORYD_TLS_CERT", "-tls-key", "HISTORYD_TLS_KEY",
+		"-tls-client-ca", "HISTORYD_TLS_CLIENT_CA", "-reflection", "HISTORYD_REFLECTION",
+		"-max-request-bytes", "HISTORYD_MAX_REQUEST_BYTES", "-max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES",
+		"-rate-limit", "HISTORYD_RATE_LIMIT", "-rate-burst", "HISTORYD_RATE_BURST",
+		"-max-call-duration", "HISTORYD_MAX_CALL_DURATION", "-max-concurrent-streams", "HISTORYD_MAX_CONCURRENT_STREAMS",
+		"-keepalive-min-time", "-keepalive-time", "-keepalive-timeout",
+		"-metrics-listen", "HISTORYD_METRICS_LISTEN", "-log-thread-ids", "HISTORYD_LOG_THREAD_SALT",
+		"SIGHUP", "docs/security.md", "default 64MiB",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+// Bad values, from flags or the environment, stop the server before it
+// opens the store, naming what is wrong.
+func TestServeRejectsBadSettings(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"env duration", map[string]string{"HISTORYD_MAX_CALL_DURATION": "soon"}, nil, "HISTORYD_MAX_CALL_DURATION"},
+		{"env size", map[string]string{"HISTORYD_MAX_RESPONSE_BYTES": "lots"}, nil, "HISTORYD_MAX_RESPONSE_BYTES"},
+		{"env bool", map[string]string{"HISTORYD_REFLECTION": "perhaps"}, nil, "HISTORYD_REFLECTION"},
+		{"cert without key", nil, []string{"--tls-cert", "x.pem"}, "--tls-key"},
+		{"client CA without TLS", nil, []string{"--tls-client-ca", "ca.pem"}, "--tls-client-ca"},
+		{"negative rate", nil, []string{"--rate-limit", "-1"}, "--rate-limit"},
+		{"thread ids in plain", nil, []string{"--log-thread-ids", "plain"}, "--log-thread-ids"},
+		{"missing token file", nil, []string{"--auth-tokens", "/nonexistent/tokens.json"}, "--auth-tokens"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			useMemory(t, storetest.NewMemory())
+			var out bytes.Buffer
+			args := append([]string{"serve", "--dsn", "memory", "--listen", "127.0.0.1:0"}, tt.args...)
+			if code := run(context.Background(), args, &out, &out); code == 0 || !strings.Contains(out.String(), tt.want) {
+				t.Errorf("exit %d, output %q; want failure naming %s", code, out.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1024": 1024, "64MiB": 64 << 20, "512 KiB": 512 << 10, "2GiB": 2 << 30, "7B": 7} {
+		var b byteSize
+		if err := b.Set(in); err != nil || int64(b) != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "1.5MiB", "1MB", "MiB"} {
+		var b byteSize
+		if err := b.Set(in); err == nil {
+			t.Errorf("Set(%q) accepted", in)
+		}
+	}
+	if b := byteSize(64 << 20); b.String() != "64MiB" {
+		t.Errorf("String = %s", b.String())
+	}
+}
+
+// useMemory makes serve read from m instead of opening --dsn.
+func useMemory(t *testing.T, m store.Backend) {
+	t.Helper()
+	old := newBackend
+	newBackend = func(context.Context, string, string) (store.Backend, error) { return m, nil }
+	t.Cleanup(func() { newBackend = old })
+}
+
+// The whole command: TLS, a token file named by the environment, the
+// metrics listener, and SIGHUP rereading the token file and certificate.
+func TestServeReloadsOnSIGHUP(t *testing.T) {
+	mem := storetest.NewMemory()
+	storetest.Build(mem, store.Ref{ThreadID: "a/1"}, storetest.Demo)
+	useMemory(t, mem)
+	dir := t.TempDir()
+	ca := authtest.NewCA(t, "test")
+	firstCert := ca.Server()
+	certFile, keyFile := firstCert.WriteFiles(t, dir, "server")
+	tokens := filepath.Join(dir, "tokens.json")
+	authtest.WriteFile(t, tokens, authtest.TokenFile(t, authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"first"}}))
+	t.Setenv("HISTORYD_AUTH_TOKENS", tokens)
+
+	addrs := make(chan [2]string, 1)
+	servingHook = func(g, m string) { addrs <- [2]string{g, m} }
+	t.Cleanup(func() { servingHook = nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	var out bytes.Buffer
+	go func() {
+		exited <- run(ctx, []string{"serve", "--dsn", "memory", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+			"--tls-cert", certFile, "--tls-key", keyFile, "--shutdown-grace", "1s"}, &out, &out)
+	}()
+	var grpcAddr, metricsAddr string
+	select {
+	case a := <-addrs:
+		grpcAddr, metricsAddr = a[0], a[1]
+	case code := <-exited:
+		t.Fatalf("serve exited %d: %s", code, out.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	defer func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("serve exited %d: %s", code, out.String())
+		}
+	}()
+
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := historydv1.NewThreadHistoryClient(conn)
+	call := func(token string) codes.Code {
+		ctx := context.Background()
+		if token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		}
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := c.Turns(ctx, &historydv1.TurnsRequest{ThreadId: "a/1"})
+		return status.Code(err)
+	}
+	if got := call("first"); got != codes.OK {
+		t.Fatalf("first token: %v", got)
+	}
+	if got := call(""); got != codes.Unauthenticated {
+		t.Errorf("no token: %v, want Unauthenticated", got)
+	}
+
+	authtest.WriteFile(t, tokens, authtest.TokenFile(t, authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"second"}}))
+	secondCert := ca.Server()
+	secondCert.WriteFiles(t, dir, "server")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second token to work after SIGHUP", func() bool { return call("second") == codes.OK })
+	if got := call("first"); got != codes.Unauthenticated {
+		t.Errorf("first token after SIGHUP: %v, want Unauthenticated", got)
+	}
+	eventually(t, "the second certificate to be served", func() bool {
+		d := &net.Dialer{Timeout: 2 * time.Second}
+		tc, err := tls.DialWithDialer(d, "tcp", grpcAddr, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", NextProtos: []string{"h2"}})
+		if err != nil {
+			return false
+		}
+		defer tc.Close()
+		return tc.ConnectionState().PeerCertificates[0].SerialNumber.Cmp(secondCert.Serial) == 0
+	})
+
+	for path, want := range map[string]string{"/metrics": "grpc_server_handled_total", "/readyz": "ready", "/healthz": "ok"} {
+		resp, err := http.Get("http://" + metricsAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("%s = %d, body lacks %q", path, resp.StatusCode, want)
+		}
+	}
+}
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

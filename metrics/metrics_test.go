@@ -1,0 +1,188 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/metrics"
+	"github.com/historyd/historyd/service"
+	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/storetest"
+)
+
+// setup serves b through a metered store and the full interceptor chain,
+// and the metrics handler over HTTP on 127.0.0.1.
+func setup(t *testing.T, b store.Backend) (historydv1.ThreadHistoryClient, *service.Server, string) {
+	t.Helper()
+	m := metrics.New()
+	log := slog.New(slog.DiscardHandler)
+	svc := service.New(service.Config{
+		Store:          store.New(store.Config{Backend: m.Backend(b)}),
+		Logger:         log,
+		HealthInterval: 10 * time.Millisecond,
+	})
+	gs := grpc.NewServer(service.ServerOptions(service.Options{Logger: log, Metrics: m.GRPC})...)
+	svc.Register(gs)
+	m.GRPC.InitializeMetrics(gs)
+	lis := bufconn.Listen(1 << 20)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	hs := httptest.NewServer(m.Handler(svc.Serving))
+	t.Cleanup(hs.Close)
+	return historydv1.NewThreadHistoryClient(conn), svc, hs.URL
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+func TestMetricsExposed(t *testing.T) {
+	mem := storetest.NewMemory()
+	storetest.Build(mem, store.Ref{ThreadID: "demo"}, storetest.Demo)
+	c, _, url := setup(t, mem)
+	if _, err := c.Snapshots(context.Background(), &historydv1.SnapshotsRequest{ThreadId: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	mem.SetErr(store.ErrUnavailable)
+	if _, err := c.Turns(context.Background(), &historydv1.TurnsRequest{ThreadId: "other"}); err == nil {
+		t.Fatal("call against a failing store succeeded")
+	}
+
+	code, body := get(t, url+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, want := range []string{
+		`grpc_server_handled_total{grpc_code="OK",grpc_method="Snapshots",grpc_service="historyd.v1.ThreadHistory",grpc_type="unary"} 1`,
+		`grpc_server_handled_total{grpc_code="Unavailable",grpc_method="Turns",grpc_service="historyd.v1.ThreadHistory",grpc_type="unary"} 1`,
+		`grpc_server_handling_seconds_bucket{grpc_method="Snapshots"`,
+		`historyd_store_query_duration_seconds_bucket{method="Checkpoints",le="+Inf"}`,
+		`historyd_store_query_duration_seconds_count{method="Values"}`,
+		`historyd_store_query_errors_total{method="Checkpoints"} 1`,
+		`historyd_store_query_errors_total{method="CheckpointsSince"} 0`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "demo") {
+		t.Error("/metrics names a thread")
+	}
+}
+
+func TestHealthzAndReadyz(t *testing.T) {
+	mem := storetest.NewMemory()
+	_, svc, url := setup(t, mem)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go svc.Watch(ctx)
+
+	waitFor := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			code, body := get(t, url+"/readyz")
+			if code == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz = %d %q, want %d", code, body, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor(http.StatusOK)
+	mem.SetErr(errors.New("connection refused"))
+	waitFor(http.StatusServiceUnavailable)
+	if code, _ := get(t, url+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while the store is down = %d, want 200: the process is alive", code)
+	}
+	mem.SetErr(nil)
+	waitFor(http.StatusOK)
+	svc.Shutdown()
+	waitFor(http.StatusServiceUnavailable)
+}
+
+// incremental is a Memory that also lists checkpoints incrementally.
+type incremental struct {
+	*storetest.Memory
+	calls int
+}
+
+func (i *incremental) CheckpointsSince(ctx context.Context, ref store.Ref, after string) (int, []store.Checkpoint, error) {
+	i.calls++
+	all, err := i.Checkpoints(ctx, ref)
+	if err != nil {
+		return 0, nil, err
+	}
+	var newer []store.Checkpoint
+	for _, c := range all {
+		if c.ID > after {
+			newer = append(newer, c)
+		}
+	}
+	return len(all), newer, nil
+}
+
+// The metered backend is incremental exactly when the inner one is, and
+// a store over it uses the incremental path.
+func TestBackendKeepsIncremental(t *testing.T) {
+	m := metrics.New()
+	if _, ok := m.Backend(storetest.NewMemory()).(store.Incremental); ok {
+		t.Error("wrapping a plain backend made it Incremental")
+	}
+	inner := &incremental{Memory: storetest.NewMemory()}
+	storetest.Build(inner, store.Ref{ThreadID: "t"}, storetest.Demo)
+	wrapped := m.Backend(inner)
+	if _, ok := wrapped.(store.Incremental); !ok {
+		t.Fatal("wrapping an Incremental backend hid CheckpointsSince")
+	}
+	st := store.New(store.Config{Backend: wrapped})
+	for range 2 {
+		if _, err := st.History(context.Background(), store.Ref{ThreadID: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if inner.calls != 1 {
+		t.Errorf("CheckpointsSince called %d times, want 1 (the second read refreshes the cached index)", inner.calls)
+	}
+	hs := httptest.NewServer(m.Handler(nil))
+	defer hs.Close()
+	if _, body := get(t, hs.URL+"/metrics"); !strings.Contains(body, `historyd_store_query_duration_seconds_count{method="CheckpointsSince"} 1`) {
+		t.Error("CheckpointsSince not timed")
+	}
+	if code, _ := get(t, hs.URL+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with no readiness signal = %d, want 503", code)
+	}
+}

@@ -1,0 +1,127 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/storetest"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) records(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The request log records method, code and duration, and the thread only
+// as a salted hash; error texts that name the thread (store failures
+// mapped to Unavailable, and the handler's own log of an Internal error)
+// carry the hash instead.
+func TestRequestLogHidesThreadIDs(t *testing.T) {
+	const thread = "customer-8812/conversation-0042"
+	for _, tt := range []struct {
+		mode  ThreadIDLogging
+		fails error
+	}{
+		{ThreadIDsHashed, store.ErrUnavailable},
+		{ThreadIDsHashed, errors.New("driver bug")},
+		{ThreadIDsOmitted, store.ErrUnavailable},
+	} {
+		var buf syncBuffer
+		log := RedactThreadIDs(slog.New(slog.NewJSONHandler(&buf, nil)))
+		m := storetest.NewMemory()
+		m.SetErr(tt.fails)
+		salt := []byte("test salt")
+		c := serveWith(t, m, Options{Logger: log, ThreadIDs: tt.mode, ThreadIDSalt: salt}).client(t)
+		_, err := c.Snapshots(context.Background(), &historydv1.SnapshotsRequest{ThreadId: thread})
+		if err == nil {
+			t.Fatal("call against a failing store succeeded")
+		}
+		if _, err := readStream(context.Background(), c, &historydv1.StreamSnapshotsRequest{ThreadId: thread}); err == nil {
+			t.Fatal("stream against a failing store succeeded")
+		}
+		if strings.Contains(buf.String(), "conversation-0042") {
+			t.Errorf("mode %v, error %v: the log shows the thread id:\n%s", tt.mode, tt.fails, buf.String())
+		}
+		want := newThreadTagger(ThreadIDsHashed, salt).tag(thread).shown
+		var calls []map[string]any
+		for _, r := range buf.records(t) {
+			if r["msg"] == "finished call" {
+				calls = append(calls, r)
+			}
+		}
+		if len(calls) != 2 {
+			t.Fatalf("%d request log lines, want 2 (unary and stream):\n%s", len(calls), buf.String())
+		}
+		for _, finished := range calls {
+			for _, k := range []string{"grpc.method", "grpc.code", "grpc.time_ms"} {
+				if finished[k] == nil {
+					t.Errorf("request log lacks %s: %v", k, finished)
+				}
+			}
+			switch tt.mode {
+			case ThreadIDsHashed:
+				if finished["thread"] != want || !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(want) {
+					t.Errorf("%v: thread field = %v, want %s", finished["grpc.method"], finished["thread"], want)
+				}
+				if !strings.Contains(fmt.Sprint(finished["grpc.error"]), "thread "+want) {
+					t.Errorf("%v: error text does not carry the hash in place of the id: %v", finished["grpc.method"], finished["grpc.error"])
+				}
+			case ThreadIDsOmitted:
+				if _, ok := finished["thread"]; ok || strings.Contains(buf.String(), want) {
+					t.Errorf("omitted mode logs the thread: %v", finished)
+				}
+			}
+		}
+	}
+}
+
+func TestRedactKeepsOtherValues(t *testing.T) {
+	var buf bytes.Buffer
+	log := RedactThreadIDs(slog.New(slog.NewJSONHandler(&buf, nil)))
+	ctx := context.WithValue(context.Background(), threadTagKey{}, threadTag{raw: "t-123456789", shown: "abc"})
+	log.InfoContext(ctx, `read "t-123456789"`, "n", 3, "err", errors.New("thread t-123456789 gone"), slog.Group("g", "s", "x t-123456789"))
+	got := buf.String()
+	for _, want := range []string{`"msg":"read abc"`, `"n":3`, `"err":"thread abc gone"`, `"g":{"s":"x abc"}`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log %s lacks %s", got, want)
+		}
+	}
+}

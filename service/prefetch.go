@@ -1,0 +1,98 @@
+package service
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
+
+type streamRequestKey struct{}
+
+// prefetchStream reads the one request of a server-streaming call before
+// the rest of the chain runs, and hands the handler a stream that replays
+// it. A unary request is known to every interceptor; a stream's arrives
+// only when the handler asks for it, too late for what must look at it
+// first: tagging its thread so that logs never show the id, and tenant
+// isolation, which routes a call by its thread before it starts. gRPC has
+// already bounded the message's size (MaxRecvMsgSize), as for unary calls.
+//
+// Client- and bidirectional-streaming calls, and open services (health's
+// Watch), pass through untouched; isolation refuses the former to tenants
+// confined to prefixes.
+func prefetchStream(tt threadTagger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		svc, method := splitMethod(info.FullMethod)
+		if info.IsClientStream || openService(svc) {
+			return handler(srv, ss)
+		}
+		req, ok := newRequest(svc, method)
+		if !ok {
+			return handler(srv, ss)
+		}
+		if err := ss.RecvMsg(req); err != nil {
+			return err
+		}
+		ctx := context.WithValue(ss.Context(), streamRequestKey{}, req)
+		if r, ok := req.(threadRequest); ok && r.GetThreadId() != "" {
+			ctx = context.WithValue(ctx, threadTagKey{}, tt.tag(r.GetThreadId()))
+		}
+		return handler(srv, &replayStream{ServerStream: ss, ctx: ctx, first: req})
+	}
+}
+
+// newRequest returns an empty request message of the method, found through
+// the generated code's registration, or false when it is not registered.
+func newRequest(service, method string) (proto.Message, bool) {
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	if err != nil {
+		return nil, false
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil, false
+	}
+	md := sd.Methods().ByName(protoreflect.Name(method))
+	if md == nil {
+		return nil, false
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
+	if err != nil {
+		return nil, false
+	}
+	return mt.New().Interface(), true
+}
+
+// streamRequest returns the request prefetchStream read, if it read one.
+func streamRequest(ctx context.Context) (proto.Message, bool) {
+	m, ok := ctx.Value(streamRequestKey{}).(proto.Message)
+	return m, ok
+}
+
+// replayStream gives the handler the prefetched request on its first
+// RecvMsg.
+type replayStream struct {
+	grpc.ServerStream
+	ctx      context.Context
+	first    proto.Message
+	replayed bool
+}
+
+func (r *replayStream) Context() context.Context { return r.ctx }
+
+func (r *replayStream) RecvMsg(m any) error {
+	if r.replayed {
+		return r.ServerStream.RecvMsg(m)
+	}
+	r.replayed = true
+	into, ok := m.(proto.Message)
+	if !ok || into.ProtoReflect().Descriptor() != r.first.ProtoReflect().Descriptor() {
+		return status.Errorf(codes.Internal, "stream handler asked for %T, not the %T it was sent", m, r.first)
+	}
+	proto.Merge(into, r.first)
+	return nil
+}
