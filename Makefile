@@ -1,7 +1,8 @@
-# historyd's build. Everything needs only Go, except `make test`, which also
-# installs and starts what the integration and conformance suites need
-# (PostgreSQL from Debian, a Python virtualenv and node_modules with the real
-# LangGraph packages).
+# historyd's build. `make run` and `make build` need only Go. `make gen` also
+# regenerates the Python client's stubs with the pinned grpcio-tools (it builds
+# the virtualenv when missing); `make test` installs and starts what the
+# integration and conformance suites need (PostgreSQL from Debian, a Python
+# virtualenv and node_modules with the real LangGraph packages).
 
 SHELL := /bin/bash
 GO ?= go
@@ -12,25 +13,45 @@ BIN := bin/historyd
 BREAKING_AGAINST ?= .git\#branch=main
 # Arguments for the go test run inside `make test`.
 TEST_FLAGS ?= -count=1
+# How long `make fuzz` runs each fuzz target, and how long `make test` does.
+FUZZTIME ?= 60s
+TEST_FUZZTIME ?= 5s
+# Where `make run` keeps its demo checkpoints, and where it listens.
+DEMO_DB ?= var/demo.db
+HISTORYD_LISTEN ?= localhost:50051
+PY_GEN := client/python/src/historyd_client/gen
 
-.PHONY: all build gen check-gen lint breaking test test-unit test-deps run clean
+.PHONY: all build gen gen-go gen-python check-gen lint breaking test test-unit test-deps test-python fuzz run clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/historyd
 
-## gen: regenerate gen/ from proto/ with the pinned buf and plugins.
-gen:
+## run: build, write the demo checkpoints when absent, and serve them in the
+## foreground with reflection on.
+run: build
+	@[ -f $(DEMO_DB) ] || $(BIN) demo --out $(DEMO_DB)
+	HISTORYD_LISTEN=$(HISTORYD_LISTEN) $(BIN) serve --dsn $(DEMO_DB)
+
+## gen: regenerate gen/ from proto/ with the pinned buf and plugins, and the
+## Python client's stubs.
+gen: gen-go gen-python
+
+gen-go:
 	rm -rf gen/historyd
 	$(BUF) generate
+	$(BUF) build -o gen/descriptorset/historyd.binpb
+
+gen-python:
+	client/python/gen.sh
 
 ## check-gen: fail when the committed generated code differs from what
 ## `make gen` produces.
 check-gen: gen
-	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
-		echo "gen/ is out of date with proto/: run 'make gen' and commit the result" >&2; \
-		git status --porcelain -- gen >&2; git --no-pager diff --stat -- gen >&2; exit 1; \
+	@if [ -n "$$(git status --porcelain -- gen $(PY_GEN))" ]; then \
+		echo "gen/ or $(PY_GEN) is out of date with proto/: run 'make gen' and commit the result" >&2; \
+		git status --porcelain -- gen $(PY_GEN) >&2; git --no-pager diff --stat -- gen $(PY_GEN) >&2; exit 1; \
 	fi
 
 ## lint: go vet, gofmt and buf lint.
@@ -48,16 +69,28 @@ breaking:
 test-unit:
 	$(GO) test -short $(TEST_FLAGS) ./...
 
+## test-python: the Python client's unit tests (no PostgreSQL needed).
+test-python:
+	scripts/pyenv.sh
+	PYTHONPATH=client/python/src $${HISTORYD_VENV:-.cache/venv}/bin/python -m unittest discover -s client/python/tests
+
 ## test-deps: install what the integration suites need.
 test-deps:
 	scripts/pyenv.sh
 	scripts/nodeenv.sh
 
 ## test: everything: generated code in sync, lint, build, then unit,
-## integration and conformance tests against a throwaway PostgreSQL (or the
-## one HISTORYD_TEST_DSN names).
+## integration, conformance and fault-injection tests against a throwaway
+## PostgreSQL (or the one HISTORYD_TEST_DSN names), then each fuzz target
+## for $(TEST_FUZZTIME).
 test: check-gen lint breaking build test-deps
 	scripts/test.sh $(TEST_FLAGS) ./...
+	scripts/fuzz.sh $(TEST_FUZZTIME)
+
+## fuzz: run every fuzz target for $(FUZZTIME) each, one at a time
+## (make fuzz FUZZTIME=10m for a long run).
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
 
 clean:
 	rm -rf bin .cache var

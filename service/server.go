@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/store"
@@ -56,7 +55,7 @@ func New(cfg Config) *Server {
 func (s *Server) Register(gs *grpc.Server) {
 	historydv1.RegisterThreadHistoryServer(gs, s)
 	healthpb.RegisterHealthServer(gs, s.health)
-	reflection.Register(gs)
+	registerReflection(gs)
 }
 
 // Watch probes the store until ctx ends, reporting SERVING while it answers

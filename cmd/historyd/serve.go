@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/postgres"
+	"github.com/historyd/historyd/store/sqlite"
 )
 
 const serveHelp = `Usage: historyd serve [flags]
@@ -51,7 +53,7 @@ var serveCommand = command{
 		c := serveConfig{env: &envFlags{fs: fs}}
 		e := c.env
 		c.listen = stringFlag(fs, "listen", "HISTORYD_LISTEN", "localhost:50051", "address to serve gRPC on")
-		c.dsn = stringFlag(fs, "dsn", "HISTORYD_DSN", "", "checkpoint store: postgres://… or postgresql://… (required)")
+		c.dsn = stringFlag(fs, "dsn", "HISTORYD_DSN", "", "checkpoint store: postgres://…, postgresql://…, sqlite:///path/file.db or a .db file path (required)")
 		c.schema = stringFlag(fs, "schema", "HISTORYD_SCHEMA", "", "PostgreSQL schema holding the checkpoint tables (default: the search_path)")
 		c.messages = stringFlag(fs, "messages-channel", "HISTORYD_MESSAGES_CHANNEL", "messages", "channel holding the conversation's messages")
 		c.state = stringFlag(fs, "state-channel", "HISTORYD_STATE_CHANNEL", "tool_state", "channel holding session state (key → entry)")
@@ -313,11 +315,14 @@ func newLogger(format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-// openBackend picks the backend from the DSN's form.
+// openBackend picks the backend from the DSN's form. A DSN that is wrong
+// (unknown form, missing SQLite file, a file without checkpoint tables)
+// fails here, at start; a PostgreSQL server that is merely down does not,
+// since it may come up later.
 func openBackend(ctx context.Context, dsn, schema string) (store.Backend, error) {
 	switch {
 	case dsn == "":
-		return nil, errors.New("no store: set --dsn or HISTORYD_DSN to the checkpointer's database, e.g. postgres://user@localhost:5432/app")
+		return nil, errors.New("no store: set --dsn or HISTORYD_DSN to the checkpointer's database, e.g. postgres://user@localhost:5432/app or sqlite:///path/checkpoints.db")
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema})
 		if err != nil {
@@ -325,7 +330,22 @@ func openBackend(ctx context.Context, dsn, schema string) (store.Backend, error)
 		}
 		return b, nil
 	}
-	return nil, fmt.Errorf("store %s: unrecognised DSN; use postgres://… or postgresql://…", redactDSN(dsn))
+	if path, ok := sqlite.ParseDSN(dsn); ok {
+		if schema != "" {
+			return nil, fmt.Errorf("store %s: --schema applies to PostgreSQL only; SQLite files have none", dsn)
+		}
+		b, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("store %s: no such file; point --dsn at the file LangGraph's SqliteSaver writes, or run `historyd demo` to create a demo file", dsn)
+		case errors.Is(err, store.ErrNotCheckpointStore):
+			return nil, fmt.Errorf("store %s: %w; point --dsn at the file LangGraph's SqliteSaver writes", dsn, err)
+		case err != nil:
+			return nil, fmt.Errorf("store %s: %w", dsn, err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("store %s: unrecognised DSN; use postgres://…, postgresql://…, sqlite:///path/file.db or a path ending in .db, .sqlite or .sqlite3", redactDSN(dsn))
 }
 
 // redactDSN hides a URL DSN's password so it can be logged.
