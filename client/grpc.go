@@ -161,12 +161,18 @@ func configure(opts []Option) config {
 	return cfg
 }
 
+// MaxResponseBytes is the largest response the client accepts: the server's
+// default --max-response-bytes.
+const MaxResponseBytes = 64 << 20
+
 func newClient(conn grpc.ClientConnInterface, cfg config) *Client {
 	c := &Client{timeout: cfg.timeout}
 	if isNil(conn) {
 		return c
 	}
-	var callOpts []grpc.CallOption
+	// A few turns of geometry pass gRPC's 4 MiB default; match the server's
+	// default response limit instead.
+	callOpts := []grpc.CallOption{grpc.MaxCallRecvMsgSize(MaxResponseBytes)}
 	if cfg.token != "" {
 		callOpts = append(callOpts, grpc.PerRPCCredentials(bearer{token: cfg.token, secure: !cfg.insecure}))
 	}

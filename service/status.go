@@ -45,7 +45,7 @@ var statusRules = []statusRule{
 
 // toStatus maps an error from validation or the store to the gRPC status
 // the caller sees. It is the only place codes are chosen. Errors no rule
-// knows become Internal, with the message kept for the operator's log.
+// knows become Internal with a generic message; the cause goes to the log.
 func toStatus(err error) *status.Status {
 	if err == nil {
 		return status.New(codes.OK, "")
@@ -60,7 +60,14 @@ func toStatus(err error) *status.Status {
 			break
 		}
 	}
-	st := status.New(code, err.Error())
+	msg := err.Error()
+	if code == codes.Internal {
+		// The cause (driver messages, thread ids) is for the operator's log,
+		// which fail writes; the caller learns only that it was not their
+		// fault.
+		msg = "internal error; the server logged the cause"
+	}
+	st := status.New(code, msg)
 	var fe *FieldError
 	if code == codes.InvalidArgument && errors.As(err, &fe) {
 		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{

@@ -9,9 +9,10 @@ import (
 // unreachable; a retry may succeed once it is back.
 var ErrUnavailable = errors.New("checkpoint store unavailable")
 
-// ErrNotCheckpointStore marks storage that holds no LangGraph checkpoint
-// tables where historyd was told to look (wrong database or schema).
-var ErrNotCheckpointStore = errors.New("no LangGraph checkpoint tables")
+// ErrNotCheckpointStore marks storage where historyd cannot read LangGraph
+// checkpoint tables: none where it was told to look (wrong database, schema
+// or file), or its role lacks SELECT on them.
+var ErrNotCheckpointStore = errors.New("cannot read LangGraph checkpoint tables")
 
 // DecodeError reports a stored value that could not be decoded, and where it
 // is. Err is the decoder's error; errors.As on it tells a malformed value

@@ -255,8 +255,11 @@ func (b *Backend) Ping(ctx context.Context) error {
 	if b.schema != "" {
 		name = pgx.Identifier{b.schema, "checkpoints"}.Sanitize()
 	}
-	err := b.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
-		name, strings.Replace(name, "checkpoints", "checkpoint_blobs", 1)).Scan(&ok)
+	blobs := strings.Replace(name, "checkpoints", "checkpoint_blobs", 1)
+	var canRead bool
+	err := b.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL,
+  coalesce(has_table_privilege(to_regclass($1), 'SELECT') AND has_table_privilege(to_regclass($2), 'SELECT'), false)`,
+		name, blobs).Scan(&ok, &canRead)
 	if err != nil {
 		return b.classify(ctx, err)
 	}
@@ -266,6 +269,9 @@ func (b *Backend) Ping(ctx context.Context) error {
 			where = fmt.Sprintf("schema %q", b.schema)
 		}
 		return fmt.Errorf("%w: no checkpoints and checkpoint_blobs tables in %s", store.ErrNotCheckpointStore, where)
+	}
+	if !canRead {
+		return fmt.Errorf("%w: the role may not SELECT from %s and %s; grant it SELECT on both", store.ErrNotCheckpointStore, name, blobs)
 	}
 	return nil
 }
@@ -285,6 +291,8 @@ func (b *Backend) classify(ctx context.Context, err error) error {
 		switch {
 		case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined_table, invalid_schema_name
 			return fmt.Errorf("%w: %s", store.ErrNotCheckpointStore, pgErr.Message)
+		case pgErr.Code == "42501": // insufficient_privilege: the role lacks a grant
+			return fmt.Errorf("%w: %s; grant historyd's role SELECT on the checkpoint tables", store.ErrNotCheckpointStore, pgErr.Message)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
 			strings.HasPrefix(pgErr.Code, "57"), // operator intervention (shutdown, cancel)

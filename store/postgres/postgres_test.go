@@ -210,3 +210,23 @@ func TestOpenRejectsBadDSN(t *testing.T) {
 		t.Errorf("error %q shows the password", got)
 	}
 }
+
+func TestPingWithoutGrants(t *testing.T) {
+	admin, schema, ro := newSchema(t)
+	q := pgx.Identifier{schema}.Sanitize()
+	role := schema + "_ro"
+	if _, err := admin.Exec(context.Background(), "REVOKE SELECT ON "+q+".checkpoint_blobs FROM "+pgx.Identifier{role}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	b := openBackend(t, ro, schema)
+	err := b.Ping(context.Background())
+	if !errors.Is(err, store.ErrNotCheckpointStore) || !strings.Contains(err.Error(), "SELECT") {
+		t.Errorf("Ping without SELECT on checkpoint_blobs = %v; want ErrNotCheckpointStore saying to grant SELECT", err)
+	}
+	w := &pgWriter{t: t, pool: admin, schema: q}
+	storetest.Build(w, store.Ref{ThreadID: "t"}, storetest.Demo[:1])
+	_, err = store.New(store.Config{Backend: b}).History(context.Background(), store.Ref{ThreadID: "t"})
+	if !errors.Is(err, store.ErrNotCheckpointStore) {
+		t.Errorf("History without SELECT on checkpoint_blobs = %v; want ErrNotCheckpointStore", err)
+	}
+}

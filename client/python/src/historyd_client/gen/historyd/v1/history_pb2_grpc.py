@@ -41,11 +41,18 @@ class ThreadHistoryStub:
     An unknown thread is not an error: it has total 0 and no turns.
 
     Errors: INVALID_ARGUMENT for a malformed request (the message names the
-    field and the limit), UNAVAILABLE when the checkpoint store cannot be
-    reached, DEADLINE_EXCEEDED when the call's deadline passes, DATA_LOSS when a
+    field and the limit), UNAUTHENTICATED without valid credentials when the
+    deployment requires them, PERMISSION_DENIED for a call a tenant may not make
+    at all, RESOURCE_EXHAUSTED past a size or rate limit (the message names it),
+    UNAVAILABLE when the checkpoint store cannot be reached, DEADLINE_EXCEEDED
+    when the call's deadline (or the server's cap) passes, DATA_LOSS when a
     stored value cannot be decoded (the message names thread, checkpoint and
     channel), FAILED_PRECONDITION when the thread uses a storage feature historyd
-    does not read (encrypted or pickled values, delta channels).
+    does not read (encrypted or pickled values, delta channels) or the store
+    holds no readable checkpoint tables.
+
+    A thread outside the calling tenant's thread-id prefixes reads exactly as an
+    unknown thread does, so a tenant cannot learn whether it exists.
     """
 
     def __init__(self, channel):
@@ -92,11 +99,18 @@ class ThreadHistoryServicer:
     An unknown thread is not an error: it has total 0 and no turns.
 
     Errors: INVALID_ARGUMENT for a malformed request (the message names the
-    field and the limit), UNAVAILABLE when the checkpoint store cannot be
-    reached, DEADLINE_EXCEEDED when the call's deadline passes, DATA_LOSS when a
+    field and the limit), UNAUTHENTICATED without valid credentials when the
+    deployment requires them, PERMISSION_DENIED for a call a tenant may not make
+    at all, RESOURCE_EXHAUSTED past a size or rate limit (the message names it),
+    UNAVAILABLE when the checkpoint store cannot be reached, DEADLINE_EXCEEDED
+    when the call's deadline (or the server's cap) passes, DATA_LOSS when a
     stored value cannot be decoded (the message names thread, checkpoint and
     channel), FAILED_PRECONDITION when the thread uses a storage feature historyd
-    does not read (encrypted or pickled values, delta channels).
+    does not read (encrypted or pickled values, delta channels) or the store
+    holds no readable checkpoint tables.
+
+    A thread outside the calling tenant's thread-id prefixes reads exactly as an
+    unknown thread does, so a tenant cannot learn whether it exists.
     """
 
     def Snapshots(self, request, context):
@@ -180,11 +194,18 @@ class ThreadHistory:
     An unknown thread is not an error: it has total 0 and no turns.
 
     Errors: INVALID_ARGUMENT for a malformed request (the message names the
-    field and the limit), UNAVAILABLE when the checkpoint store cannot be
-    reached, DEADLINE_EXCEEDED when the call's deadline passes, DATA_LOSS when a
+    field and the limit), UNAUTHENTICATED without valid credentials when the
+    deployment requires them, PERMISSION_DENIED for a call a tenant may not make
+    at all, RESOURCE_EXHAUSTED past a size or rate limit (the message names it),
+    UNAVAILABLE when the checkpoint store cannot be reached, DEADLINE_EXCEEDED
+    when the call's deadline (or the server's cap) passes, DATA_LOSS when a
     stored value cannot be decoded (the message names thread, checkpoint and
     channel), FAILED_PRECONDITION when the thread uses a storage feature historyd
-    does not read (encrypted or pickled values, delta channels).
+    does not read (encrypted or pickled values, delta channels) or the store
+    holds no readable checkpoint tables.
+
+    A thread outside the calling tenant's thread-id prefixes reads exactly as an
+    unknown thread does, so a tenant cannot learn whether it exists.
     """
 
     @staticmethod
