@@ -230,3 +230,34 @@ func TestPingWithoutGrants(t *testing.T) {
 		t.Errorf("History without SELECT on checkpoint_blobs = %v; want ErrNotCheckpointStore", err)
 	}
 }
+
+// TestHostileThreadIDs reads threads whose ids would break a query built by
+// string concatenation; every query is parameterized, so they are ordinary
+// threads (written ones found, others empty), never an SQL error.
+func TestHostileThreadIDs(t *testing.T) {
+	admin, schema, ro := newSchema(t)
+	b := openBackend(t, ro, schema)
+	w := &pgWriter{t: t, pool: admin, schema: pgx.Identifier{schema}.Sanitize()}
+	st := store.New(store.Config{Backend: b})
+	ids := []string{
+		`'; DROP TABLE checkpoints; --`, `" OR 1=1 --`, `\'`, `%`, `_`, `$1`, "tab\tnew\nline",
+		"ümlaut-🌊", strings.Repeat("x", 10<<10), `t'1"; --`,
+	}
+	for i, id := range ids {
+		ref := store.Ref{ThreadID: id, Namespace: id}
+		if i%2 == 0 {
+			storetest.Build(w, ref, storetest.Demo[:1])
+		}
+		h, err := st.History(context.Background(), ref)
+		if err != nil {
+			t.Fatalf("thread %q: %v", id[:min(len(id), 40)], err)
+		}
+		want := 0
+		if i%2 == 0 {
+			want = 1
+		}
+		if h.Total != want {
+			t.Errorf("thread %q: total %d, want %d", id[:min(len(id), 40)], h.Total, want)
+		}
+	}
+}
