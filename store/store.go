@@ -234,8 +234,17 @@ func (s *Store) States(ctx context.Context, ref Ref, turns []Turn, keys []string
 	if err != nil {
 		return nil, fmt.Errorf("read %s of thread %q: %w", s.state, ref.ThreadID, err)
 	}
+	// The projection is applied while decoding: keys not asked for are
+	// stepped over, never built.
+	var keep map[string]bool
+	if len(keys) > 0 {
+		keep = make(map[string]bool, len(keys))
+		for _, k := range keys {
+			keep[k] = true
+		}
+	}
 	for i, b := range blobs {
-		v, ok, err := lgcodec.Decode(b.Type, b.Data, s.limits)
+		v, ok, err := lgcodec.DecodeKeys(b.Type, b.Data, keep, s.limits)
 		if err != nil {
 			return nil, &DecodeError{Ref: ref, CheckpointID: at[i], Channel: s.state, Err: err}
 		}
