@@ -28,6 +28,9 @@ type Checkpoint struct {
 	// Versions maps each channel to the version of its value at this
 	// checkpoint. Equal versions of a channel hold equal values.
 	Versions map[string]string
+	// Delta says the checkpoint's metadata marks a graph with DeltaChannel
+	// channels, whose values are rebuilt from writes rather than stored.
+	Delta bool
 }
 
 // Blob is one channel's value at one checkpoint, still encoded as the saver

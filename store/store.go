@@ -162,9 +162,27 @@ func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index
 	return h, nil
 }
 
+// refuseDelta reports a thread whose graph uses DeltaChannel: its
+// checkpoints leave such channels out between snapshots, so counting their
+// messages would derive wrong turns.
+func refuseDelta(ref Ref, cps []Checkpoint, channel string) error {
+	for _, c := range cps {
+		if c.Delta {
+			return &DecodeError{Ref: ref, CheckpointID: c.ID, Channel: channel, Err: &lgcodec.UnsupportedError{
+				Format: "checkpoint", Feature: "DeltaChannel", Offset: -1,
+				Reason: "the thread's graph stores channels as deltas rebuilt from writes; historyd reads stored values only",
+			}}
+		}
+	}
+	return nil
+}
+
 // place counts the messages of each checkpoint, reading and scanning each
 // distinct messages version once, and not at all when a scan is cached.
 func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed, error) {
+	if err := refuseDelta(ref, cps, s.messages); err != nil {
+		return nil, err
+	}
 	found := map[string]counts{}
 	var missing []string // checkpoint ids, one per unscanned version
 	var missingVersion []string

@@ -77,12 +77,14 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	return &Backend{
 		pool:   pool,
 		schema: cfg.Schema,
-		listSQL: `SELECT checkpoint_id, checkpoint->>'ts', checkpoint->'channel_versions'
-FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2`,
+		// LangGraph marks graphs with DeltaChannel channels in checkpoint
+		// metadata; such threads are refused rather than misread.
+		listSQL: `SELECT c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', (c.metadata ? 'counters_since_delta_snapshot' OR c.metadata ? 'delta_writes_versioned')
+FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
 		// The count and the newer rows come from one statement, hence one
 		// snapshot: a deletion shows as a count that does not add up.
 		sinceSQL: `WITH n AS (SELECT count(*) AS n FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
-SELECT n.n, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions'
+SELECT n.n, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce((c.metadata ? 'counters_since_delta_snapshot' OR c.metadata ? 'delta_writes_versioned'), false)
 FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
 		// A channel's value is its blob at the checkpoint's version of the
 		// channel; primitives Python keeps inline in channel_values have no
@@ -117,11 +119,12 @@ func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Check
 			id       string
 			ts       *string
 			versions []byte
+			delta    bool
 		)
-		if err := rows.Scan(&id, &ts, &versions); err != nil {
+		if err := rows.Scan(&id, &ts, &versions, &delta); err != nil {
 			return nil, b.classify(ctx, err)
 		}
-		c, err := checkpoint(ref, id, ts, versions)
+		c, err := checkpoint(ref, id, ts, versions, delta)
 		if err != nil {
 			return nil, err
 		}
@@ -150,14 +153,15 @@ func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after str
 			id       *string
 			ts       *string
 			versions []byte
+			delta    bool
 		)
-		if err := rows.Scan(&count, &id, &ts, &versions); err != nil {
+		if err := rows.Scan(&count, &id, &ts, &versions, &delta); err != nil {
 			return 0, nil, b.classify(ctx, err)
 		}
 		if id == nil {
 			continue
 		}
-		c, err := checkpoint(ref, *id, ts, versions)
+		c, err := checkpoint(ref, *id, ts, versions, delta)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -169,8 +173,8 @@ func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after str
 	return count, out, nil
 }
 
-func checkpoint(ref store.Ref, id string, ts *string, versions []byte) (store.Checkpoint, error) {
-	c := store.Checkpoint{ID: id}
+func checkpoint(ref store.Ref, id string, ts *string, versions []byte, delta bool) (store.Checkpoint, error) {
+	c := store.Checkpoint{ID: id, Delta: delta}
 	if ts != nil {
 		if t, err := time.Parse(time.RFC3339Nano, *ts); err == nil {
 			c.TS = t

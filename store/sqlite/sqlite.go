@@ -84,12 +84,16 @@ var (
 )
 
 const (
-	listSQL = `SELECT checkpoint_id, type, checkpoint FROM checkpoints
-WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id`
+	// deltaSQL says whether a checkpoint's metadata marks a graph with
+	// DeltaChannel channels (JSON in current savers, msgpack in old ones:
+	// the key's bytes appear as is in both).
+	deltaSQL = `coalesce(instr(c.metadata, 'counters_since_delta_snapshot') > 0 OR instr(c.metadata, 'delta_writes_versioned') > 0, 0)`
+	listSQL  = `SELECT c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + ` FROM checkpoints AS c
+WHERE c.thread_id = ? AND c.checkpoint_ns = ? ORDER BY c.checkpoint_id`
 	// sinceSQL counts the thread's checkpoints and lists the newer ones in
 	// one statement, so both come from one snapshot of the file. The count
 	// sits in a one-row subquery so that it is there with no newer rows.
-	sinceSQL = `SELECT n.n, c.checkpoint_id, c.type, c.checkpoint
+	sinceSQL = `SELECT n.n, c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + `
 FROM (SELECT count(*) AS n FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
 LEFT JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id > ?
 ORDER BY c.checkpoint_id`
@@ -97,7 +101,7 @@ ORDER BY c.checkpoint_id`
 WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (`
 	// checkSQL names every column historyd reads, so that a table that
 	// only shares the name is found out when it is compiled.
-	checkSQL = `SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints LIMIT 0`
+	checkSQL = `SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata FROM checkpoints LIMIT 0`
 )
 
 // Open opens cfg.Path read-only and checks that it holds a checkpoints
@@ -237,14 +241,16 @@ func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Check
 	var out []store.Checkpoint
 	for rows.Next() {
 		var (
-			id   string
-			typ  *string
-			data sql.RawBytes // parsed in place: the blob is never kept
+			id    string
+			typ   *string
+			data  sql.RawBytes // parsed in place: the blob is never kept
+			delta bool
 		)
-		if err := rows.Scan(&id, &typ, &data); err != nil {
+		if err := rows.Scan(&id, &typ, &data, &delta); err != nil {
 			return nil, b.classify(ctx, err)
 		}
 		c, err := summary(ref, id, typ, data)
+		c.Delta = delta
 		if err != nil {
 			return nil, err
 		}
@@ -276,11 +282,12 @@ func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after str
 	)
 	for rows.Next() {
 		var (
-			id   *string
-			typ  *string
-			data sql.RawBytes
+			id    *string
+			typ   *string
+			data  sql.RawBytes
+			delta bool
 		)
-		if err := rows.Scan(&count, &id, &typ, &data); err != nil {
+		if err := rows.Scan(&count, &id, &typ, &data, &delta); err != nil {
 			return 0, nil, b.classify(ctx, err)
 		}
 		if id == nil { // the count alone: nothing newer
@@ -290,6 +297,7 @@ func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after str
 		if err != nil {
 			return 0, nil, err
 		}
+		c.Delta = delta
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
