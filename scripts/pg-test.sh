@@ -7,6 +7,19 @@
 #   scripts/pg-test.sh status   say whether it runs; exit 0 only when it does
 #   scripts/pg-test.sh psql ... run psql against the test database
 #
+# For fault-injection tests, which need a cluster of their own (give each its
+# own PG_TEST_ENV_FILE):
+#
+#   scripts/pg-test.sh restart [MODE]  pg_ctl restart with -m MODE (fast by
+#                                      default; smart, fast or immediate)
+#   scripts/pg-test.sh halt [MODE]     stop the server but keep the cluster, its
+#                                      data, port and env file (-m MODE, fast by
+#                                      default; immediate is a crash)
+#   scripts/pg-test.sh resume          start a halted cluster again, on its port
+#
+# `start` replaces a cluster whose env file exists but which does not answer,
+# halted ones included: use `resume` to bring a halted cluster back.
+#
 # The cluster lives in a fresh `mktemp -d /tmp/historyd-pg.XXXXXX`, listens on
 # a unix socket in that directory and on 127.0.0.1 at a free port, and trusts
 # every local connection. It holds one database, historyd_test.
@@ -30,7 +43,9 @@
 # Debian's `postgresql` package.
 #
 # Environment: PG_TEST_ENV_FILE (env file path), PG_TEST_DB (database name,
-# default historyd_test), PG_TEST_BIN (directory holding initdb and pg_ctl).
+# default historyd_test), PG_TEST_BIN (directory holding initdb and pg_ctl),
+# PG_TEST_PORT (the port `start` listens on; default a free one, and `start`
+# fails when PG_TEST_PORT is taken).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -153,7 +168,15 @@ cmd_start() {
     die "initdb failed (output above)"
   fi
   for attempt in 1 2 3 4 5; do
-    port=$(free_port)
+    if [[ -n ${PG_TEST_PORT:-} ]]; then
+      port=$PG_TEST_PORT
+      if port_in_use "$port"; then
+        cleanup_dir "$dir" "$bin"
+        die "PG_TEST_PORT=$port: something already listens on 127.0.0.1:$port"
+      fi
+    else
+      port=$(free_port)
+    fi
     cat >>"$dir/data/postgresql.conf" <<EOF
 # historyd test cluster (attempt $attempt)
 listen_addresses = '127.0.0.1'
@@ -168,7 +191,7 @@ EOF
     if as_user "$bin/pg_ctl" -D "$dir/data" -l "$log" -w -t 60 start >/dev/null 2>&1; then
       break
     fi
-    if grep -q -i "could not bind\|address already in use\|could not create any TCP/IP sockets" "$log" 2>/dev/null; then
+    if [[ -z ${PG_TEST_PORT:-} ]] && grep -q -i "could not bind\|address already in use\|could not create any TCP/IP sockets" "$log" 2>/dev/null; then
       note "port $port taken meanwhile; trying another"
       port=
       continue
@@ -239,11 +262,69 @@ cmd_psql() {
   exec "$bin/psql" -X -h "$PGDIR_" -p "$PGPORT_" -U "$SUPERUSER" -d "$DB" "$@"
 }
 
+# cluster_bin: the bin directory of the cluster load_env read.
+cluster_bin() {
+  local bin=${PGBIN_:-}
+  [[ -x $bin/pg_ctl ]] || bin=$(find_bin) || die "initdb/pg_ctl not found"
+  echo "$bin"
+}
+
+check_mode() {
+  case $1 in
+    smart|fast|immediate) ;;
+    *) die "shutdown mode $1: want smart, fast or immediate" ;;
+  esac
+}
+
+cmd_restart() {
+  local mode=${1:-fast} bin
+  check_mode "$mode"
+  running || die "no running test cluster (env file $ENV_FILE)"
+  bin=$(cluster_bin)
+  pick_user
+  as_user "$bin/pg_ctl" -D "$PGDIR_/data" -l "$PGDIR_/postgres.log" -m "$mode" -w -t 60 restart >/dev/null \
+    || die "pg_ctl restart failed for $PGDIR_ (see $PGDIR_/postgres.log)"
+  note "restarted ($mode) $PGDIR_ on port $PGPORT_"
+}
+
+cmd_halt() {
+  local mode=${1:-fast} bin
+  check_mode "$mode"
+  load_env || die "no test cluster (env file $ENV_FILE)"
+  if [[ ! -f $PGDIR_/data/postmaster.pid ]]; then
+    note "already halted: $PGDIR_"
+    return 0
+  fi
+  bin=$(cluster_bin)
+  pick_user
+  as_user "$bin/pg_ctl" -D "$PGDIR_/data" -m "$mode" -w -t 60 stop >/dev/null \
+    || die "pg_ctl stop failed for $PGDIR_ (see $PGDIR_/postgres.log)"
+  note "halted ($mode) $PGDIR_; port $PGPORT_ is free until resume"
+}
+
+cmd_resume() {
+  local bin
+  load_env || die "no test cluster (env file $ENV_FILE)"
+  if running; then
+    note "already running in $PGDIR_ on port $PGPORT_"
+    return 0
+  fi
+  [[ -d $PGDIR_/data ]] || die "cluster directory $PGDIR_/data is gone; run start for a new cluster"
+  bin=$(cluster_bin)
+  pick_user
+  as_user "$bin/pg_ctl" -D "$PGDIR_/data" -l "$PGDIR_/postgres.log" -w -t 60 start >/dev/null \
+    || { tail -n 20 "$PGDIR_/postgres.log" >&2 2>/dev/null || true; die "pg_ctl start failed for $PGDIR_ (log above)"; }
+  note "resumed $PGDIR_ on port $PGPORT_"
+}
+
 case ${1:-} in
   start) cmd_start ;;
   stop) cmd_stop ;;
   env) cmd_env ;;
   status) cmd_status ;;
   psql) shift; cmd_psql "$@" ;;
-  *) echo "usage: $0 start|stop|env|status|psql [args]" >&2; exit 2 ;;
+  restart) cmd_restart "${2:-fast}" ;;
+  halt) cmd_halt "${2:-fast}" ;;
+  resume) cmd_resume ;;
+  *) echo "usage: $0 start|stop|env|status|psql [args]|restart [MODE]|halt [MODE]|resume" >&2; exit 2 ;;
 esac

@@ -47,6 +47,9 @@ func New(cfg Config) *Server {
 	if s.interval <= 0 {
 		s.interval = 2 * time.Second
 	}
+	// grpc's health server starts out SERVING; until the first probe has
+	// answered, nothing says the store is reachable.
+	s.SetServing(false)
 	return s
 }
 

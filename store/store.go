@@ -162,6 +162,9 @@ func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index
 	return h, nil
 }
 
+// scanBatch is how many messages versions one backend read fetches.
+const scanBatch = 16
+
 // refuseDelta reports a thread whose graph uses DeltaChannel: its
 // checkpoints leave such channels out between snapshots, so counting their
 // messages would derive wrong turns.
@@ -202,12 +205,17 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 		missing = append(missing, c.ID)
 		missingVersion = append(missingVersion, v)
 	}
-	if len(missing) > 0 {
-		blobs, err := s.b.Values(ctx, ref, s.messages, missing)
+	// Every messages version holds the whole conversation so far, so a long
+	// thread's versions add up to far more than any one of them: they are
+	// read a batch at a time, never all at once.
+	for start := 0; start < len(missing); start += scanBatch {
+		end := min(start+scanBatch, len(missing))
+		blobs, err := s.b.Values(ctx, ref, s.messages, missing[start:end])
 		if err != nil {
 			return nil, fmt.Errorf("read %s of thread %q: %w", s.messages, ref.ThreadID, err)
 		}
-		for i, b := range blobs {
+		for j, b := range blobs {
+			i := start + j
 			m, err := lgcodec.ScanMessages(b.Type, b.Data, s.limits)
 			if err != nil {
 				return nil, &DecodeError{Ref: ref, CheckpointID: missing[i], Channel: s.messages, Err: err}

@@ -255,11 +255,11 @@ func (b *Backend) Values(ctx context.Context, ref store.Ref, channel string, ids
 // where the configuration says.
 func (b *Backend) Ping(ctx context.Context) error {
 	var ok bool
-	name := "checkpoints"
+	name, blobs := "checkpoints", "checkpoint_blobs"
 	if b.schema != "" {
 		name = pgx.Identifier{b.schema, "checkpoints"}.Sanitize()
+		blobs = pgx.Identifier{b.schema, "checkpoint_blobs"}.Sanitize()
 	}
-	blobs := strings.Replace(name, "checkpoints", "checkpoint_blobs", 1)
 	var canRead bool
 	err := b.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL,
   coalesce(has_table_privilege(to_regclass($1), 'SELECT') AND has_table_privilege(to_regclass($2), 'SELECT'), false)`,

@@ -108,7 +108,7 @@ func newSchema(t *testing.T) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	schema = fmt.Sprintf("historyd_test_%d", rand.Uint64())
+	schema = fmt.Sprintf("checkpoints_test_%d", rand.Uint64()) // the name holds "checkpoints" on purpose
 	role := schema + "_ro"
 	q := pgx.Identifier{schema}.Sanitize()
 	r := pgx.Identifier{role}.Sanitize()

@@ -1,0 +1,29 @@
+// Package faults runs the historyd binary, built fresh from this tree,
+// against PostgreSQL failing in the ways production databases do, and checks
+// that every caller gets either a correct answer or the status code the API
+// promises for the failure, never a wrong answer or a crash:
+//
+//   - TestStoreDownAtStart: the database is down when historyd starts;
+//     historyd keeps serving NOT_SERVING and Unavailable, then recovers
+//     without a restart once the database comes up.
+//   - TestStoreSilentAtStart: the database accepts connections and never
+//     answers; historyd says NOT_SERVING from its first moment and calls
+//     fail with Unavailable.
+//   - TestStoreRestartUnderLoad: the database is stopped and started, then
+//     restarted, under continuous load; every answer is correct or
+//     Unavailable, and the first correct answer follows the database's
+//     return within two seconds.
+//   - TestCorruptBlob: one turn's state blob is garbage; that turn answers
+//     DataLoss naming the thread, checkpoint and channel, the rest of the
+//     thread and other threads are unaffected.
+//   - TestSIGTERMUnderLoad: SIGTERM with calls in flight; they finish, new
+//     calls are refused with Unavailable, and the process exits 0 within
+//     --shutdown-grace (also when the grace period runs out first).
+//   - TestHundredThousandCheckpoints: a thread of 100,000 checkpoints is
+//     served within a bounded peak resident memory.
+//
+// Most tests need PostgreSQL: the ones that stop or restart it start their own
+// throwaway clusters with scripts/pg-test.sh; the others use a fresh schema in
+// the database HISTORYD_TEST_SUPERUSER_DSN (or HISTORYD_TEST_DSN) names, which
+// scripts/test.sh (`make test`) provides. With -short they are skipped.
+package faults

@@ -1,0 +1,663 @@
+package faults
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/storetest"
+)
+
+// serviceName is what health checks of ThreadHistory name.
+var serviceName = historydv1.ThreadHistory_ServiceDesc.ServiceName
+
+// skipIfShort skips in -short mode: every test here builds and runs the
+// historyd binary, and most run PostgreSQL.
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("fault-injection tests run the historyd binary, most against PostgreSQL (-short)")
+	}
+}
+
+// repoRoot is the module's root directory (this package is test/faults).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found from %s: %v", root, err)
+	}
+	return root
+}
+
+// buildHistoryd builds ./cmd/historyd from this tree into a temporary
+// directory, so the test runs the code as it is now, not some older bin/.
+func buildHistoryd(t *testing.T) string {
+	t.Helper()
+	goCmd := os.Getenv("GO")
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	bin := filepath.Join(t.TempDir(), "historyd")
+	cmd := exec.Command(goCmd, "build", "-o", bin, "./cmd/historyd")
+	cmd.Dir = repoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/historyd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freePort returns a loopback TCP port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("no free loopback port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// lockedBuffer collects a child's output from its writer goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// historyd is one running `historyd serve` process.
+type historyd struct {
+	cmd    *exec.Cmd
+	addr   string
+	logs   *lockedBuffer
+	exited chan struct{} // closed once the process has exited
+	err    error         // what Wait returned; read only after exited
+	exitAt time.Time     // when Wait returned
+}
+
+// startHistoryd runs `historyd serve --listen 127.0.0.1:PORT args...` and
+// waits until it accepts connections. The process is killed at the end of
+// the test if still running, and its log is shown when the test failed.
+func startHistoryd(t *testing.T, bin string, args ...string) *historyd {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
+	// Only what the test passes configures it: no HISTORYD_* from outside.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HISTORYD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	h := &historyd{cmd: cmd, addr: addr, logs: &lockedBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = h.logs, h.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	go func() {
+		h.err = cmd.Wait()
+		h.exitAt = time.Now()
+		close(h.exited)
+	}()
+	t.Cleanup(func() {
+		if !h.hasExited() {
+			_ = cmd.Process.Kill()
+			<-h.exited
+		}
+		if t.Failed() {
+			t.Logf("historyd log:\n%s", h.logs)
+		}
+	})
+	// historyd pings the store (up to 5s) before it listens.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return h
+		}
+		if h.hasExited() {
+			t.Fatalf("historyd exited before listening on %s: %v\n%s", addr, h.err, h.logs)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("historyd not listening on %s after 20s: %v\n%s", addr, err, h.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *historyd) hasExited() bool {
+	select {
+	case <-h.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// requireRunning fails the test when the process has exited.
+func (h *historyd) requireRunning(t *testing.T) {
+	t.Helper()
+	if h.hasExited() {
+		t.Fatalf("historyd exited: %v\n%s", h.err, h.logs)
+	}
+}
+
+// peakRSS reads the process's peak resident set size (VmHWM), in bytes.
+func (h *historyd) peakRSS(t *testing.T) int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", h.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("read historyd's memory use: %v", err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM line %q: %v", s.Text(), err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", h.cmd.Process.Pid)
+	return 0
+}
+
+// dial connects a client to addr; the connection is closed with the test.
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// health asks for service's health status ("" is the server as a whole).
+func health(conn *grpc.ClientConn, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	return r.GetStatus(), err
+}
+
+// waitHealth polls until both the server's and ThreadHistory's health are
+// want, and returns when that was first seen.
+func waitHealth(t *testing.T, conn *grpc.ClientConn, want healthpb.HealthCheckResponse_ServingStatus, timeout time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		all, errAll := health(conn, "")
+		svc, errSvc := health(conn, serviceName)
+		if errAll == nil && errSvc == nil && all == want && svc == want {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health not %v after %v: server %v (%v), %s %v (%v)", want, timeout, all, errAll, serviceName, svc, errSvc)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cluster is a PostgreSQL cluster of the test's own, run by
+// scripts/pg-test.sh with an env file in the test's temporary directory.
+type cluster struct {
+	t       *testing.T
+	script  string
+	envFile string
+	DSN     string
+	Port    int
+}
+
+// startCluster starts a throwaway cluster, on port when port is not 0, and
+// removes it at the end of the test.
+func startCluster(t *testing.T, port int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, script: filepath.Join(repoRoot(t), "scripts", "pg-test.sh"), envFile: filepath.Join(t.TempDir(), "pg-test.env")}
+	var extra []string
+	if port != 0 {
+		extra = append(extra, fmt.Sprintf("PG_TEST_PORT=%d", port))
+	}
+	if out, err := c.command(extra, "start").CombinedOutput(); err != nil {
+		t.Fatalf("a PostgreSQL cluster of the test's own is needed: scripts/pg-test.sh start: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := c.command(nil, "stop").CombinedOutput(); err != nil {
+			t.Errorf("scripts/pg-test.sh stop: %v\n%s", err, out)
+		}
+	})
+	env, err := os.ReadFile(c.envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(env), "\n") {
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if !ok {
+			continue
+		}
+		v = strings.Trim(v, "'\"")
+		switch k {
+		case "HISTORYD_TEST_SUPERUSER_DSN":
+			c.DSN = v
+		case "HISTORYD_TEST_PGPORT":
+			c.Port, _ = strconv.Atoi(v)
+		}
+	}
+	if c.DSN == "" || c.Port == 0 {
+		t.Fatalf("scripts/pg-test.sh wrote no DSN or port to %s:\n%s", c.envFile, env)
+	}
+	return c
+}
+
+func (c *cluster) command(extraEnv []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(c.script, args...)
+	cmd.Env = append(append(os.Environ(), "PG_TEST_ENV_FILE="+c.envFile), extraEnv...)
+	return cmd
+}
+
+// run runs a pg-test.sh subcommand (halt, resume, restart) and fails the
+// test when it fails.
+func (c *cluster) run(args ...string) {
+	c.t.Helper()
+	if out, err := c.command(nil, args...).CombinedOutput(); err != nil {
+		c.t.Fatalf("scripts/pg-test.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// sharedDSN is the test database scripts/test.sh provides, for tests that
+// only read and write their own schema in it.
+func sharedDSN(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"HISTORYD_TEST_SUPERUSER_DSN", "HISTORYD_TEST_DSN"} {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+	}
+	t.Fatal("HISTORYD_TEST_DSN is not set: run `make test` (or scripts/test.sh), which starts a throwaway PostgreSQL, or point HISTORYD_TEST_SUPERUSER_DSN at a database you may create schemas in")
+	return ""
+}
+
+// connect opens a pool on dsn, closed with the test.
+func connect(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// checkpointTables creates the two tables LangGraph's PostgresSaver reads
+// and writes, in the given (already quoted) schema.
+func checkpointTables(t *testing.T, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	ddl := []string{
+		`CREATE TABLE ` + schema + `.checkpoints (
+			thread_id text NOT NULL,
+			checkpoint_ns text NOT NULL DEFAULT '',
+			checkpoint_id text NOT NULL,
+			parent_checkpoint_id text,
+			type text,
+			checkpoint jsonb NOT NULL,
+			metadata jsonb NOT NULL DEFAULT '{}',
+			PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))`,
+		`CREATE TABLE ` + schema + `.checkpoint_blobs (
+			thread_id text NOT NULL,
+			checkpoint_ns text NOT NULL DEFAULT '',
+			channel text NOT NULL,
+			version text NOT NULL,
+			type text NOT NULL,
+			blob bytea,
+			PRIMARY KEY (thread_id, checkpoint_ns, channel, version))`,
+	}
+	for _, stmt := range ddl {
+		if _, err := pool.Exec(context.Background(), stmt); err != nil {
+			t.Fatalf("create checkpoint tables: %v", err)
+		}
+	}
+}
+
+// newSchema creates a schema of the test's own holding empty checkpoint
+// tables in the shared test database, dropped at the end of the test. It
+// returns the schema's name, unquoted, as --schema takes it; label tells
+// the tests' schemas apart.
+func newSchema(t *testing.T, pool *pgxpool.Pool, label string) string {
+	t.Helper()
+	name := fmt.Sprintf("faults_%s_%d", label, time.Now().UnixNano())
+	q := pgx.Identifier{name}.Sanitize()
+	if _, err := pool.Exec(context.Background(), "CREATE SCHEMA "+q); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP SCHEMA "+q+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", q, err)
+		}
+	})
+	checkpointTables(t, pool, q)
+	return name
+}
+
+// sqlWriter is a storetest.Writer into PostgreSQL's checkpoint tables: each
+// channel's value a "json" blob at a version named by its bytes, so that
+// unchanged values share a blob as they do in LangGraph.
+type sqlWriter struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	schema string // quoted
+}
+
+var _ storetest.Writer = (*sqlWriter)(nil)
+
+func (w *sqlWriter) Put(ref store.Ref, id string, ts time.Time, values map[string]any) {
+	ctx := context.Background()
+	versions := map[string]string{}
+	for channel, v := range values {
+		blob := storetest.JSON(v)
+		version := storetest.Version(blob.Data)
+		versions[channel] = version
+		if _, err := w.pool.Exec(ctx, `INSERT INTO `+w.schema+`.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, ref.ThreadID, ref.Namespace, channel, version, blob.Type, blob.Data); err != nil {
+			w.t.Fatalf("write blob: %v", err)
+		}
+	}
+	cp, err := json.Marshal(map[string]any{
+		"v": 4, "id": id, "ts": ts.UTC().Format(time.RFC3339Nano),
+		"channel_values": map[string]any{}, "channel_versions": versions, "versions_seen": map[string]any{},
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.pool.Exec(ctx, `INSERT INTO `+w.schema+`.checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint)
+VALUES ($1, $2, $3, $4)`, ref.ThreadID, ref.Namespace, id, cp); err != nil {
+		w.t.Fatalf("write checkpoint: %v", err)
+	}
+}
+
+func (w *sqlWriter) Delete(ref store.Ref, ids []string) {
+	if _, err := w.pool.Exec(context.Background(), `DELETE FROM `+w.schema+`.checkpoints
+WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($3)`, ref.ThreadID, ref.Namespace, ids); err != nil {
+		w.t.Fatalf("delete checkpoints: %v", err)
+	}
+}
+
+// rivers is the conversation most tests write: every turn writes state, so
+// every turn ends on a state blob of its own.
+var rivers = []storetest.Turn{
+	{Question: "sketch the Severn catchment and call it Severn", Writes: map[string]any{"area_km2": 11420.0, "name": "Severn"}},
+	{Question: "now the Thames", Writes: map[string]any{"area_km2": 12935.0, "name": "Thames"}},
+	{Question: "and the Trent?", Writes: map[string]any{"area_km2": 10452.0, "name": "Trent"}},
+	{Question: "Wie groß ist die Themse? 🌊", Writes: map[string]any{"lang": "de"}},
+	{Question: "list the three", Writes: map[string]any{"summary": []any{"Severn", "Thames", "Trent"}}},
+}
+
+// thread is a conversation as written, to check answers against.
+type thread struct {
+	id      string
+	turns   []storetest.Turn
+	written []storetest.Written
+}
+
+// writeThread writes turns as thread id into the quoted schema.
+func writeThread(t *testing.T, pool *pgxpool.Pool, schema, id string, turns []storetest.Turn) thread {
+	t.Helper()
+	w := &sqlWriter{t: t, pool: pool, schema: schema}
+	return thread{id: id, turns: turns, written: storetest.Build(w, store.Ref{ThreadID: id}, turns)}
+}
+
+// checkTurn compares one turn's state as served with what was written.
+func (th thread) checkTurn(n int32, got *historydv1.TurnState) error {
+	if n < 1 || int(n) > len(th.written) {
+		return fmt.Errorf("turn %d is not one of the %d written", n, len(th.written))
+	}
+	w := th.written[n-1]
+	if got.GetTurn() != n || got.GetCheckpointId() != w.End || got.GetQuestion() != th.turns[n-1].Question {
+		return fmt.Errorf("turn %d: got turn %d, checkpoint %q, question %q; want checkpoint %q, question %q",
+			n, got.GetTurn(), got.GetCheckpointId(), got.GetQuestion(), w.End, th.turns[n-1].Question)
+	}
+	if len(got.GetEntries()) != len(w.State) {
+		return fmt.Errorf("turn %d: %d keys, want %d", n, len(got.GetEntries()), len(w.State))
+	}
+	for k, want := range w.State {
+		e := got.GetEntries()[k]
+		if e == nil {
+			return fmt.Errorf("turn %d: key %q missing", n, k)
+		}
+		gotValue, _ := json.Marshal(e.GetValue().AsInterface())
+		wantValue, _ := json.Marshal(want["value"])
+		if !bytes.Equal(gotValue, wantValue) {
+			return fmt.Errorf("turn %d key %q: value %s, want %s", n, k, gotValue, wantValue)
+		}
+		if int(e.GetTurn()) != want["turn"].(int) || int(e.GetTurnsWritten()) != want["turns_written"].(int) ||
+			int(e.GetSeq()) != want["seq"].(int) || e.GetTool() != want["tool"].(string) {
+			return fmt.Errorf("turn %d key %q: turn %d, turns_written %d, seq %d, tool %q; want %v",
+				n, k, e.GetTurn(), e.GetTurnsWritten(), e.GetSeq(), e.GetTool(), want)
+		}
+	}
+	return nil
+}
+
+// checkSnapshot checks a Snapshot answer for a retained turn.
+func (th thread) checkSnapshot(n int32, resp *historydv1.SnapshotResponse) error {
+	if int(resp.GetTotal()) != len(th.written) {
+		return fmt.Errorf("turn %d: total %d, want %d", n, resp.GetTotal(), len(th.written))
+	}
+	var all []int32
+	for i := range th.written {
+		all = append(all, int32(i+1))
+	}
+	if !reflect.DeepEqual(resp.GetRetainedTurns(), all) {
+		return fmt.Errorf("turn %d: retained %v, want %v", n, resp.GetRetainedTurns(), all)
+	}
+	if resp.GetState() == nil {
+		return fmt.Errorf("turn %d: no state in %v", n, resp)
+	}
+	return th.checkTurn(n, resp.GetState())
+}
+
+// checkSnapshots checks a Snapshots answer for the whole thread.
+func (th thread) checkSnapshots(resp *historydv1.SnapshotsResponse) error {
+	if int(resp.GetTotal()) != len(th.written) || len(resp.GetTurns()) != len(th.written) {
+		return fmt.Errorf("total %d with %d turns, want %d", resp.GetTotal(), len(resp.GetTurns()), len(th.written))
+	}
+	for n, ts := range resp.GetTurns() {
+		if err := th.checkTurn(n, ts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTurns checks a Turns answer.
+func (th thread) checkTurns(resp *historydv1.TurnsResponse) error {
+	if int(resp.GetTotal()) != len(th.written) || len(resp.GetTurns()) != len(th.written) {
+		return fmt.Errorf("total %d with %d turns, want %d", resp.GetTotal(), len(resp.GetTurns()), len(th.written))
+	}
+	for i, ti := range resp.GetTurns() {
+		if int(ti.GetNumber()) != i+1 || !ti.GetRetained() || ti.GetCheckpointId() != th.written[i].End || ti.GetQuestion() != th.turns[i].Question {
+			return fmt.Errorf("turn %d: %v; want retained, checkpoint %q, question %q", i+1, ti, th.written[i].End, th.turns[i].Question)
+		}
+	}
+	return nil
+}
+
+// generated describes a thread written by fillThread in a few SQL
+// statements rather than checkpoint by checkpoint: Turns turns of PerTurn
+// checkpoints each (PerTurn ≥ 2). A turn's first checkpoint adds the
+// question to the messages, its last the answer; the ones between leave the
+// messages alone and so share their blob, as LangGraph's super-steps that
+// write other channels do. From its second checkpoint on, turn t's tool_state
+// holds "counter" (value t) and "big" (the integers 1 to BigItems). AI answers carry
+// Filler bytes of text, to make the messages blobs as large as wanted.
+type generated struct {
+	ID               string
+	Turns, PerTurn   int
+	BigItems, Filler int
+}
+
+// endID is the id of the checkpoint turn n (1-based) ends on.
+func (g generated) endID(n int) string { return checkpointID((n-1)*g.PerTurn + g.PerTurn - 1) }
+
+func checkpointID(k int) string { return fmt.Sprintf("1f0c-%09d", k) }
+
+func (g generated) question(n int) string { return fmt.Sprintf("question %d", n) }
+
+// fillThread writes g into the quoted schema.
+func fillThread(t *testing.T, pool *pgxpool.Pool, schema string, g generated) {
+	t.Helper()
+	if g.PerTurn < 2 || g.Turns < 1 {
+		t.Fatalf("generated thread needs at least one turn of two checkpoints: %+v", g)
+	}
+	ctx := context.Background()
+	// A version is a zero-padded number, so versions order as numbers.
+	stmts := []struct {
+		what string
+		sql  string
+		args []any
+	}{
+		// Message i (from 1) is the question (i+1)/2 when odd, the answer
+		// i/2 when even. Version v's blob lists messages 1..v: the first
+		// bytes of one text listing them all, so that writing the blobs
+		// costs copying them rather than building each anew.
+		{"messages blobs", `
+WITH msgs AS (
+	SELECT i, CASE WHEN i % 2 = 1
+		THEN '{"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", "HumanMessage"], "kwargs": {"content": "question ' || (i + 1) / 2 || '", "id": "h' || i || '"}}'
+		ELSE '{"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", "AIMessage"], "kwargs": {"content": "answer ' || i / 2 || repeat('.', $3::int) || '", "id": "a' || i || '"}}'
+		END AS m
+	FROM generate_series(1, 2 * $2::int) AS i),
+prefix AS (SELECT i, sum(length(m) + 1) OVER (ORDER BY i) - 1 AS chars FROM msgs),
+whole AS (SELECT string_agg(m, ',' ORDER BY i) AS text FROM msgs)
+INSERT INTO ` + schema + `.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+SELECT $1, '', 'messages', lpad(prefix.i::text, 32, '0'), 'json', convert_to('[' || left(whole.text, prefix.chars::int) || ']', 'UTF8')
+FROM prefix, whole`, []any{g.ID, g.Turns, g.Filler}},
+		{"tool_state blobs", `
+INSERT INTO ` + schema + `.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+SELECT $1, '', 'tool_state', lpad(n::text, 32, '0'), 'json', convert_to(jsonb_build_object(
+	'counter', jsonb_build_object('value', n, 'tool', 'count', 'seq', 2 * n - 1, 'turn', n, 'turns_written', n),
+	'big', jsonb_build_object('value', big.items, 'tool', 'load', 'seq', 2 * n, 'turn', n, 'turns_written', n))::text, 'UTF8')
+FROM generate_series(1, $2::int) AS n,
+	(SELECT coalesce(jsonb_agg(i ORDER BY i), '[]'::jsonb) AS items FROM generate_series(1, $3::int) AS i) AS big`, []any{g.ID, g.Turns, g.BigItems}},
+		{"checkpoints", `
+INSERT INTO ` + schema + `.checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint)
+SELECT $1, '', '1f0c-' || lpad(k::text, 9, '0'), jsonb_build_object(
+	'v', 4,
+	'id', '1f0c-' || lpad(k::text, 9, '0'),
+	'ts', to_char(timestamp '2026-11-01 12:00:00' + k * interval '1 second', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+	'channel_values', '{}'::jsonb,
+	'channel_versions', jsonb_build_object('messages', lpad((CASE WHEN s = $3::int - 1 THEN 2 * n ELSE 2 * n - 1 END)::text, 32, '0'))
+		|| CASE WHEN s >= 1 THEN jsonb_build_object('tool_state', lpad(n::text, 32, '0'))
+		        WHEN n > 1 THEN jsonb_build_object('tool_state', lpad((n - 1)::text, 32, '0'))
+		        ELSE '{}'::jsonb END,
+	'versions_seen', '{}'::jsonb)
+FROM (SELECT k, k / $3::int + 1 AS n, k % $3::int AS s FROM generate_series(0, $2::int * $3::int - 1) AS k) AS steps`, []any{g.ID, g.Turns, g.PerTurn}},
+	}
+	start := time.Now()
+	for _, s := range stmts {
+		if _, err := pool.Exec(ctx, s.sql, s.args...); err != nil {
+			t.Fatalf("write generated thread's %s: %v", s.what, err)
+		}
+	}
+	t.Logf("wrote thread %q: %d turns of %d checkpoints, in %v", g.ID, g.Turns, g.PerTurn, time.Since(start).Round(time.Millisecond))
+}
+
+// checkTurn compares a turn of a generated thread as served, with only
+// keys when keys are given.
+func (g generated) checkTurn(n int32, ts *historydv1.TurnState, keys ...string) error {
+	if ts.GetTurn() != n || ts.GetCheckpointId() != g.endID(int(n)) || ts.GetQuestion() != g.question(int(n)) {
+		return fmt.Errorf("turn %d: got turn %d, checkpoint %q, question %q; want checkpoint %q, question %q",
+			n, ts.GetTurn(), ts.GetCheckpointId(), ts.GetQuestion(), g.endID(int(n)), g.question(int(n)))
+	}
+	want := []string{"big", "counter"}
+	if len(keys) > 0 {
+		want = keys
+	}
+	if len(ts.GetEntries()) != len(want) {
+		return fmt.Errorf("turn %d: %d keys, want %v", n, len(ts.GetEntries()), want)
+	}
+	for _, k := range want {
+		e := ts.GetEntries()[k]
+		if e == nil || e.GetTurn() != n {
+			return fmt.Errorf("turn %d: key %q = %v, want one written in turn %d", n, k, e, n)
+		}
+		switch k {
+		case "counter":
+			if v := e.GetValue().GetNumberValue(); v != float64(n) {
+				return fmt.Errorf("turn %d: counter %v, want %d", n, v, n)
+			}
+		case "big":
+			l := e.GetValue().GetListValue().GetValues()
+			if len(l) != g.BigItems || len(l) > 0 && l[len(l)-1].GetNumberValue() != float64(g.BigItems) {
+				return fmt.Errorf("turn %d: big has %d items, want 1 to %d", n, len(l), g.BigItems)
+			}
+		}
+	}
+	return nil
+}
+
+// signal sends sig to the process.
+func (h *historyd) signal(t *testing.T, sig syscall.Signal) time.Time {
+	t.Helper()
+	if err := h.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal historyd: %v", err)
+	}
+	return time.Now()
+}
+
+// waitExit waits up to timeout for the process to exit and returns its exit
+// code.
+func (h *historyd) waitExit(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-h.exited:
+	case <-time.After(timeout):
+		t.Fatalf("historyd still running %v after it was told to stop\n%s", timeout, h.logs)
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case h.err == nil:
+		return 0
+	case errors.As(h.err, &exitErr):
+		return exitErr.ExitCode()
+	}
+	t.Fatalf("waiting for historyd: %v", h.err)
+	return -1
+}
