@@ -47,14 +47,20 @@ type setup struct {
 	node    string
 }
 
-func loadSetup(t *testing.T) setup {
+// loadSetup reads the environment; the DSN is needed only by the tests
+// against PostgreSQL (needDSN).
+func loadSetup(t *testing.T, needDSN bool) setup {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("conformance suite skipped in -short mode: it runs real LangGraph writers against PostgreSQL")
+		t.Skip("conformance suite skipped in -short mode: it runs real LangGraph writers against PostgreSQL and SQLite")
 	}
 	s := setup{dsn: os.Getenv(envDSN), python: os.Getenv(envPython), nodeDir: os.Getenv(envNode)}
+	need := map[string]string{envPython: s.python, envNode: s.nodeDir}
+	if needDSN {
+		need[envDSN] = s.dsn
+	}
 	var missing []string
-	for name, v := range map[string]string{envDSN: s.dsn, envPython: s.python, envNode: s.nodeDir} {
+	for name, v := range need {
 		if v == "" {
 			missing = append(missing, name)
 		}
@@ -82,62 +88,86 @@ func loadSetup(t *testing.T) setup {
 // writer runs one language's LangGraph thread writer.
 type writer struct {
 	name string
-	// command returns the writer's argv for thread, writing to out.
-	command func(s setup, thread, out string, readOnly bool) []string
+	// program is the interpreter and script to run.
+	program func(s setup) []string
 }
 
 var writers = []writer{
 	{
 		name: "python",
-		command: func(s setup, thread, out string, readOnly bool) []string {
+		program: func(s setup) []string {
 			script, _ := filepath.Abs(filepath.Join("py", "write_thread.py"))
-			argv := []string{s.python, script, "--dsn", s.dsn, "--thread", thread, "--out", out}
-			if readOnly {
-				argv = append(argv, "--read-only")
-			}
-			return argv
+			return []string{s.python, script}
 		},
 	},
 	{
 		name: "js",
-		command: func(s setup, thread, out string, readOnly bool) []string {
-			argv := []string{s.node, filepath.Join(s.nodeDir, "write_thread.mjs"), "--dsn", s.dsn, "--thread", thread, "--out", out}
-			if readOnly {
-				argv = append(argv, "--read-only")
-			}
-			return argv
+		program: func(s setup) []string {
+			return []string{s.node, filepath.Join(s.nodeDir, "write_thread.mjs")}
 		},
 	},
 }
 
-// TestConformance writes a real LangGraph thread per language, serves it
-// with historyd over gRPC, and compares every answer with what LangGraph
-// reports; then deletes the first turns' checkpoints and checks that
-// historyd reports them as no longer retained and serves the rest unchanged.
+// command is the writer's argv for thread in st, writing its account of the
+// thread to out, with extra flags after the common ones.
+func (w writer) command(s setup, st checkpointStore, thread, out string, readOnly bool, extra ...string) []string {
+	argv := append(w.program(s), st.flags()...)
+	argv = append(argv, "--thread", thread, "--out", out)
+	if readOnly {
+		argv = append(argv, "--read-only")
+	}
+	return append(argv, extra...)
+}
+
+// checkpointStore is where a writer's LangGraph checkpointer keeps the
+// thread, as the test reaches it: to point the writer at it, to serve it
+// with historyd, and to count and delete checkpoints behind both their
+// backs.
+type checkpointStore interface {
+	// flags name the store to a writer.
+	flags() []string
+	// open opens historyd's backend for the store, in the schema the
+	// writer reported (PostgreSQL).
+	open(t *testing.T, ctx context.Context, want *expectation) store.Backend
+	// rootCheckpoints counts the thread's checkpoints in the root namespace.
+	rootCheckpoints(t *testing.T, ctx context.Context, want *expectation) int
+	// deleteRoot deletes the thread's root checkpoints with these ids
+	// through a connection of its own, as a retention job would, and
+	// returns how many it deleted.
+	deleteRoot(t *testing.T, ctx context.Context, want *expectation, ids []string) int64
+}
+
+// TestConformance writes a real LangGraph thread per language to
+// PostgreSQL, serves it with historyd over gRPC, and compares every answer
+// with what LangGraph reports; then deletes the first turns' checkpoints and
+// checks that historyd reports them as no longer retained and serves the
+// rest unchanged.
 func TestConformance(t *testing.T) {
-	s := loadSetup(t)
+	s := loadSetup(t, true)
 	for _, w := range writers {
 		t.Run(w.name, func(t *testing.T) {
 			t.Parallel()
-			checkWriter(t, s, w)
+			checkWriter(t, s, w, pgStore{dsn: s.dsn})
 		})
 	}
 }
 
-func checkWriter(t *testing.T, s setup, w writer) {
+func checkWriter(t *testing.T, s setup, w writer, st checkpointStore) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
 	thread := fmt.Sprintf("conformance-%s-%d", w.name, time.Now().UnixNano())
-	want := runWriter(t, ctx, s, w, thread, false)
+	want := runWriter(t, ctx, w.name, w.command(s, st, thread, filepath.Join(t.TempDir(), "expected.json"), false))
 	t.Logf("%s writer: thread %s, %d turns, %d checkpoints, schema %q, versions %v",
 		w.name, thread, want.Total, len(want.Checkpoints), want.Schema, want.Versions)
 	if want.Total < 4 || !slices.Equal(want.Retained, seq(1, want.Total)) {
 		t.Fatalf("writer produced an unusable thread: total %d, retained %v", want.Total, want.Retained)
 	}
-	countCheckpoints(t, ctx, s.dsn, want)
+	if n := st.rootCheckpoints(t, ctx, want); n != len(want.Checkpoints) {
+		t.Fatalf("the store holds %d root checkpoints of thread %s, LangGraph's history listed %d", n, want.ThreadID, len(want.Checkpoints))
+	}
 
-	client := serve(t, ctx, s.dsn, want.Schema)
+	client := serve(t, st.open(t, ctx, want))
 
 	t.Run("full", func(t *testing.T) { checkThread(t, ctx, client, thread, want) })
 	t.Run("reference", func(t *testing.T) { checkReference(t, ctx, client, thread, want, w.name == "python") })
@@ -151,10 +181,13 @@ func checkWriter(t *testing.T, s setup, w writer) {
 			doomed = append(doomed, c.CheckpointID)
 		}
 	}
-	deleteCheckpoints(t, ctx, s.dsn, want.Schema, thread, doomed)
+	if n := st.deleteRoot(t, ctx, want, doomed); n != int64(len(doomed)) {
+		t.Fatalf("deleted %d checkpoints, meant %d", n, len(doomed))
+	}
+	t.Logf("pruned turns 1..%d: deleted %d checkpoints of thread %s", pruneThrough, len(doomed), thread)
 
 	// What LangGraph itself now reports about the pruned thread.
-	pruned := runWriter(t, ctx, s, w, thread, true)
+	pruned := runWriter(t, ctx, w.name, w.command(s, st, thread, filepath.Join(t.TempDir(), "expected.json"), true))
 	t.Run("langgraph-after-prune", func(t *testing.T) {
 		if pruned.Total != want.Total {
 			t.Errorf("LangGraph's total after pruning: %d, want %d", pruned.Total, want.Total)
@@ -441,14 +474,10 @@ func checkUnknownThread(t *testing.T, ctx context.Context, c historydv1.ThreadHi
 	}
 }
 
-// serve starts historyd in process on a loopback TCP listener, reading the
-// checkpoint tables in schema, and returns a client connected to it.
-func serve(t *testing.T, ctx context.Context, dsn, schema string) historydv1.ThreadHistoryClient {
+// serve starts historyd in process on a loopback TCP listener, reading
+// checkpoints through b, and returns a client connected to it.
+func serve(t *testing.T, b store.Backend) historydv1.ThreadHistoryClient {
 	t.Helper()
-	b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema})
-	if err != nil {
-		t.Fatalf("postgres.Open: %v", err)
-	}
 	t.Cleanup(b.Close)
 	svc := service.New(service.Config{Store: store.New(store.Config{Backend: b})})
 	gs := grpc.NewServer()
@@ -478,23 +507,35 @@ func serve(t *testing.T, ctx context.Context, dsn, schema string) historydv1.Thr
 	return historydv1.NewThreadHistoryClient(conn)
 }
 
-// runWriter runs w for thread and reads the expectation it wrote.
-func runWriter(t *testing.T, ctx context.Context, s setup, w writer, thread string, readOnly bool) *expectation {
+// runWriter runs a writer's argv and reads the expectation it wrote to the
+// file after its --out.
+func runWriter(t *testing.T, ctx context.Context, name string, argv []string) *expectation {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "expected.json")
-	argv := w.command(s, thread, out, readOnly)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+	cmd := writerCmd(ctx, argv)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s writer (%s) failed: %v\n%s", w.name, strings.Join(redactArgv(argv), " "), err, tail(stderr.String(), 4000))
+		t.Fatalf("%s writer (%s) failed: %v\n%s", name, strings.Join(redactArgv(argv), " "), err, tail(stderr.String(), 4000))
 	}
-	t.Logf("%s writer%s took %s: %s", w.name, map[bool]string{true: " (read-only)"}[readOnly],
+	t.Logf("%s writer%s took %s: %s", name, map[bool]string{true: " (read-only)"}[slices.Contains(argv, "--read-only")],
 		time.Since(start).Round(10*time.Millisecond), strings.TrimSpace(tail(stderr.String(), 600)))
-	return readExpectation(t, out)
+	return readExpectation(t, argAfter(argv, "--out"))
+}
+
+func writerCmd(ctx context.Context, argv []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+	return cmd
+}
+
+// argAfter is the argument following flag in argv.
+func argAfter(argv []string, flag string) string {
+	if i := slices.Index(argv, flag); i >= 0 && i+1 < len(argv) {
+		return argv[i+1]
+	}
+	return ""
 }
 
 func redactArgv(argv []string) []string {
@@ -507,39 +548,53 @@ func redactArgv(argv []string) []string {
 	return out
 }
 
-func countCheckpoints(t *testing.T, ctx context.Context, dsn string, want *expectation) {
+// pgStore is a PostgreSQL database: the writers' PostgresSaver writes the
+// thread there, in the schema the writer reports (the JS writer's own,
+// Python's the default search path).
+type pgStore struct{ dsn string }
+
+func (p pgStore) flags() []string { return []string{"--dsn", p.dsn} }
+
+func (p pgStore) open(t *testing.T, ctx context.Context, want *expectation) store.Backend {
 	t.Helper()
-	conn, err := pgx.Connect(ctx, dsn)
+	b, err := postgres.Open(ctx, postgres.Config{DSN: p.dsn, Schema: want.Schema})
 	if err != nil {
-		t.Fatalf("connect: %v", err)
+		t.Fatalf("postgres.Open: %v", err)
 	}
+	return b
+}
+
+func (p pgStore) rootCheckpoints(t *testing.T, ctx context.Context, want *expectation) int {
+	t.Helper()
+	conn := p.connect(t, ctx)
 	defer conn.Close(ctx)
 	var n int
 	q := `SELECT count(*) FROM ` + checkpointsTable(want.Schema) + ` WHERE thread_id = $1 AND checkpoint_ns = ''`
 	if err := conn.QueryRow(ctx, q, want.ThreadID).Scan(&n); err != nil {
 		t.Fatalf("count checkpoints: %v", err)
 	}
-	if n != len(want.Checkpoints) {
-		t.Fatalf("the table holds %d root checkpoints of thread %s, LangGraph's history listed %d", n, want.ThreadID, len(want.Checkpoints))
-	}
+	return n
 }
 
-func deleteCheckpoints(t *testing.T, ctx context.Context, dsn, schema, thread string, ids []string) {
+func (p pgStore) deleteRoot(t *testing.T, ctx context.Context, want *expectation, ids []string) int64 {
 	t.Helper()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
+	conn := p.connect(t, ctx)
 	defer conn.Close(ctx)
-	tag, err := conn.Exec(ctx, `DELETE FROM `+checkpointsTable(schema)+
-		` WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id = ANY($2)`, thread, ids)
+	tag, err := conn.Exec(ctx, `DELETE FROM `+checkpointsTable(want.Schema)+
+		` WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id = ANY($2)`, want.ThreadID, ids)
 	if err != nil {
 		t.Fatalf("delete checkpoints: %v", err)
 	}
-	if tag.RowsAffected() != int64(len(ids)) {
-		t.Fatalf("deleted %d checkpoints, meant %d", tag.RowsAffected(), len(ids))
+	return tag.RowsAffected()
+}
+
+func (p pgStore) connect(t *testing.T, ctx context.Context) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, p.dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
 	}
-	t.Logf("pruned turns 1..%d: deleted %d checkpoints of thread %s", pruneThrough, len(ids), thread)
+	return conn
 }
 
 func checkpointsTable(schema string) string {

@@ -26,10 +26,16 @@ type expectation struct {
 	Checkpoints    []expCheckpoint     `json:"checkpoints"`
 	ThreadID       string              `json:"thread_id"`
 	Schema         string              `json:"schema"`
+	SQLite         string              `json:"sqlite"`
 	Writer         string              `json:"writer"`
 	Versions       map[string]string   `json:"versions"`
 	Reference      *reference          `json:"reference"`
 	ReferenceError string              `json:"reference_error"`
+
+	// With --all-states (Python): the state of every root checkpoint,
+	// each key mapped to an index in Entries.
+	Entries          []any                     `json:"entries"`
+	CheckpointStates map[string]map[string]int `json:"checkpoint_states"`
 }
 
 // expTurn is one retained turn. ToolState maps each key to its entry in
@@ -125,22 +131,43 @@ func (tt *expTurn) keysWritten() []string {
 // see the values.
 func entriesJSON(t *testing.T, entries map[string]*historydv1.StateEntry) map[string]any {
 	t.Helper()
-	out := make(map[string]any, len(entries))
-	for k, e := range entries {
-		out[k] = entryJSON(t, e)
+	out, err := toEntriesJSON(entries)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
 
-func entryJSON(t *testing.T, e *historydv1.StateEntry) any {
-	t.Helper()
+// toEntriesJSON is entriesJSON for goroutines other than the test's own,
+// which must not call t.Fatal.
+func toEntriesJSON(entries map[string]*historydv1.StateEntry) (map[string]any, error) {
+	out := make(map[string]any, len(entries))
+	for k, e := range entries {
+		v, err := entryJSON(e)
+		if err != nil {
+			return nil, fmt.Errorf("entry %q: %w", k, err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func entryJSON(e *historydv1.StateEntry) (any, error) {
 	m := map[string]any{}
 	// Extra first, so the conventional fields win were a name in both.
 	for name, v := range e.GetExtra().GetFields() {
-		m[name] = protoJSON(t, v)
+		x, err := protoJSON(v)
+		if err != nil {
+			return nil, err
+		}
+		m[name] = x
 	}
 	if e.GetValue() != nil {
-		m["value"] = protoJSON(t, e.GetValue())
+		x, err := protoJSON(e.GetValue())
+		if err != nil {
+			return nil, err
+		}
+		m["value"] = x
 	}
 	if e.Tool != nil {
 		m["tool"] = e.GetTool()
@@ -160,27 +187,26 @@ func entryJSON(t *testing.T, e *historydv1.StateEntry) any {
 	// Normalise to what encoding/json decodes, as the expectation is.
 	raw, err := json.Marshal(m)
 	if err != nil {
-		t.Fatalf("encode entry: %v", err)
+		return nil, fmt.Errorf("encode entry: %w", err)
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatalf("decode entry: %v", err)
+		return nil, fmt.Errorf("decode entry: %w", err)
 	}
-	return v
+	return v, nil
 }
 
 // protoJSON is v as protojson writes it, decoded by encoding/json.
-func protoJSON(t *testing.T, v proto.Message) any {
-	t.Helper()
+func protoJSON(v proto.Message) (any, error) {
 	raw, err := protojson.Marshal(v)
 	if err != nil {
-		t.Fatalf("protojson: %v", err)
+		return nil, fmt.Errorf("protojson: %w", err)
 	}
 	var out any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("decode protojson %s: %v", shorten(string(raw)), err)
+		return nil, fmt.Errorf("decode protojson %s: %w", shorten(string(raw)), err)
 	}
-	return out
+	return out, nil
 }
 
 // diffJSON lists where got differs from want (both as encoding/json decodes

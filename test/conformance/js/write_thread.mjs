@@ -1,9 +1,10 @@
 #!/usr/bin/env node
-// Write one real LangGraph.js thread to PostgreSQL and say what LangGraph sees.
+// Write one real LangGraph.js thread and say what LangGraph sees.
 //
-// Runs a LangGraph.js StateGraph compiled with
-// @langchain/langgraph-checkpoint-postgres's PostgresSaver through five
-// scripted turns, then writes expected.json: the thread's turns as LangGraph.js
+// Runs a LangGraph.js StateGraph through five scripted turns, checkpointed by
+// @langchain/langgraph-checkpoint-postgres's PostgresSaver (--dsn) or by
+// @langchain/langgraph-checkpoint-sqlite's SqliteSaver in a file (--sqlite),
+// then writes expected.json: the thread's turns as LangGraph.js
 // itself reports them through getStateHistory, derived by historyd's turn
 // rules, with each turn's session state converted to JSON the way historyd's
 // API documents (StateEntry in history.proto).
@@ -12,14 +13,15 @@
 // tools run by LangGraph's ToolNode, publishing into a `tool_state` channel in
 // the mcp-toolsets-runtime convention (see ../py/write_thread.py).
 //
-// The JS saver keeps its tables in a schema of its own choosing ("public" by
-// default). Its migrations differ from the Python saver's, so sharing one
-// schema with Python's tables is not safe; this writer uses --schema (default
-// "lgjs").
+// The JS PostgreSQL saver keeps its tables in a schema of its own choosing
+// ("public" by default). Its migrations differ from the Python saver's, so
+// sharing one schema with Python's tables is not safe; this writer uses
+// --schema (default "lgjs"). The SQLite saver has no schemas: --schema does
+// not apply to it.
 //
 // Usage:
-//   node write_thread.mjs --dsn DSN --thread ID --out expected.json
-//                         [--schema lgjs] [--read-only]
+//   node write_thread.mjs (--dsn DSN [--schema lgjs] | --sqlite PATH)
+//                         --thread ID --out expected.json [--read-only]
 
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -400,17 +402,15 @@ function derive(snapshots) {
   };
 }
 
-async function versions() {
+async function versions(sqlite) {
   const { createRequire } = await import("node:module");
   const require = createRequire(import.meta.url);
   const out = { node: process.versions.node };
-  for (const name of [
-    "@langchain/langgraph",
-    "@langchain/langgraph-checkpoint",
-    "@langchain/langgraph-checkpoint-postgres",
-    "@langchain/core",
-    "pg",
-  ]) {
+  const names = ["@langchain/langgraph", "@langchain/langgraph-checkpoint"];
+  if (sqlite) names.push("@langchain/langgraph-checkpoint-sqlite", "better-sqlite3");
+  else names.push("@langchain/langgraph-checkpoint-postgres", "pg");
+  names.push("@langchain/core");
+  for (const name of names) {
     try {
       const { readFileSync } = await import("node:fs");
       const { dirname, join } = await import("node:path");
@@ -434,17 +434,28 @@ async function main() {
   const { values: args } = parseArgs({
     options: {
       dsn: { type: "string" },
+      sqlite: { type: "string" },
       thread: { type: "string" },
       out: { type: "string" },
-      schema: { type: "string", default: "lgjs" },
+      schema: { type: "string" },
       "read-only": { type: "boolean", default: false },
     },
   });
-  for (const need of ["dsn", "thread", "out"]) {
+  for (const need of ["thread", "out"]) {
     if (!args[need]) throw new Error(`--${need} is required`);
   }
-  const saver = PostgresSaver.fromConnString(args.dsn, { schema: args.schema });
+  if (!args.dsn === !args.sqlite) throw new Error("exactly one of --dsn and --sqlite is required");
+  if (args.sqlite && args.schema !== undefined) throw new Error("--schema is for PostgreSQL");
+  const schema = args.sqlite ? "" : (args.schema ?? "lgjs");
+  // Imported only when asked for: it loads better-sqlite3, a native addon
+  // the PostgreSQL thread has no use for.
+  const saver = args.sqlite
+    ? (await import("@langchain/langgraph-checkpoint-sqlite")).SqliteSaver.fromConnString(args.sqlite)
+    : PostgresSaver.fromConnString(args.dsn, { schema });
+  // The SQLite saver has nothing to end: closing its connection is all.
+  const close = args.sqlite ? async () => saver.db.close() : () => saver.end();
   let result;
+  let sqliteVersion;
   try {
     await saver.setup();
     const graph = build(saver);
@@ -461,13 +472,16 @@ async function main() {
     const history = [];
     for await (const snap of graph.getStateHistory(config)) history.push(snap);
     result = derive(history);
+    if (args.sqlite) sqliteVersion = saver.db.prepare("SELECT sqlite_version() AS v").get().v;
   } finally {
-    await saver.end();
+    await close();
   }
   result.thread_id = args.thread;
-  result.schema = args.schema;
+  result.schema = schema;
+  result.sqlite = args.sqlite ?? "";
   result.writer = "js";
-  result.versions = await versions();
+  result.versions = await versions(Boolean(args.sqlite));
+  if (sqliteVersion) result.versions.sqlite = sqliteVersion;
   result.reference = null;
   result.reference_error = "the reference implementation (mcp-toolsets-runtime) is Python only";
   writeFileSync(args.out, JSON.stringify(result) + "\n");

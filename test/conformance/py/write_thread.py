@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Write one real LangGraph thread to PostgreSQL and say what LangGraph sees.
+"""Write one real LangGraph thread and say what LangGraph sees.
 
-Runs a LangGraph StateGraph compiled with langgraph-checkpoint-postgres's
-PostgresSaver through seven scripted turns, then writes expected.json: the
-thread's turns as LangGraph itself reports them through get_state_history,
-derived by historyd's turn rules, with each turn's session state converted to
-JSON the way historyd's API documents (StateEntry in history.proto).
+Runs a LangGraph StateGraph through seven scripted turns, checkpointed by
+langgraph-checkpoint-postgres's PostgresSaver (--dsn) or by
+langgraph-checkpoint-sqlite's SqliteSaver in a file (--sqlite), then writes
+expected.json: the thread's turns as LangGraph itself reports them through
+get_state_history, derived by historyd's turn rules, with each turn's session
+state converted to JSON the way historyd's API documents (StateEntry in
+history.proto).
 
 The chat model is a deterministic script; the tools are real LangChain tools
 run by LangGraph's ToolNode. They publish into a `tool_state` channel in the
@@ -17,6 +19,12 @@ happened and `turns_written` counts the turns that wrote the key.
 With --read-only nothing is written: the thread as it now stands (for
 instance after some of its checkpoints were deleted) is read back and
 described the same way.
+
+--turns N writes only the first N turns, --pause S waits S seconds before
+each, and --ready prints "ready" on stdout once the saver's tables exist and
+before the first turn is written, so that a reader can follow the thread as
+it grows. --all-states adds the session state of every root checkpoint, not
+only of those that end turns (see all_states).
 
 The last turn ends in a subgraph whose checkpoints share the thread under a
 non-empty checkpoint_ns; turns are about the root namespace, and the
@@ -30,8 +38,9 @@ through a view of it pinned to the root namespace (see RootNamespace), with
 When it does not import, `reference_error` says why.
 
 Usage:
-  write_thread.py --dsn DSN --thread ID --out expected.json [--schema S]
-                  [--read-only] [--no-reference]
+  write_thread.py (--dsn DSN [--schema S] | --sqlite PATH) --thread ID
+                  --out expected.json [--read-only] [--no-reference]
+                  [--turns N] [--pause S] [--ready] [--all-states]
 """
 
 from __future__ import annotations
@@ -39,12 +48,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import datetime as dt
 import decimal
 import enum
 import json
 import math
+import sqlite3
 import sys
+import time
 import traceback
 import uuid
 from typing import Annotated, Any, Optional, TypedDict
@@ -65,6 +77,7 @@ from langchain_core.messages import (
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import InjectedState, ToolNode
@@ -579,6 +592,30 @@ def derive(snapshots: list[Any]) -> dict[str, Any]:
     }
 
 
+def all_states(snapshots: list[Any]) -> dict[str, Any]:
+    """The session state of every checkpoint, not only of those ending turns.
+
+    A reader that follows a thread while it is written sees the unfinished
+    turn end, for the moment, at whichever checkpoint is newest; this says
+    what LangGraph holds at each of them. Entries are listed once in
+    `entries` and each checkpoint maps its keys to their index there, so a
+    megabyte value shared by twenty checkpoints is written once.
+    """
+    entries: list[Any] = []
+    index: dict[str, int] = {}
+    states: dict[str, dict[str, int]] = {}
+    for snap in snapshots:
+        state = {}
+        for key, entry in state_json((snap.values or {}).get(STATE)).items():
+            text = json.dumps(entry, sort_keys=True, ensure_ascii=False, allow_nan=False)
+            if text not in index:
+                index[text] = len(entries)
+                entries.append(entry)
+            state[key] = index[text]
+        states[snap.config["configurable"]["checkpoint_id"]] = state
+    return {"entries": entries, "checkpoint_states": states}
+
+
 # ---------------------------------------------------------------------------
 # The reference implementation, when it imports.
 
@@ -587,7 +624,7 @@ class RootNamespace:
     """A saver as seen from the root graph: alist pinned to checkpoint_ns "".
 
     turns_from asks its saver for the thread's checkpoints without naming a
-    namespace, so PostgresSaver hands it subgraph checkpoints too. historyd
+    namespace, so the saver hands it subgraph checkpoints too. historyd
     reads one namespace (the root by default); comparing like with like means
     giving the reference the root's checkpoints only. What the unscoped read
     would have said differently is reported beside it.
@@ -616,13 +653,45 @@ def history_json(history: Any) -> dict[str, Any]:
     }
 
 
-async def read_reference(dsn: str, schema: Optional[str], thread: str) -> dict[str, Any]:
+@contextlib.asynccontextmanager
+async def async_saver(args: argparse.Namespace) -> Any:
+    """The async flavour of the saver that wrote the thread, as turns_from
+    needs one, and a function naming the namespaces a checkpoint id is in."""
+    if args.sqlite:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(args.sqlite) as saver:
+
+            async def namespaces(thread: str, checkpoint_id: str) -> list[str]:
+                async with saver.conn.execute(
+                    "SELECT checkpoint_ns FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?",
+                    (thread, checkpoint_id),
+                ) as cur:
+                    return [r[0] for r in await cur.fetchall()]
+
+            yield saver, namespaces
+        return
+
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    kwargs = connect_kwargs(args.schema)
+    async with await psycopg.AsyncConnection.connect(args.dsn, **kwargs) as conn:
+
+        async def namespaces(thread: str, checkpoint_id: str) -> list[str]:
+            cur = await conn.execute(
+                "SELECT checkpoint_ns FROM checkpoints WHERE thread_id = %s AND checkpoint_id = %s",
+                (thread, checkpoint_id),
+            )
+            return [r["checkpoint_ns"] for r in await cur.fetchall()]
+
+        yield AsyncPostgresSaver(conn), namespaces
+
+
+async def read_reference(args: argparse.Namespace) -> dict[str, Any]:
     from mcp_agent.history import turns_from
 
-    kwargs = connect_kwargs(schema)
-    async with await psycopg.AsyncConnection.connect(dsn, **kwargs) as conn:
-        saver = AsyncPostgresSaver(conn)
+    thread = args.thread
+    async with async_saver(args) as (saver, namespaces):
         root = history_json(await turns_from(RootNamespace(saver), thread))
         unscoped = history_json(await turns_from(saver, thread))
         notes = []
@@ -632,12 +701,8 @@ async def read_reference(dsn: str, schema: Optional[str], thread: str) -> dict[s
                 continue
             where = ""
             if b is not None:
-                cur = await conn.execute(
-                    "SELECT checkpoint_ns FROM checkpoints WHERE thread_id = %s AND checkpoint_id = %s",
-                    (thread, b["checkpoint_id"]),
-                )
-                rows = await cur.fetchall()
-                where = ", namespace " + ", ".join(repr(r["checkpoint_ns"]) for r in rows)
+                ns = await namespaces(thread, b["checkpoint_id"])
+                where = ", namespace " + ", ".join(repr(x) for x in ns)
             notes.append(
                 f"turn {n}: mcp_agent.history.turns_from over all namespaces ends it at checkpoint "
                 f"{b and b['checkpoint_id']}{where}"
@@ -653,9 +718,7 @@ async def read_reference(dsn: str, schema: Optional[str], thread: str) -> dict[s
     return root
 
 
-def reference_or_reason(
-    dsn: str, schema: Optional[str], thread: str
-) -> tuple[Optional[dict], Optional[str]]:
+def reference_or_reason(args: argparse.Namespace) -> tuple[Optional[dict], Optional[str]]:
     try:
         import mcp_agent.history  # noqa: F401
     except BaseException as exc:  # SyntaxError, ImportError, anything
@@ -667,7 +730,7 @@ def reference_or_reason(
             f"{sys.version.split()[0]}: {type(exc).__name__}: {exc}{where}"
         )
     try:
-        return asyncio.run(read_reference(dsn, schema, thread)), None
+        return asyncio.run(read_reference(args)), None
     except BaseException as exc:
         return None, (
             "mcp_agent.history.turns_from failed: "
@@ -685,18 +748,41 @@ def connect_kwargs(schema: Optional[str]) -> dict[str, Any]:
     return kw
 
 
-def versions() -> dict[str, str]:
+@contextlib.contextmanager
+def open_saver(args: argparse.Namespace) -> Any:
+    """The saver the graph is compiled with, its tables set up."""
+    if args.sqlite:
+        # As SqliteSaver.from_conn_string opens it; setup() switches the
+        # file to WAL.
+        conn = sqlite3.connect(args.sqlite, check_same_thread=False)
+        try:
+            saver = SqliteSaver(conn)
+            saver.setup()
+            yield saver
+        finally:
+            conn.close()
+        return
+    if args.schema:
+        with psycopg.connect(args.dsn, autocommit=True) as c:
+            c.execute(f'CREATE SCHEMA IF NOT EXISTS "{args.schema}"')
+    with psycopg.connect(args.dsn, **connect_kwargs(args.schema)) as conn:
+        saver = PostgresSaver(conn)
+        saver.setup()
+        yield saver
+
+
+def versions(sqlite: bool) -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": sys.version.split()[0]}
-    for name in (
-        "langgraph",
-        "langgraph-checkpoint",
-        "langgraph-checkpoint-postgres",
-        "langchain-core",
-        "psycopg",
-        "mcp-toolsets-runtime",
-    ):
+    names = ["langgraph", "langgraph-checkpoint"]
+    if sqlite:
+        names += ["langgraph-checkpoint-sqlite", "aiosqlite"]
+        out["sqlite"] = sqlite3.sqlite_version
+    else:
+        names += ["langgraph-checkpoint-postgres", "psycopg"]
+    names += ["langchain-core", "mcp-toolsets-runtime"]
+    for name in names:
         try:
             out[name] = version(name)
         except PackageNotFoundError:
@@ -706,42 +792,51 @@ def versions() -> dict[str, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dsn", required=True)
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dsn", help="PostgreSQL: PostgresSaver")
+    where.add_argument("--sqlite", metavar="PATH", help="an SQLite file: SqliteSaver")
     ap.add_argument("--thread", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--schema", default=None, help="PostgreSQL schema for the saver's tables")
     ap.add_argument("--read-only", action="store_true", help="describe the thread as it stands")
     ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--turns", type=int, default=len(TURNS), help="write only the first N turns")
+    ap.add_argument("--pause", type=float, default=0.0, help="seconds to wait before each turn")
+    ap.add_argument("--ready", action="store_true", help='print "ready" once the tables exist')
+    ap.add_argument("--all-states", action="store_true", help="the state of every checkpoint too")
     args = ap.parse_args()
-
-    if args.schema:
-        with psycopg.connect(args.dsn, autocommit=True) as c:
-            c.execute(f'CREATE SCHEMA IF NOT EXISTS "{args.schema}"')
+    if args.sqlite and args.schema:
+        ap.error("--schema is for PostgreSQL")
+    if not 1 <= args.turns <= len(TURNS):
+        ap.error(f"--turns: 1..{len(TURNS)}")
 
     config = {"configurable": {"thread_id": args.thread}}
-    with psycopg.connect(args.dsn, **connect_kwargs(args.schema)) as conn:
-        saver = PostgresSaver(conn)
-        saver.setup()
+    with open_saver(args) as saver:
         graph = build(saver)
+        if args.ready:
+            print("ready", flush=True)
         if not args.read_only:
             if graph.get_state(config).values:
                 raise SystemExit(f"thread {args.thread!r} already has checkpoints")
-            for i, (question, _) in enumerate(TURNS, start=1):
+            for i, (question, _) in enumerate(TURNS[: args.turns], start=1):
+                if args.pause:
+                    time.sleep(args.pause)
                 msg = HumanMessage(content=question, id=f"human-{i}")
                 graph.invoke({"messages": [msg]}, config)
         history = list(graph.get_state_history(config))
         result = derive(history)
+        if args.all_states:
+            result.update(all_states(history))
 
     result["thread_id"] = args.thread
     result["schema"] = args.schema or ""
+    result["sqlite"] = args.sqlite or ""
     result["writer"] = "python"
-    result["versions"] = versions()
+    result["versions"] = versions(bool(args.sqlite))
     if args.no_reference:
         result["reference"], result["reference_error"] = None, "not asked for (--no-reference)"
     else:
-        result["reference"], result["reference_error"] = reference_or_reason(
-            args.dsn, args.schema, args.thread
-        )
+        result["reference"], result["reference_error"] = reference_or_reason(args)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(result, f, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         f.write("\n")
