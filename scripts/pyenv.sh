@@ -42,7 +42,7 @@ command -v "$PY" >/dev/null || {
 PYVER=$("$PY" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])') || die "$PY does not run"
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "$PY is Python $PYVER; LangGraph needs 3.10 or newer"
 
-want=$(cat "$REQ" "$REF_REQ" <(echo "$REFERENCE_PIN $PYVER $(command -v "$PY")") | sha256sum | cut -d' ' -f1)
+want=$(cat "$REQ" "$REF_REQ" <(echo "$REFERENCE_PIN $PYVER") | sha256sum | cut -d' ' -f1)
 if [[ -f $STAMP && $(cat "$STAMP") == "$want" && -x $VENV/bin/python ]] && "$VENV/bin/python" -c 'import langgraph' 2>/dev/null; then
   note "up to date: $VENV ($(head -n 1 "$STATUS" 2>/dev/null || echo 'reference status unknown'))"
   exit 0
