@@ -78,7 +78,7 @@ ensure_bin() {
   note "initdb/pg_ctl not found: installing Debian's postgresql package"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update >&2 || die "apt-get update failed"
-  apt-get install -y postgresql >&2 || die "apt-get install -y postgresql failed"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >&2 || die "apt-get install -y postgresql failed"
   # Debian's package starts its own cluster on 5432; ours does not use it.
   bin=$(find_bin) || die "postgresql installed but initdb/pg_ctl still not found under /usr/lib/postgresql/*/bin"
   echo "$bin"
