@@ -21,7 +21,7 @@ DEMO_DB ?= var/demo.db
 HISTORYD_LISTEN ?= localhost:50051
 PY_GEN := client/python/src/historyd_client/gen
 
-.PHONY: all build gen gen-go gen-python check-gen lint breaking test test-unit test-deps test-python fuzz run clean
+.PHONY: all build gen gen-go gen-python check-gen lint breaking test test-unit test-deps test-python fuzz run clean bench bench-full
 
 all: build
 
@@ -91,6 +91,17 @@ test: check-gen lint breaking build test-deps
 ## (make fuzz FUZZTIME=10m for a long run).
 fuzz:
 	scripts/fuzz.sh $(FUZZTIME)
+
+## bench: the benchmark's small mode (a few minutes) against a throwaway
+## PostgreSQL; prints one table with the floors P1-P4 met or missed. See
+## docs/benchmarks.md.
+bench:
+	scripts/bench.sh
+
+## bench-full: the full mode: longer loads, more turns and reference calls,
+## profiles of missed floors.
+bench-full:
+	scripts/bench.sh --full
 
 clean:
 	rm -rf bin .cache var

@@ -1,0 +1,777 @@
+// Package gen writes synthetic LangGraph threads into PostgreSQL in the
+// format Python's PostgresSaver writes: one row per checkpoint in
+// `checkpoints` (the checkpoint map as JSONB, primitives inline in
+// channel_values), one `checkpoint_blobs` row per channel version holding
+// the value as JsonPlusSerializer msgpack, and the pending writes of each
+// step's task in `checkpoint_writes`.
+//
+// A thread is shaped like an agent built with a StateGraph of two nodes,
+// `agent` and `tools` (START → agent ⇄ tools), over two state channels:
+// `messages` (a list of LangChain messages, reduced by add_messages) and
+// `tool_state` (key → entry in the mcp-toolsets-runtime convention). Each
+// turn is:
+//
+//	input   the question arrives on __start__ (metadata source "input")
+//	loop    the question is appended to messages
+//	loop    agent: an AIMessage calling a tool          ┐ repeated
+//	loop    tools: a ToolMessage, tool_state rewritten   ┘ per tool round
+//	loop    agent: the final AIMessage answer
+//
+// so a turn has 3 + 2·rounds checkpoints. The first tool round of turn 1
+// writes every state key; every later round rewrites one key (round robin)
+// with a fresh value of the same size, so the state stays near the asked
+// size for the whole thread. Values are GeoJSON polygons whose coordinate
+// rings set their size.
+//
+// The tables must exist; the bench creates them with LangGraph's own
+// PostgresSaver.setup().
+package gen
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	mrand "math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/historyd/historyd/store/lgcodec"
+)
+
+// Params shape one thread.
+type Params struct {
+	// Turns is the number of user questions (T).
+	Turns int
+	// CheckpointsPerTurn is C: odd and at least 5 (input, question, one
+	// agent/tools round per extra pair, answer).
+	CheckpointsPerTurn int
+	// Keys is the number of tool_state keys (K), at least 1.
+	Keys int
+	// StateBytes is the approximate encoded size of the whole tool_state
+	// value (S), split evenly between the keys.
+	StateBytes int
+	// Seed makes coordinates and ids reproducible.
+	Seed uint64
+}
+
+// Validate reports the first parameter out of range.
+func (p Params) Validate() error {
+	switch {
+	case p.Turns < 1:
+		return fmt.Errorf("turns %d: want at least 1", p.Turns)
+	case p.CheckpointsPerTurn < 5 || p.CheckpointsPerTurn%2 == 0:
+		return fmt.Errorf("checkpoints per turn %d: want an odd number ≥ 5 (input, question, agent/tools rounds, answer)", p.CheckpointsPerTurn)
+	case p.Keys < 1:
+		return fmt.Errorf("keys %d: want at least 1", p.Keys)
+	case p.StateBytes < 64*p.Keys:
+		return fmt.Errorf("state bytes %d: want at least 64 per key (%d)", p.StateBytes, 64*p.Keys)
+	}
+	return nil
+}
+
+// Name is a thread id that spells out the parameters.
+func (p Params) Name(prefix string) string {
+	return fmt.Sprintf("%s-T%d-C%d-K%d-S%d", prefix, p.Turns, p.CheckpointsPerTurn, p.Keys, p.StateBytes)
+}
+
+// Checkpoint is what the generator wrote at one checkpoint, for checks.
+type Checkpoint struct {
+	ID string
+	// Step is the checkpoint's metadata step.
+	Step int
+	// Types are the message types of the messages channel, in order.
+	Types []string
+	// Humans is the number of human messages.
+	Humans int
+	// State is the tool_state value as plain JSON-like data (nil before
+	// the first write).
+	State map[string]any
+	// Writes is the number of checkpoint_writes rows of the checkpoint.
+	Writes int
+}
+
+// Summary describes a written thread.
+type Summary struct {
+	ThreadID    string
+	Params      Params
+	Checkpoints []Checkpoint // in id order
+	// TurnEnds maps each turn to the checkpoint it ends on, by historyd's
+	// rules (most messages, then greatest id).
+	TurnEnds map[int]string
+	// StateBlobBytes is the encoded size of the largest tool_state blob.
+	StateBlobBytes int
+	// TotalBlobBytes is the sum of every blob and write written.
+	TotalBlobBytes int64
+	// Rows counts rows per table.
+	Rows map[string]int
+}
+
+// Options tune Write.
+type Options struct {
+	// KeepDetail keeps each checkpoint's state and message types in the
+	// Summary (for tests; costly for large threads).
+	KeepDetail bool
+	// Start is the time of the first checkpoint; zero means Turns minutes
+	// before now.
+	Start time.Time
+}
+
+// Exists reports whether the thread already holds exactly the checkpoints
+// Write would give it.
+func Exists(ctx context.Context, conn *pgx.Conn, threadID string, p Params) (bool, error) {
+	var n int
+	err := conn.QueryRow(ctx, `SELECT count(*) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = ''`, threadID).Scan(&n)
+	if err != nil {
+		return false, err
+	}
+	return n == p.Turns*p.CheckpointsPerTurn, nil
+}
+
+// TablesExist reports whether LangGraph's checkpoint tables are in the
+// connection's search_path.
+func TablesExist(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var ok bool
+	err := conn.QueryRow(ctx, `SELECT to_regclass('checkpoints') IS NOT NULL AND to_regclass('checkpoint_blobs') IS NOT NULL AND to_regclass('checkpoint_writes') IS NOT NULL`).Scan(&ok)
+	return ok, err
+}
+
+// Write replaces the thread threadID with a generated one, in one
+// transaction, and returns what it wrote.
+func Write(ctx context.Context, conn *pgx.Conn, threadID string, p Params, opt Options) (*Summary, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	for _, table := range []string{"checkpoints", "checkpoint_blobs", "checkpoint_writes"} {
+		if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE thread_id = $1`, threadID); err != nil {
+			return nil, fmt.Errorf("clear %s: %w", table, err)
+		}
+	}
+	w := &writer{ctx: ctx, tx: tx}
+	sum, err := build(threadID, p, opt, w)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.flush(ctx); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// writer is the sink that writes rows with COPY, in the caller's
+// transaction, buffering up to flushBytes of them at a time.
+type writer struct {
+	ctx        context.Context
+	tx         pgx.Tx
+	threadID   string
+	cps, blobs [][]any
+	writes     [][]any
+	buffered   int
+	err        error
+}
+
+const flushBytes = 16 << 20
+
+func (w *writer) add(table string, row []any, size int) {
+	switch table {
+	case "checkpoints":
+		w.cps = append(w.cps, row)
+	case "checkpoint_blobs":
+		w.blobs = append(w.blobs, row)
+	case "checkpoint_writes":
+		w.writes = append(w.writes, row)
+	}
+	w.buffered += size
+}
+
+func (w *writer) flush(ctx context.Context) error {
+	if w.err != nil {
+		return w.err
+	}
+	copies := []struct {
+		table string
+		cols  []string
+		rows  *[][]any
+	}{
+		{"checkpoint_blobs", []string{"thread_id", "checkpoint_ns", "channel", "version", "type", "blob"}, &w.blobs},
+		{"checkpoints", []string{"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "checkpoint", "metadata"}, &w.cps},
+		{"checkpoint_writes", []string{"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel", "type", "blob"}, &w.writes},
+	}
+	for _, c := range copies {
+		if len(*c.rows) == 0 {
+			continue
+		}
+		if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{c.table}, c.cols, pgx.CopyFromRows(*c.rows)); err != nil {
+			w.err = fmt.Errorf("copy into %s: %w", c.table, err)
+			return w.err
+		}
+		*c.rows = (*c.rows)[:0]
+	}
+	w.buffered = 0
+	return nil
+}
+
+// sink receives rows; the writer implements it over COPY.
+type sink interface {
+	checkpoint(id, parent string, cp, meta []byte)
+	blob(channel, version, typ string, data []byte)
+	write(checkpointID, taskID, taskPath string, idx int, channel, typ string, data []byte)
+}
+
+func (w *writer) checkpoint(id, parent string, cp, meta []byte) {
+	var par any
+	if parent != "" {
+		par = parent
+	}
+	w.add("checkpoints", []any{w.thread(), "", id, par, nil, string(cp), string(meta)}, len(cp)+len(meta))
+	w.maybeFlush()
+}
+
+func (w *writer) blob(channel, version, typ string, data []byte) {
+	w.add("checkpoint_blobs", []any{w.thread(), "", channel, version, typ, data}, len(data))
+	w.maybeFlush()
+}
+
+func (w *writer) write(checkpointID, taskID, taskPath string, idx int, channel, typ string, data []byte) {
+	w.add("checkpoint_writes", []any{w.thread(), "", checkpointID, taskID, taskPath, int32(idx), channel, typ, data}, len(data))
+	w.maybeFlush()
+}
+
+func (w *writer) maybeFlush() {
+	if w.buffered >= flushBytes && w.err == nil {
+		_ = w.flush(w.ctx)
+	}
+}
+
+var _ sink = (*writer)(nil)
+
+func (w *writer) thread() string { return w.threadID }
+
+// The writer needs the thread id for every row.
+type threadSetter interface{ setThread(string) }
+
+func (w *writer) setThread(id string) { w.threadID = id }
+
+// thread is the state of generating one thread.
+type thread struct {
+	id   string
+	p    Params
+	opt  Options
+	out  sink
+	rng  *mrand.Rand
+	node [6]byte
+
+	now      time.Time
+	step     int
+	versions map[string]string
+	counter  int
+	seen     map[string]map[string]string
+	lastID   string
+
+	updated []string
+
+	msgs   [][]byte // each message's msgpack
+	types  []string
+	humans int
+
+	keys     []string
+	entries  map[string][]byte // key → entry msgpack
+	plain    map[string]any    // key → entry as plain data (KeepDetail only)
+	written  map[string]int    // key → turns_written
+	lastTurn map[string]int    // key → turn of last write
+	seq      int
+	rr       int
+	state    bool // tool_state has a value
+
+	sum *Summary
+}
+
+func build(threadID string, p Params, opt Options, out sink) (*Summary, error) {
+	if ts, ok := out.(threadSetter); ok {
+		ts.setThread(threadID)
+	}
+	start := opt.Start
+	if start.IsZero() {
+		start = time.Now().UTC().Add(-time.Duration(p.Turns) * time.Minute).Truncate(time.Microsecond)
+	}
+	t := &thread{
+		id: threadID, p: p, opt: opt, out: out,
+		rng:      mrand.New(mrand.NewPCG(p.Seed, uint64(p.Turns)<<32|uint64(p.Keys))),
+		now:      start,
+		step:     -1,
+		versions: map[string]string{},
+		seen:     map[string]map[string]string{"__input__": {}},
+		entries:  map[string][]byte{},
+		plain:    map[string]any{},
+		written:  map[string]int{},
+		lastTurn: map[string]int{},
+		sum:      &Summary{ThreadID: threadID, Params: p, TurnEnds: map[int]string{}, Rows: map[string]int{}},
+	}
+	if _, err := rand.Read(t.node[:]); err != nil {
+		return nil, err
+	}
+	t.node[0] |= 0x01 // multicast bit, as a random node id sets it
+	for k := range p.Keys {
+		t.keys = append(t.keys, fmt.Sprintf("geo-ops/sketch_polygon/region_%03d", k))
+	}
+	rounds := (p.CheckpointsPerTurn - 3) / 2
+	for n := 1; n <= p.Turns; n++ {
+		if err := t.turn(n, rounds); err != nil {
+			return nil, err
+		}
+	}
+	if w, ok := out.(*writer); ok && w.err != nil {
+		return nil, w.err
+	}
+	return t.sum, nil
+}
+
+// turn writes the checkpoints of turn n.
+func (t *thread) turn(n, rounds int) error {
+	t.now = t.now.Add(45 * time.Second)
+	question := fmt.Sprintf("Turn %d: how does the region outline compare with the one you found earlier?", n)
+	human, err := lgcodec.EncodeMsgpack(lgcodec.HumanMessage(t.uuid4(), question))
+	if err != nil {
+		return err
+	}
+	const agentPath, toolsPath = "~__pregel_pull, agent", "~__pregel_pull, tools"
+
+	// input: the question arrives on __start__; its task appends it.
+	v := t.bump("__start__")
+	t.blob("__start__", v, concat(mapHeader(1), mustEncode("messages"), arrayHeader(1), human))
+	t.emit("input", nil, []pendingWrite{
+		{"~__pregel_pull, __start__", "messages", "msgpack", concat(arrayHeader(1), human)},
+		{"~__pregel_pull, __start__", "branch:to:agent", "null", []byte{}},
+	})
+	if n > 1 {
+		// The input checkpoint holds the previous turn's messages and a
+		// greater id than its last step: by the rules it is where the
+		// previous turn ends.
+		t.sum.TurnEnds[n-1] = t.lastID
+	}
+	t.seen["__start__"] = map[string]string{"__start__": t.versions["__start__"]}
+	t.appendMessage("human", human)
+	t.bump("__start__", "branch:to:agent", "messages") // __start__ consumed: a version, no value
+	t.putMessages()
+	inline := map[string]any{"branch:to:agent": nil}
+
+	for r := range rounds {
+		call := fmt.Sprintf("call_%d_%d_%s", n, r, t.hex(6))
+		target := []string{t.keys[t.rr%len(t.keys)]}
+		if n == 1 && r == 0 {
+			target = slices.Clone(t.keys)
+		} else {
+			t.rr++
+		}
+		args := lgcodec.Map{{Key: "regions", Value: target}, {Key: "vertices", Value: t.points()}}
+		aiCall, err := lgcodec.EncodeMsgpack(lgcodec.AIMessageWith("lc_run--"+t.uuid4(), "",
+			[]lgcodec.ToolCall{{Name: "sketch_polygon", Args: args, ID: call}},
+			lgcodec.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "tool_calls"}},
+			lgcodec.Map{{Key: "input_tokens", Value: 900 + 40*n}, {Key: "output_tokens", Value: 32}, {Key: "total_tokens", Value: 932 + 40*n}}))
+		if err != nil {
+			return err
+		}
+		// agent is triggered: it calls the tool.
+		t.emit("loop", inline, []pendingWrite{
+			{agentPath, "messages", "msgpack", concat(arrayHeader(1), aiCall)},
+			{agentPath, "branch:to:tools", "null", []byte{}},
+		})
+		t.seen["agent"] = map[string]string{"branch:to:agent": t.versions["branch:to:agent"]}
+		t.appendMessage("ai", aiCall)
+		t.bump("branch:to:tools", "messages")
+		t.putMessages()
+
+		// tools is triggered: it answers and rewrites tool_state.
+		toolMsg, err := lgcodec.EncodeMsgpack(lgcodec.ToolMessage(t.uuid4(), "[state updated: "+joinKeys(target)+"]", "sketch_polygon", call))
+		if err != nil {
+			return err
+		}
+		update, apply, err := t.rewrite(n, target)
+		if err != nil {
+			return err
+		}
+		t.emit("loop", map[string]any{"branch:to:tools": nil}, []pendingWrite{
+			{toolsPath, "messages", "msgpack", concat(arrayHeader(1), toolMsg)},
+			{toolsPath, "tool_state", "msgpack", update},
+			{toolsPath, "branch:to:agent", "null", []byte{}},
+		})
+		t.seen["tools"] = map[string]string{"branch:to:tools": t.versions["branch:to:tools"]}
+		t.appendMessage("tool", toolMsg)
+		apply()
+		v := t.bump("branch:to:agent", "messages", "tool_state")
+		t.putMessages()
+		state := t.stateBlob()
+		t.blob("tool_state", v, state)
+		t.sum.StateBlobBytes = max(t.sum.StateBlobBytes, len(state))
+		t.state = true
+	}
+
+	// agent is triggered: it answers.
+	answer, err := lgcodec.EncodeMsgpack(lgcodec.AIMessageWith("lc_run--"+t.uuid4(),
+		fmt.Sprintf("Turn %d: the outline now has %d vertices; the earlier one is still in session state.", n, t.points()), nil,
+		lgcodec.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "stop"}},
+		lgcodec.Map{{Key: "input_tokens", Value: 1000 + 40*n}, {Key: "output_tokens", Value: 24}, {Key: "total_tokens", Value: 1024 + 40*n}}))
+	if err != nil {
+		return err
+	}
+	t.emit("loop", inline, []pendingWrite{{agentPath, "messages", "msgpack", concat(arrayHeader(1), answer)}})
+	t.seen["agent"] = map[string]string{"branch:to:agent": t.versions["branch:to:agent"]}
+	t.appendMessage("ai", answer)
+	t.bump("messages")
+	t.putMessages()
+	t.emit("loop", nil, nil)
+	t.sum.TurnEnds[n] = t.lastID
+	return nil
+}
+
+// bump gives the channels one new version, as a step does for every
+// channel it updates, and records them as the next checkpoint's
+// updated_channels.
+func (t *thread) bump(channels ...string) string {
+	v := t.nextVersion()
+	for _, c := range channels {
+		t.versions[c] = v
+	}
+	t.updated = channels
+	return v
+}
+
+// blob stores a channel value.
+func (t *thread) blob(channel, version string, data []byte) {
+	t.out.blob(channel, version, "msgpack", data)
+	t.sum.Rows["checkpoint_blobs"]++
+	t.sum.TotalBlobBytes += int64(len(data))
+}
+
+type pendingWrite struct {
+	path, channel, typ string
+	data               []byte
+}
+
+// emit writes one checkpoint with the current versions, its metadata and
+// the writes of the task that runs from it.
+func (t *thread) emit(source string, inline map[string]any, writes []pendingWrite) {
+	updated := t.updated
+	if updated == nil {
+		updated = []string{}
+	}
+	slices.Sort(updated)
+	t.now = t.now.Add(time.Duration(900+t.rng.IntN(2200)) * time.Microsecond)
+	id := t.uuid6(t.now, t.step)
+	versions := make(map[string]string, len(t.versions))
+	for k, v := range t.versions {
+		versions[k] = v
+	}
+	seen := make(map[string]map[string]string, len(t.seen))
+	for k, m := range t.seen {
+		seen[k] = m
+	}
+	if inline == nil {
+		inline = map[string]any{}
+	}
+	cp, err := json.Marshal(map[string]any{
+		"v":                4,
+		"id":               id,
+		"ts":               lgcodec.IsoFormat(t.now),
+		"versions_seen":    seen,
+		"channel_values":   inline,
+		"channel_versions": versions,
+		"updated_channels": updated,
+	})
+	if err != nil {
+		panic(err) // only plain maps and strings
+	}
+	meta, _ := json.Marshal(map[string]any{"step": t.step, "source": source, "parents": map[string]any{}})
+	t.out.checkpoint(id, t.lastID, cp, meta)
+	t.sum.Rows["checkpoints"]++
+	// Writes: the one task that runs from this checkpoint, numbered from 0.
+	task := t.uuid4()
+	for i, w := range writes {
+		t.out.write(id, task, w.path, i, w.channel, w.typ, w.data)
+		t.sum.TotalBlobBytes += int64(len(w.data))
+		t.sum.Rows["checkpoint_writes"]++
+	}
+	c := Checkpoint{ID: id, Step: t.step, Humans: t.humans, Writes: len(writes)}
+	if t.opt.KeepDetail {
+		c.Types = slices.Clone(t.types)
+		if t.state {
+			c.State = map[string]any{}
+			for k, v := range t.plain {
+				c.State[k] = v
+			}
+		}
+	}
+	t.sum.Checkpoints = append(t.sum.Checkpoints, c)
+	t.lastID = id
+	t.step++
+	t.updated = nil
+}
+
+func (t *thread) appendMessage(typ string, enc []byte) {
+	t.msgs = append(t.msgs, enc)
+	t.types = append(t.types, typ)
+	if typ == "human" {
+		t.humans++
+	}
+}
+
+// putMessages stores the messages list under its current version.
+func (t *thread) putMessages() {
+	size := 5
+	for _, m := range t.msgs {
+		size += len(m)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, arrayHeader(len(t.msgs))...)
+	for _, m := range t.msgs {
+		b = append(b, m...)
+	}
+	t.blob("messages", t.versions["messages"], b)
+}
+
+// rewrite gives each key in target a fresh value written in turn n. It
+// returns the msgpack of the update the tool task writes, and a function
+// that applies the update to the thread's state once the checkpoint before
+// it has been written.
+func (t *thread) rewrite(n int, target []string) ([]byte, func(), error) {
+	upd := mapHeader(len(target))
+	type change struct {
+		key   string
+		enc   []byte
+		plain map[string]any
+		turns int
+	}
+	var changes []change
+	seq := t.seq
+	for _, k := range target {
+		seq++
+		turns := t.written[k]
+		if t.lastTurn[k] != n {
+			turns++
+		}
+		feature := t.feature(k, n)
+		entry := lgcodec.Map{
+			{Key: "value", Value: feature},
+			{Key: "tool", Value: "sketch_polygon"},
+			{Key: "seq", Value: seq},
+			{Key: "inputs", Value: lgcodec.Map{{Key: "region", Value: "model"}, {Key: "vertices", Value: "model"}}},
+			{Key: "turn", Value: n},
+			{Key: "turns_written", Value: turns},
+		}
+		enc, err := lgcodec.EncodeMsgpack(entry)
+		if err != nil {
+			return nil, nil, err
+		}
+		c := change{key: k, enc: enc, turns: turns}
+		if t.opt.KeepDetail {
+			c.plain = map[string]any{
+				"value":         plainFeature(feature),
+				"tool":          "sketch_polygon",
+				"seq":           seq,
+				"inputs":        map[string]any{"region": "model", "vertices": "model"},
+				"turn":          n,
+				"turns_written": turns,
+			}
+		}
+		changes = append(changes, c)
+		upd = append(upd, mustEncode(k)...)
+		upd = append(upd, enc...)
+	}
+	apply := func() {
+		t.seq = seq
+		for _, c := range changes {
+			t.entries[c.key] = c.enc
+			t.written[c.key] = c.turns
+			t.lastTurn[c.key] = n
+			if c.plain != nil {
+				t.plain[c.key] = c.plain
+			}
+		}
+	}
+	return upd, apply, nil
+}
+
+// stateBlob is the whole tool_state map, keys in first-write order.
+func (t *thread) stateBlob() []byte {
+	var held []string
+	for _, k := range t.keys {
+		if _, ok := t.entries[k]; ok {
+			held = append(held, k)
+		}
+	}
+	size := 5
+	for _, k := range held {
+		size += len(k) + 5 + len(t.entries[k])
+	}
+	b := make([]byte, 0, size)
+	b = append(b, mapHeader(len(held))...)
+	for _, k := range held {
+		b = append(b, mustEncode(k)...)
+		b = append(b, t.entries[k]...)
+	}
+	return b
+}
+
+// points is the ring length that makes one key's entry about
+// StateBytes/Keys bytes: a [lon, lat] pair of Python floats is 19 bytes of
+// msgpack, and the rest of an entry about 240.
+func (t *thread) points() int {
+	per := t.p.StateBytes/t.p.Keys - 240
+	return max(4, per/19)
+}
+
+// feature is a closed GeoJSON polygon of points() vertices around a
+// centre that depends on the key and the turn.
+func (t *thread) feature(key string, n int) lgcodec.Map {
+	pts := t.points()
+	ring := make([][2]float64, pts)
+	lon0 := -3 + 6*t.rng.Float64()
+	lat0 := 50 + 4*t.rng.Float64()
+	for i := range pts - 1 {
+		a := 2 * math.Pi * float64(i) / float64(pts-1)
+		r := 1 + 0.1*math.Sin(5*a) + 0.02*t.rng.Float64()
+		ring[i] = [2]float64{round7(lon0 + 1.2*r*math.Cos(a)), round7(lat0 + 0.5*r*math.Sin(a))}
+	}
+	ring[pts-1] = ring[0]
+	return lgcodec.Map{
+		{Key: "type", Value: "Feature"},
+		{Key: "properties", Value: lgcodec.Map{{Key: "name", Value: key}, {Key: "turn", Value: n}, {Key: "vertices", Value: pts}}},
+		{Key: "geometry", Value: lgcodec.Map{{Key: "type", Value: "Polygon"}, {Key: "coordinates", Value: [][][2]float64{ring}}}},
+	}
+}
+
+func round7(f float64) float64 { return math.Round(f*1e7) / 1e7 }
+
+// plainFeature is a feature as JSON-like data.
+func plainFeature(m lgcodec.Map) map[string]any {
+	out := map[string]any{}
+	for _, f := range m {
+		switch v := f.Value.(type) {
+		case lgcodec.Map:
+			out[f.Key] = plainFeature(v)
+		case [][][2]float64:
+			rings := make([]any, len(v))
+			for i, ring := range v {
+				pts := make([]any, len(ring))
+				for j, p := range ring {
+					pts[j] = []any{p[0], p[1]}
+				}
+				rings[i] = pts
+			}
+			out[f.Key] = rings
+		default:
+			out[f.Key] = v
+		}
+	}
+	return out
+}
+
+// nextVersion is LangGraph's next channel version: a 32-digit counter and
+// a random fraction, the same for every channel a step updates.
+func (t *thread) nextVersion() string {
+	t.counter++
+	frac := strconv.FormatFloat(0.001+0.998*t.rng.Float64(), 'f', -1, 64)
+	for len(frac) < 16 {
+		frac = "0" + frac
+	}
+	return fmt.Sprintf("%032d.%s", t.counter, frac)
+}
+
+// uuid6 is a version-6 UUID for time ts with the step as clock sequence,
+// as LangGraph mints checkpoint ids: their text sorts in time order.
+func (t *thread) uuid6(ts time.Time, step int) string {
+	const gregorianOffset = 0x01B21DD213814000 // 100 ns intervals from 1582-10-15 to 1970-01-01
+	ticks := uint64(ts.UnixNano()/100) + gregorianOffset
+	high := uint32(ticks >> 28)
+	mid := uint16(ticks >> 12)
+	low := uint16(ticks&0x0fff) | 0x6000
+	seq := uint16(step)&0x3fff | 0x8000
+	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", high, mid, low, seq, t.node[:])
+}
+
+// uuid4 is a random version-4 UUID text.
+func (t *thread) uuid4() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], t.rng.Uint64())
+	binary.BigEndian.PutUint64(b[8:], t.rng.Uint64())
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func (t *thread) hex(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(t.rng.UintN(256))
+	}
+	return fmt.Sprintf("%x", b)
+}
+
+func joinKeys(keys []string) string {
+	if len(keys) > 3 {
+		return fmt.Sprintf("%s, … (%d keys)", keys[0], len(keys))
+	}
+	s := ""
+	for i, k := range keys {
+		if i > 0 {
+			s += ", "
+		}
+		s += k
+	}
+	return s
+}
+
+// msgpack framing for values assembled from pre-encoded parts.
+
+func arrayHeader(n int) []byte {
+	switch {
+	case n <= 15:
+		return []byte{0x90 | byte(n)}
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16([]byte{0xdc}, uint16(n))
+	}
+	return binary.BigEndian.AppendUint32([]byte{0xdd}, uint32(n))
+}
+
+func mapHeader(n int) []byte {
+	switch {
+	case n <= 15:
+		return []byte{0x80 | byte(n)}
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16([]byte{0xde}, uint16(n))
+	}
+	return binary.BigEndian.AppendUint32([]byte{0xdf}, uint32(n))
+}
+
+func mustEncode(v any) []byte {
+	b, err := lgcodec.EncodeMsgpack(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func concat(parts ...[]byte) []byte {
+	var out []byte
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// ErrNoTables says LangGraph's tables are missing.
+var ErrNoTables = errors.New("the checkpoint tables do not exist: create them with LangGraph's PostgresSaver.setup() (bench gen --python does)")

@@ -1,0 +1,141 @@
+package gen
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/lgcodec"
+)
+
+// memSink keeps what the generator writes.
+type memSink struct {
+	order []string
+	cps   map[string]map[string]any
+	meta  map[string]map[string]any
+	blobs map[[2]string][]byte // channel, version
+}
+
+func (m *memSink) checkpoint(id, parent string, cp, meta []byte) {
+	var c, md map[string]any
+	if err := json.Unmarshal(cp, &c); err != nil {
+		panic(err)
+	}
+	if err := json.Unmarshal(meta, &md); err != nil {
+		panic(err)
+	}
+	m.order = append(m.order, id)
+	m.cps[id], m.meta[id] = c, md
+}
+
+func (m *memSink) blob(channel, version, typ string, data []byte) {
+	key := [2]string{channel, version}
+	if _, dup := m.blobs[key]; dup {
+		panic("blob written twice: " + channel + " " + version)
+	}
+	m.blobs[key] = data
+}
+
+func (m *memSink) write(string, string, string, int, string, string, []byte) {}
+
+// TestThreadsDeriveAsHistorydDerives checks a generated thread against
+// historyd's own decoder and turn rules, without a database: ids sort in
+// writing order, every version names a blob, the turn ends the generator
+// reports are the ones historyd derives, and tool_state decodes to what the
+// generator says it wrote.
+func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
+	for _, p := range []Params{
+		{Turns: 4, CheckpointsPerTurn: 5, Keys: 3, StateBytes: 3000, Seed: 1},
+		{Turns: 3, CheckpointsPerTurn: 9, Keys: 5, StateBytes: 20000, Seed: 2},
+	} {
+		t.Run(p.Name("plan"), func(t *testing.T) {
+			m := &memSink{cps: map[string]map[string]any{}, meta: map[string]map[string]any{}, blobs: map[[2]string][]byte{}}
+			sum, err := build("plan", p, Options{KeepDetail: true}, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := len(m.order), p.Turns*p.CheckpointsPerTurn; got != want {
+				t.Fatalf("%d checkpoints, want %d", got, want)
+			}
+			var placed []store.Placed
+			for i, id := range m.order {
+				if i > 0 && id <= m.order[i-1] {
+					t.Fatalf("checkpoint ids out of order: %s after %s", id, m.order[i-1])
+				}
+				if step := int(m.meta[id]["step"].(float64)); step != i-1 {
+					t.Errorf("checkpoint %d has step %d", i, step)
+				}
+				versions := m.cps[id]["channel_versions"].(map[string]any)
+				pl := store.Placed{ID: id}
+				if v, ok := versions["messages"].(string); ok {
+					blob, ok := m.blobs[[2]string{"messages", v}]
+					if !ok {
+						t.Fatalf("checkpoint %s: no messages blob for version %s", id, v)
+					}
+					msgs, err := lgcodec.ScanMessages("msgpack", blob, lgcodec.Limits{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					pl.Version, pl.Messages, pl.Humans = v, msgs.Count, len(msgs.Humans)
+				}
+				placed = append(placed, pl)
+
+				want := sum.Checkpoints[i]
+				v, ok := versions["tool_state"].(string)
+				if !ok {
+					if want.State != nil {
+						t.Errorf("checkpoint %s: no tool_state, generator says it has one", id)
+					}
+					continue
+				}
+				got, _, err := lgcodec.Decode("msgpack", m.blobs[[2]string{"tool_state", v}], lgcodec.Limits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !sameAsJSON(t, got, want.State) {
+					t.Errorf("checkpoint %s (step %d): tool_state decodes differently from what the generator recorded", id, want.Step)
+				}
+			}
+			h := store.Derive(store.Ref{ThreadID: "plan"}, placed)
+			if h.Total != p.Turns {
+				t.Fatalf("historyd derives %d turns, want %d", h.Total, p.Turns)
+			}
+			for _, turn := range h.Turns {
+				if turn.End.ID != sum.TurnEnds[turn.N] {
+					t.Errorf("turn %d: historyd ends it at %s, the generator at %s", turn.N, turn.End.ID, sum.TurnEnds[turn.N])
+				}
+			}
+		})
+	}
+}
+
+func sameAsJSON(t *testing.T, a, b any) bool {
+	t.Helper()
+	norm := func(v any) any {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out any
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
+}
+
+func TestParamsValidate(t *testing.T) {
+	for _, p := range []Params{
+		{Turns: 0, CheckpointsPerTurn: 5, Keys: 1, StateBytes: 100},
+		{Turns: 1, CheckpointsPerTurn: 4, Keys: 1, StateBytes: 100},
+		{Turns: 1, CheckpointsPerTurn: 3, Keys: 1, StateBytes: 100},
+		{Turns: 1, CheckpointsPerTurn: 5, Keys: 0, StateBytes: 100},
+		{Turns: 1, CheckpointsPerTurn: 5, Keys: 4, StateBytes: 100},
+	} {
+		if p.Validate() == nil {
+			t.Errorf("%+v: accepted", p)
+		}
+	}
+}

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""The Python side of historyd's benchmark: LangGraph and the reference.
+
+Subcommands (each prints one JSON document on stdout):
+
+  setup     --dsn DSN
+      Create LangGraph's checkpoint tables with PostgresSaver.setup().
+  versions
+      Python and package versions.
+  readback  --dsn DSN --thread ID
+      Read a thread back with LangGraph itself: every checkpoint through
+      PostgresSaver.list() (message types, tool_state, pending writes) and
+      every snapshot through get_state_history() of a graph with the same
+      channels and nodes.
+  reference --dsn DSN --thread ID --turns 1,25 [--repeat N] [--warm ID]
+            [--tracemalloc]
+      Time mcp_agent.history.turns_from(saver, thread, keep=turn) over an
+      AsyncPostgresSaver, and measure how much the process grows doing it.
+
+Memory, for `reference`: after imports, the connection and one warm-up call
+on a small thread (--warm), the script records VmRSS, resets the kernel's
+high-water mark (writing 5 to /proc/self/clear_refs) and runs the timed
+calls; `rss_growth_bytes` is VmHWM at the end minus that VmRSS. This is the
+same measure the bench applies to historyd. `ru_maxrss_delta_bytes` (the
+change of getrusage's ru_maxrss, which cannot be reset) is reported beside
+it. With --tracemalloc, a separate run under tracemalloc reports the peak of
+Python-level allocations during one call (`tracemalloc_peak_bytes`);
+tracemalloc slows the call several times, so it is never timed.
+"""
+
+
+import argparse
+import asyncio
+import gc
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+
+def status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return -1
+
+
+def reset_hwm() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def cmd_versions(_: argparse.Namespace) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": sys.version.split()[0]}
+    for name in (
+        "langgraph",
+        "langgraph-checkpoint",
+        "langgraph-checkpoint-postgres",
+        "langchain-core",
+        "psycopg",
+        "ormsgpack",
+        "mcp-toolsets-runtime",
+    ):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def cmd_setup(args: argparse.Namespace) -> dict[str, Any]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(args.dsn) as saver:
+        saver.setup()
+    return {"ok": True}
+
+
+# ---------------------------------------------------------------------------
+# readback
+
+
+def graph(saver: Any) -> Any:
+    """A graph with the generated threads' channels and nodes.
+
+    It is never run: get_state_history only needs its channels to read the
+    state and its nodes to name the next tasks.
+    """
+    from typing import Annotated, TypedDict
+
+    from langchain_core.messages import AnyMessage
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    def merge(old: dict | None, new: dict | None) -> dict:
+        out = dict(old or {})
+        out.update(new or {})
+        return out
+
+    class State(TypedDict, total=False):
+        messages: Annotated[list[AnyMessage], add_messages]
+        tool_state: Annotated[dict[str, Any], merge]
+
+    def agent(state: State) -> dict:
+        return {}
+
+    def tools(state: State) -> dict:
+        return {}
+
+    def route(state: State) -> str:
+        return END
+
+    g = StateGraph(State)
+    g.add_node("agent", agent)
+    g.add_node("tools", tools)
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", route, ["tools", END])
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=saver)
+
+
+def describe(values: dict[str, Any]) -> dict[str, Any]:
+    msgs = values.get("messages") or []
+    return {
+        "types": [m.type for m in msgs],
+        "classes": [type(m).__name__ for m in msgs],
+        "humans": sum(1 for m in msgs if m.type == "human"),
+        "tool_state": values.get("tool_state"),
+    }
+
+
+def cmd_readback(args: argparse.Namespace) -> dict[str, Any]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    config = {"configurable": {"thread_id": args.thread}}
+    out: dict[str, Any] = {"list": {}, "history": {}}
+    with PostgresSaver.from_conn_string(args.dsn) as saver:
+        for tup in saver.list(config):
+            cid = tup.config["configurable"]["checkpoint_id"]
+            d = describe(tup.checkpoint.get("channel_values") or {})
+            d["step"] = tup.metadata.get("step")
+            d["source"] = tup.metadata.get("source")
+            d["parent"] = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+            d["writes"] = [[w[1], type(w[2]).__name__] for w in (tup.pending_writes or [])]
+            d["ts"] = tup.checkpoint.get("ts")
+            out["list"][cid] = d
+        for snap in graph(saver).get_state_history(config):
+            cid = snap.config["configurable"]["checkpoint_id"]
+            d = describe(snap.values or {})
+            d["next"] = list(snap.next)
+            out["history"][cid] = d
+    return out
+
+
+# ---------------------------------------------------------------------------
+# reference
+
+
+async def reference(args: argparse.Namespace) -> dict[str, Any]:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from mcp_agent.history import turns_from
+
+    turns = [int(x) for x in args.turns.split(",") if x]
+    out: dict[str, Any] = {"thread": args.thread, "calls": []}
+    async with AsyncPostgresSaver.from_conn_string(args.dsn) as saver:
+        if args.warm:
+            await turns_from(saver, args.warm, keep=1)
+        gc.collect()
+        if args.tracemalloc:
+            import tracemalloc
+
+            peaks = {}
+            for turn in turns:
+                gc.collect()
+                tracemalloc.start()
+                await turns_from(saver, args.thread, keep=turn)
+                peaks[str(turn)] = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
+            out["tracemalloc_peak_bytes"] = peaks
+            return out
+        base_rss = status_kb("VmRSS") * 1024
+        base_maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        out["hwm_reset"] = reset_hwm()
+        for turn in turns:
+            for i in range(args.repeat):
+                c0 = time.process_time()
+                t0 = time.perf_counter()
+                history = await turns_from(saver, args.thread, keep=turn)
+                dt = time.perf_counter() - t0
+                cpu = time.process_time() - c0
+                found = history.find(turn)
+                out["calls"].append(
+                    {
+                        "turn": turn,
+                        "seconds": dt,
+                        "cpu_seconds": cpu,
+                        "total": history.total,
+                        "checkpoint_id": found.checkpoint_id if found else None,
+                        "keys": len(found.state) if found else None,
+                        "rss_hwm_bytes": status_kb("VmHWM") * 1024,
+                    }
+                )
+        out["baseline_rss_bytes"] = base_rss
+        out["peak_rss_bytes"] = status_kb("VmHWM") * 1024
+        out["rss_growth_bytes"] = out["peak_rss_bytes"] - base_rss
+        out["ru_maxrss_delta_bytes"] = (
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_maxrss
+        )
+    return out
+
+
+def cmd_reference(args: argparse.Namespace) -> dict[str, Any]:
+    return asyncio.run(reference(args))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("versions")
+    p = sub.add_parser("setup")
+    p.add_argument("--dsn", required=True)
+    p = sub.add_parser("readback")
+    p.add_argument("--dsn", required=True)
+    p.add_argument("--thread", required=True)
+    p = sub.add_parser("reference")
+    p.add_argument("--dsn", required=True)
+    p.add_argument("--thread", required=True)
+    p.add_argument("--turns", required=True)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--warm", default="")
+    p.add_argument("--tracemalloc", action="store_true")
+    args = ap.parse_args()
+    fn = {
+        "versions": cmd_versions,
+        "setup": cmd_setup,
+        "readback": cmd_readback,
+        "reference": cmd_reference,
+    }[args.cmd]
+    json.dump(fn(args), sys.stdout, separators=(",", ":"))
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,425 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/historyd/historyd/bench/load"
+	"github.com/historyd/historyd/bench/prof"
+	"github.com/historyd/historyd/bench/py"
+)
+
+// Floors the project reports against.
+const (
+	p1MinSpeedup     = 20.0
+	p1MaxMemoryShare = 0.10
+	p2MaxRatio       = 1.5
+	p3MinShare       = 0.5
+	p4MaxGrowth      = 40e6 // bytes
+)
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+// refCall is one timed turns_from call of the reference.
+type refCall struct {
+	Turn         int     `json:"turn"`
+	Seconds      float64 `json:"seconds"`
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	Total        int     `json:"total"`
+	CheckpointID *string `json:"checkpoint_id"`
+	Keys         *int    `json:"keys"`
+}
+
+type refOut struct {
+	Thread           string           `json:"thread"`
+	Calls            []refCall        `json:"calls"`
+	BaselineRSS      int64            `json:"baseline_rss_bytes"`
+	PeakRSS          int64            `json:"peak_rss_bytes"`
+	RSSGrowth        int64            `json:"rss_growth_bytes"`
+	RUMaxRSSDelta    int64            `json:"ru_maxrss_delta_bytes"`
+	HWMReset         bool             `json:"hwm_reset"`
+	TracemallocPeaks map[string]int64 `json:"tracemalloc_peak_bytes,omitempty"`
+}
+
+func (r *runner) reference(ctx context.Context, thread string, turns []int, repeat int, tracemalloc bool) (refOut, error) {
+	var ts []string
+	for _, t := range turns {
+		ts = append(ts, strconv.Itoa(t))
+	}
+	args := []string{"reference", "--dsn", r.cfg.DSN, "--thread", thread, "--turns", strings.Join(ts, ","), "--repeat", strconv.Itoa(repeat), "--warm", r.name("warm")}
+	if tracemalloc {
+		args = append(args, "--tracemalloc")
+	}
+	var out refOut
+	err := py.Run(ctx, r.cfg.Python, &out, args...)
+	return out, err
+}
+
+func (o refOut) median(turn int) time.Duration {
+	return o.medianOf(turn, func(c refCall) float64 { return c.Seconds })
+}
+
+func (o refOut) medianCPU(turn int) time.Duration {
+	return o.medianOf(turn, func(c refCall) float64 { return c.CPUSeconds })
+}
+
+func (o refOut) medianOf(turn int, f func(refCall) float64) time.Duration {
+	var s []float64
+	for _, c := range o.Calls {
+		if c.Turn == turn {
+			s = append(s, f(c))
+		}
+	}
+	if len(s) == 0 {
+		return 0
+	}
+	slices.Sort(s)
+	return time.Duration(s[len(s)/2] * float64(time.Second))
+}
+
+// hdTurn is historyd serving one turn in a fresh process.
+type hdTurn struct {
+	Turn         int           `json:"turn"`
+	Cold         time.Duration `json:"cold_ns"`
+	Warm         load.Result   `json:"warm"`
+	WarmCPU      time.Duration `json:"warm_cpu_per_request_ns"`
+	Growth       int64         `json:"rss_growth_bytes"`
+	IdleRSS      int64         `json:"idle_rss_bytes"`
+	CheckpointID string        `json:"checkpoint_id"`
+	Entries      int           `json:"entries"`
+	Total        int           `json:"total"`
+}
+
+// serveTurn starts a fresh historyd (warmed on the small warm-up thread),
+// asks for one turn once cold and then warm times in a row, and returns
+// the latencies and the peak RSS growth over the idle process.
+func (r *runner) serveTurn(ctx context.Context, label, thread string, turn, warm int) (hdTurn, error) {
+	s, base, err := r.start(ctx, label, true)
+	if err != nil {
+		return hdTurn{}, err
+	}
+	defer s.Stop()
+	res := hdTurn{Turn: turn, IdleRSS: base.RSS}
+	target := load.Target{Thread: thread, Turn: turn}
+	t0 := time.Now()
+	rep, err := s.Do(ctx, load.Snapshot, target)
+	if err != nil {
+		return res, err
+	}
+	res.Cold = time.Since(t0)
+	res.CheckpointID, res.Entries, res.Total = rep.CheckpointID, rep.Entries, rep.Total
+	if warm > 0 {
+		cpu0, err := load.CPUTime(s.Pid)
+		if err != nil {
+			return res, err
+		}
+		res.Warm = load.Drive(ctx, 1, warm, 0, func(ctx context.Context, _, _ int) error {
+			_, err := s.Do(ctx, load.Snapshot, target)
+			return err
+		})
+		if res.Warm.Errors > 0 {
+			return res, fmt.Errorf("Snapshot(%s, %d): %s", thread, turn, res.Warm.FirstError)
+		}
+		cpu1, err := load.CPUTime(s.Pid)
+		if err != nil {
+			return res, err
+		}
+		res.WarmCPU = (cpu1 - cpu0) / time.Duration(res.Warm.Requests)
+	}
+	res.Growth, err = growth(s, base)
+	return res, err
+}
+
+// p1: one turn of a 50-turn thread with ~1 MB of state, historyd against
+// the reference: latency, and peak memory growth.
+func (r *runner) p1(ctx context.Context) error {
+	thread := r.name("p1")
+	var hd []hdTurn
+	for _, turn := range r.plan.p1Turns {
+		res, err := r.serveTurn(ctx, fmt.Sprintf("p1-turn%d", turn), thread, turn, r.plan.p1Warm)
+		if err != nil {
+			return err
+		}
+		r.logf("P1 historyd turn %d: cold %s, warm %s, peak RSS +%s", turn, msText(res.Cold), res.Warm, mbText(res.Growth))
+		hd = append(hd, res)
+	}
+	loadHD := load.LoadAvg()[0]
+	r.logf("P1 reference: turns_from(saver, %s, keep=%v) × %d", thread, r.plan.p1Turns, r.plan.p1Repeat)
+	ref, err := r.reference(ctx, thread, r.plan.p1Turns, r.plan.p1Repeat, false)
+	if err != nil {
+		return err
+	}
+	loadRef := load.LoadAvg()[0]
+	detail := map[string]any{"historyd": hd, "reference": ref}
+	if r.plan.tracemalloc {
+		tm, err := r.reference(ctx, thread, r.plan.p1Turns, 1, true)
+		if err != nil {
+			return err
+		}
+		detail["reference_tracemalloc"] = tm.TracemallocPeaks
+	}
+	r.detail("p1", detail)
+
+	// Same question, same answer: the turn ends on the same checkpoint.
+	for _, h := range hd {
+		for _, c := range ref.Calls {
+			if c.Turn == h.Turn && (c.CheckpointID == nil || *c.CheckpointID != h.CheckpointID || c.Total != h.Total) {
+				return fmt.Errorf("turn %d: historyd ends it at %s (total %d), the reference at %v (total %d)", h.Turn, h.CheckpointID, h.Total, c.CheckpointID, c.Total)
+			}
+		}
+	}
+
+	minWarm, minCold := 0.0, 0.0
+	var hdText, refText, ratioText []string
+	var hdGrowth int64
+	for i, h := range hd {
+		med := ref.median(h.Turn)
+		warm := float64(med) / float64(h.Warm.P50)
+		cold := float64(med) / float64(h.Cold)
+		if i == 0 || warm < minWarm {
+			minWarm = warm
+		}
+		if i == 0 || cold < minCold {
+			minCold = cold
+		}
+		medCPU := ref.medianCPU(h.Turn)
+		hdText = append(hdText, fmt.Sprintf("turn %d: warm p50 %s (p99 %s, %s CPU per request), cold %s",
+			h.Turn, msText(h.Warm.P50), msText(h.Warm.P99), msText(h.WarmCPU), msText(h.Cold)))
+		refText = append(refText, fmt.Sprintf("turn %d: %s (%s CPU), median of %d", h.Turn, msText(med), msText(medCPU), r.plan.p1Repeat))
+		ratioText = append(ratioText, fmt.Sprintf("%.0f× warm, %.0f× cold; CPU %.0f×", warm, cold, float64(medCPU)/float64(h.WarmCPU)))
+		hdGrowth = max(hdGrowth, h.Growth)
+	}
+	desc := fmt.Sprintf("%d turns, tool_state %s", r.plan.p1.Turns, sizeText(r.plan.p1.StateBytes))
+	r.add(Row{ID: "P1", What: "latency of `Snapshot(turn)` vs `turns_from(saver, thread, keep=turn)`, " + desc,
+		Historyd: strings.Join(hdText, "; "), Other: strings.Join(refText, "; "), Ratio: strings.Join(ratioText, "; "),
+		Floor: fmt.Sprintf("≥ %.0f× faster", p1MinSpeedup), Verdict: verdict(minWarm >= p1MinSpeedup) + " (on warm p50)", Load1: max(loadHD, loadRef)})
+	if minWarm < p1MinSpeedup {
+		r.misses["P1 latency"] = true
+	}
+	share := float64(hdGrowth) / float64(ref.RSSGrowth)
+	other := fmt.Sprintf("+%s (VmHWM − idle VmRSS, %d call(s) after a warm-up call)", mbText(ref.RSSGrowth), len(ref.Calls))
+	if tm, ok := detail["reference_tracemalloc"].(map[string]int64); ok {
+		var parts []string
+		for _, t := range r.plan.p1Turns {
+			parts = append(parts, fmt.Sprintf("turn %d %s", t, mbText(tm[strconv.Itoa(t)])))
+		}
+		other += "; tracemalloc peak " + strings.Join(parts, ", ")
+	}
+	r.add(Row{ID: "P1", What: "peak RSS growth answering the same question, " + desc,
+		Historyd: fmt.Sprintf("+%s (VmHWM − idle VmRSS, cold + %d warm requests)", mbText(hdGrowth), r.plan.p1Warm),
+		Other:    other, Ratio: fmt.Sprintf("historyd = %.2f × reference", share),
+		Floor: "≤ 1/10 of the reference", Verdict: verdict(share <= p1MaxMemoryShare), Load1: loadRef})
+	if share > p1MaxMemoryShare {
+		r.misses["P1 memory"] = true
+	}
+	return nil
+}
+
+// p2: warm Snapshot latency at 500 turns against 5 turns, interleaved in
+// blocks so that both see the same machine load.
+func (r *runner) p2(ctx context.Context) error {
+	s, base, err := r.start(ctx, "p2", false)
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	short, long := r.name("p2short"), r.name("p2long")
+	cold := map[string]time.Duration{}
+	for _, th := range []string{short, long} {
+		t0 := time.Now()
+		if _, err := s.Do(ctx, load.Snapshot, load.Target{Thread: th, Turn: 1}); err != nil {
+			return err
+		}
+		cold[th] = time.Since(t0)
+	}
+	// What the first request of the long thread cost in memory, and what
+	// the process still holds afterwards.
+	coldGrowth, err := growth(s, base)
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Second)
+	after, err := load.ReadMem(s.Pid)
+	if err != nil {
+		return err
+	}
+	lat := map[string][]time.Duration{}
+	cpu := map[string]cpuSnap{}
+	const block = 50
+	for round := range r.plan.p2Rounds {
+		for _, th := range []struct {
+			id    string
+			turns int
+		}{{short, r.plan.p2Short.Turns}, {long, r.plan.p2Long.Turns}} {
+			s0, err := r.cpuNow(ctx, s)
+			if err != nil {
+				return err
+			}
+			for i := range block {
+				turn := 1 + (round*block+i)*7919%th.turns
+				t0 := time.Now()
+				if _, err := s.Do(ctx, load.Snapshot, load.Target{Thread: th.id, Turn: turn}); err != nil {
+					return err
+				}
+				lat[th.id] = append(lat[th.id], time.Since(t0))
+			}
+			s1, err := r.cpuNow(ctx, s)
+			if err != nil {
+				return err
+			}
+			acc := cpu[th.id]
+			acc.historyd += s1.historyd - s0.historyd
+			acc.postgres += s1.postgres - s0.postgres
+			acc.driver += s1.driver - s0.driver
+			cpu[th.id] = acc
+		}
+	}
+	a, b := load.Summarize(lat[short]), load.Summarize(lat[long])
+	cpuA := share(cpuSnap{}, cpu[short], len(lat[short]))
+	cpuB := share(cpuSnap{}, cpu[long], len(lat[long]))
+	r.detail("p2", map[string]any{"cold": cold, "short": a, "long": b, "cpu_short": cpuA, "cpu_long": cpuB,
+		"cold_rss_growth_bytes": coldGrowth, "idle_rss_bytes": base.RSS, "rss_after_cold_bytes": after.RSS})
+	ratio := float64(b.P50) / float64(a.P50)
+	r.add(Row{ID: "P2", What: fmt.Sprintf("warm `Snapshot(turn)` p50, %d turns vs %d turns (%s state, c=1, %d requests each, interleaved)",
+		r.plan.p2Long.Turns, r.plan.p2Short.Turns, sizeText(r.plan.p2Long.StateBytes), len(lat[long])),
+		Historyd: fmt.Sprintf("%s (p99 %s) vs %s (p99 %s); CPU per request historyd %s vs %s, PostgreSQL %s vs %s; cold first request %s vs %s, peak RSS +%s for both, RSS %s a second later (idle %s)",
+			msText(b.P50), msText(b.P99), msText(a.P50), msText(a.P99),
+			msText(cpuB.Historyd), msText(cpuA.Historyd), msText(cpuB.Postgres), msText(cpuA.Postgres),
+			msText(cold[long]), msText(cold[short]), mbText(coldGrowth), mbText(after.RSS), mbText(base.RSS)),
+		Ratio: fmt.Sprintf("%.2f", ratio), Floor: fmt.Sprintf("≤ %.1f", p2MaxRatio), Verdict: verdict(ratio <= p2MaxRatio)})
+	if ratio > p2MaxRatio {
+		r.misses["P2"] = true
+	}
+	return nil
+}
+
+// p3: warm small-state Snapshot throughput against half pgbench -S.
+func (r *runner) p3(ctx context.Context) error {
+	op, ok := r.ops["small/"+string(load.Snapshot)]
+	if !ok {
+		return fmt.Errorf("no small Snapshot measurement")
+	}
+	c := r.cfg.Concurrency
+	share := op.Many.RPS / r.pgbenchTPS
+	r.add(Row{ID: "P3", What: fmt.Sprintf("warm small-state `Snapshot` throughput, c=%d (%d threads × %d turns, %s state)", c, r.plan.smallThreads, r.plan.small.Turns, sizeText(r.plan.small.StateBytes)),
+		Historyd: fmt.Sprintf("%.0f req/s (p50 %s, p99 %s); %s", op.Many.RPS, msText(op.Many.P50), msText(op.Many.P99), op.ManyCPU),
+		Other:    fmt.Sprintf("pgbench -S c=%d: %.0f TPS; no-op gRPC: %.0f req/s", c, r.pgbenchTPS, r.noopRPS),
+		Ratio:    fmt.Sprintf("%.2f × TPS", share), Floor: fmt.Sprintf("≥ %.1f × TPS (%.0f req/s)", p3MinShare, p3MinShare*r.pgbenchTPS),
+		Verdict: verdict(share >= p3MinShare), Load1: op.Many.Load1})
+	if share < p3MinShare {
+		r.misses["P3"] = true
+	}
+	return nil
+}
+
+// p4: peak RSS growth while serving one turn of a 10-turn thread with
+// 4.3 MB of state, each turn in a fresh process.
+func (r *runner) p4(ctx context.Context) error {
+	thread := r.name("p4")
+	var hd []hdTurn
+	worst := hdTurn{}
+	for _, turn := range r.plan.p4Turns {
+		res, err := r.serveTurn(ctx, fmt.Sprintf("p4-turn%d", turn), thread, turn, 4)
+		if err != nil {
+			return err
+		}
+		r.logf("P4 turn %d: cold %s, peak RSS +%s over idle %s", turn, msText(res.Cold), mbText(res.Growth), mbText(res.IdleRSS))
+		hd = append(hd, res)
+		if res.Growth > worst.Growth {
+			worst = res
+		}
+	}
+	detail := map[string]any{"historyd": hd}
+	other := ""
+	if r.plan.p4Reference {
+		ref, err := r.reference(ctx, thread, []int{5}, 2, false)
+		if err != nil {
+			return err
+		}
+		detail["reference"] = ref
+		other = fmt.Sprintf("reference turns_from keep=5: +%s, median %s", mbText(ref.RSSGrowth), msText(ref.median(5)))
+	}
+	r.detail("p4", detail)
+	var turns []string
+	for _, t := range r.plan.p4Turns {
+		turns = append(turns, strconv.Itoa(t))
+	}
+	r.add(Row{ID: "P4", What: fmt.Sprintf("peak RSS growth serving one turn, %d turns × %s state (turns %s, each in a fresh process, 1 cold + 4 warm requests)",
+		r.plan.p4.Turns, sizeText(r.plan.p4.StateBytes), strings.Join(turns, ", ")),
+		Historyd: fmt.Sprintf("max +%s (turn %d; idle RSS %s; cold %s, warm p50 %s)", mbText(worst.Growth), worst.Turn, mbText(worst.IdleRSS), msText(worst.Cold), msText(worst.Warm.P50)),
+		Other:    other, Floor: "≤ 40 MB", Verdict: verdict(worst.Growth <= p4MaxGrowth)})
+	if worst.Growth > p4MaxGrowth {
+		r.misses["P4"] = true
+	}
+	return nil
+}
+
+// profiles profiles the path behind each missed floor, on the profiling
+// variant of the historyd binary (see bench/prof).
+func (r *runner) profiles(ctx context.Context) error {
+	if !r.cfg.Profile || len(r.misses) == 0 {
+		return nil
+	}
+	c := r.cfg.Concurrency
+	var jobs []ProfileJob
+	p1 := r.name("p1")
+	if r.misses["P1 latency"] {
+		t := load.Target{Thread: p1, Turn: r.plan.p1Turns[0]}
+		jobs = append(jobs, ProfileJob{Name: "p1-snapshot-warm", Op: load.Snapshot, Concurrency: 1, Duration: r.plan.profileTime,
+			Target: func(int, int) load.Target { return t }, Warm: []load.Target{t}})
+	}
+	if r.misses["P2"] {
+		long := r.name("p2long")
+		jobs = append(jobs, ProfileJob{Name: "p2-snapshot-500turns", Op: load.Snapshot, Concurrency: 1, Duration: r.plan.profileTime,
+			Target: func(_, i int) load.Target { return load.Target{Thread: long, Turn: 1 + i*7919%r.plan.p2Long.Turns} },
+			Warm:   []load.Target{{Thread: long, Turn: 1}}})
+	}
+	if r.misses["P3"] {
+		rngs := make([]*rand.Rand, c)
+		for i := range rngs {
+			rngs[i] = rand.New(rand.NewPCG(uint64(i), 9))
+		}
+		var warm []load.Target
+		for i := range r.plan.smallThreads {
+			warm = append(warm, load.Target{Thread: r.name(fmt.Sprintf("small%03d", i)), Turn: 1})
+		}
+		jobs = append(jobs, ProfileJob{Name: "p3-snapshot-small", Op: load.Snapshot, Concurrency: c, Duration: r.plan.profileTime,
+			Target: func(w, _ int) load.Target {
+				return load.Target{Thread: r.name(fmt.Sprintf("small%03d", rngs[w].IntN(r.plan.smallThreads))), Turn: 1 + rngs[w].IntN(r.plan.small.Turns)}
+			},
+			Warm: warm})
+	}
+	if r.misses["P1 memory"] || r.misses["P4"] {
+		t := load.Target{Thread: r.name("p4"), Turn: r.plan.p4.Turns}
+		jobs = append(jobs, ProfileJob{Name: "p4-snapshot-memory", Op: load.Snapshot, Concurrency: 1, Requests: 5,
+			Target: func(int, int) load.Target { return t }, Warm: []load.Target{{Thread: r.name("warm"), Turn: 1}}})
+	}
+	bin := filepath.Join(r.cfg.Work, "historyd-profiling")
+	if err := prof.Build(ctx, r.cfg.Repo, bin); err != nil {
+		return err
+	}
+	dir := filepath.Join(r.cfg.Work, "profiles")
+	if err := mkdir(dir); err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		res, err := RunProfile(ctx, bin, r.cfg.DSN, dir, j)
+		if err != nil {
+			return fmt.Errorf("profile %s: %w", j.Name, err)
+		}
+		r.logf("profile %s: %s; peak RSS +%s, Go heap in use peak %s → %s", j.Name, res.Load, mbText(res.RSSGrowth), mbText(int64(res.Mem.PeakHeapInuse)), res.Report)
+		r.rep.Profiles = append(r.rep.Profiles, res.Report)
+	}
+	return nil
+}
