@@ -140,19 +140,26 @@ type incremental struct {
 	calls int
 }
 
-func (i *incremental) CheckpointsSince(ctx context.Context, ref store.Ref, after string) (int, []store.Checkpoint, error) {
+func (i *incremental) CheckpointsSince(ctx context.Context, ref store.Ref, after string, count bool) (store.Census, []store.Checkpoint, error) {
 	i.calls++
 	all, err := i.Checkpoints(ctx, ref)
 	if err != nil {
-		return 0, nil, err
+		return store.Census{}, nil, err
+	}
+	census := store.Census{Count: -1}
+	if count {
+		census.Count = len(all)
 	}
 	var newer []store.Checkpoint
 	for _, c := range all {
+		if census.MinID == "" || c.ID < census.MinID {
+			census.MinID = c.ID
+		}
 		if c.ID > after {
 			newer = append(newer, c)
 		}
 	}
-	return len(all), newer, nil
+	return census, newer, nil
 }
 
 // The metered backend is incremental exactly when the inner one is, and

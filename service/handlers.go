@@ -18,17 +18,7 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
-	h, err := s.store.History(ctx, ref)
-	if err != nil {
-		return nil, s.fail(ctx, "Snapshots", err)
-	}
-	var turns []store.Turn
-	for _, t := range h.Turns {
-		if t.Retained {
-			turns = append(turns, t)
-		}
-	}
-	states, err := s.store.States(ctx, ref, turns, req.GetKeys())
+	h, turns, states, err := s.store.Read(ctx, ref, retainedTurns, req.GetKeys())
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
@@ -48,23 +38,25 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 		return nil, s.fail(ctx, "Snapshot", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
-	h, err := s.store.History(ctx, ref)
+	n := int(req.GetTurn())
+	h, turns, states, err := s.store.Read(ctx, ref, func(h *store.History) []store.Turn {
+		if t, found := h.Turn(n); found == store.Found {
+			return []store.Turn{t}
+		}
+		return nil
+	}, req.GetKeys())
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshot", err)
 	}
 	resp := &historydv1.SnapshotResponse{Total: clampInt32(h.Total), RetainedTurns: retained(h)}
-	t, found := h.Turn(int(req.GetTurn()))
+	t, found := h.Turn(n)
 	switch found {
 	case store.NoSuchTurn:
 		resp.Result = &historydv1.SnapshotResponse_NoSuchTurn{NoSuchTurn: &historydv1.NoSuchTurn{Turn: req.GetTurn(), Total: resp.Total}}
 	case store.NoLongerRetained:
 		resp.Result = &historydv1.SnapshotResponse_NoLongerRetained{NoLongerRetained: &historydv1.NoLongerRetained{Turn: req.GetTurn(), Question: t.Question}}
 	default:
-		states, err := s.store.States(ctx, ref, []store.Turn{t}, req.GetKeys())
-		if err != nil {
-			return nil, s.fail(ctx, "Snapshot", err)
-		}
-		resp.Result = &historydv1.SnapshotResponse_State{State: toTurnState(t, states[0])}
+		resp.Result = &historydv1.SnapshotResponse_State{State: toTurnState(turns[0], states[0])}
 	}
 	if err := checkResponseSize(ctx, resp, snapshotAdvice); err != nil {
 		return nil, err
@@ -78,13 +70,16 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 		return nil, s.fail(ctx, "Turns", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
-	h, err := s.store.History(ctx, ref)
+	// Without keys_written no state is read: the list alone is cheap.
+	pick := func(*store.History) []store.Turn { return nil }
+	if req.GetIncludeKeysWritten() {
+		pick = retainedTurns
+	}
+	h, kept, states, err := s.store.Read(ctx, ref, pick, nil)
 	if err != nil {
 		return nil, s.fail(ctx, "Turns", err)
 	}
 	resp := &historydv1.TurnsResponse{Total: clampInt32(h.Total), Turns: make([]*historydv1.TurnInfo, len(h.Turns))}
-	var kept []store.Turn
-	var keptAt []int
 	for i, t := range h.Turns {
 		info := &historydv1.TurnInfo{Number: int32(t.N), Question: t.Question, Retained: t.Retained}
 		if t.Retained {
@@ -92,27 +87,30 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 			if !t.End.TS.IsZero() {
 				info.EndedAt = timestamppb.New(t.End.TS)
 			}
-			kept = append(kept, t)
-			keptAt = append(keptAt, i)
 		}
 		resp.Turns[i] = info
 	}
-	if req.GetIncludeKeysWritten() && len(kept) > 0 {
-		states, err := s.store.States(ctx, ref, kept, nil)
-		if err != nil {
-			return nil, s.fail(ctx, "Turns", err)
-		}
-		for j, st := range states {
-			info := resp.Turns[keptAt[j]]
-			for k, e := range st {
-				if e.Turn != nil && *e.Turn == int64(info.Number) {
-					info.KeysWritten = append(info.KeysWritten, k)
-				}
+	for j, st := range states {
+		info := resp.Turns[kept[j].N-1]
+		for k, e := range st {
+			if e.Turn != nil && *e.Turn == int64(info.Number) {
+				info.KeysWritten = append(info.KeysWritten, k)
 			}
-			sort.Strings(info.KeysWritten)
 		}
+		sort.Strings(info.KeysWritten)
 	}
 	return resp, nil
+}
+
+// retainedTurns picks every retained turn.
+func retainedTurns(h *store.History) []store.Turn {
+	var out []store.Turn
+	for _, t := range h.Turns {
+		if t.Retained {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func retained(h *store.History) []int32 {

@@ -35,6 +35,8 @@ var statusRules = []statusRule{
 	{codes.DeadlineExceeded, is(context.DeadlineExceeded)},
 	{codes.Canceled, is(context.Canceled)},
 	{codes.Unavailable, is(store.ErrUnavailable)},
+	// The thread changed twice while it was read; a retry reads it afresh.
+	{codes.Unavailable, is(store.ErrStale)},
 	{codes.FailedPrecondition, is(store.ErrNotCheckpointStore)},
 	// A value historyd will not decode (pickle, encrypted, delta channels) is
 	// a deployment choice, not damage.

@@ -44,6 +44,10 @@ type Blob struct {
 	Data []byte
 }
 
+// BlobMissing is the Blob type Values gives a checkpoint that no longer
+// exists, which is not the same as a channel without a value.
+const BlobMissing = "missing"
+
 // Backend reads LangGraph checkpoints from one kind of storage. It answers
 // queries and nothing more: turn derivation, caching and projection happen in
 // Store, once for every backend. Implementations must be safe for concurrent
@@ -54,8 +58,8 @@ type Backend interface {
 	Checkpoints(ctx context.Context, ref Ref) ([]Checkpoint, error)
 	// Values returns channel's encoded value at each of the checkpoints of
 	// the thread named by ids, in the same order. A checkpoint where the
-	// channel has no value, or that no longer exists, gets a Blob of type
-	// "empty".
+	// channel has no value gets a Blob of type "empty"; one that no longer
+	// exists gets BlobMissing.
 	Values(ctx context.Context, ref Ref, channel string, ids []string) ([]Blob, error)
 	// Ping reports whether the storage can be reached.
 	Ping(ctx context.Context) error
@@ -67,8 +71,19 @@ type Backend interface {
 // checkpoints written since a given one. Store uses it to refresh a cached
 // turn index without rereading the whole thread.
 type Incremental interface {
-	// CheckpointsSince returns, in one consistent read, how many
-	// checkpoints the thread has in the namespace and those whose id is
-	// greater than after, in any order.
-	CheckpointsSince(ctx context.Context, ref Ref, after string) (count int, newer []Checkpoint, err error)
+	// CheckpointsSince returns, in one consistent read, a census of the
+	// thread's checkpoints in the namespace and those whose id is greater
+	// than after, in any order. The census always has the smallest id; it
+	// has the count only when count is true, since counting costs time in
+	// proportion to the thread's length and the smallest id does not.
+	CheckpointsSince(ctx context.Context, ref Ref, after string, count bool) (Census, []Checkpoint, error)
+}
+
+// Census is what Store checks a cached index against to notice deleted
+// checkpoints.
+type Census struct {
+	// Count is how many checkpoints the thread has; -1 when not counted.
+	Count int
+	// MinID is the smallest checkpoint id; empty when there are none.
+	MinID string
 }

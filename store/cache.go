@@ -3,6 +3,7 @@ package store
 import (
 	"container/list"
 	"sync"
+	"time"
 )
 
 // lru is a small least-recently-used map, safe for concurrent use. Zero
@@ -73,7 +74,11 @@ type scanKey struct {
 // It is immutable once cached; a refresh builds a new one.
 type index struct {
 	placed    []Placed
+	minID     string
 	maxID     string
 	hist      *History
 	questions []string
+	// counted is when the checkpoints were last counted, which is what
+	// notices a deletion that spared the oldest checkpoint.
+	counted time.Time
 }

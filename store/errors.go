@@ -14,6 +14,11 @@ var ErrUnavailable = errors.New("checkpoint store unavailable")
 // or file), or its role lacks SELECT on them.
 var ErrNotCheckpointStore = errors.New("cannot read LangGraph checkpoint tables")
 
+// ErrStale is returned by States when a turn's last checkpoint has been
+// deleted since its History was derived. The cached index is dropped, so
+// deriving the History again and rereading gives the current answer.
+var ErrStale = errors.New("thread changed while it was read; read it again")
+
 // DecodeError reports a stored value that could not be decoded, and where it
 // is. Err is the decoder's error; errors.As on it tells a malformed value
 // (lgcodec.MalformedError) from one historyd refuses to read

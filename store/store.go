@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -31,6 +32,14 @@ type Config struct {
 	// are immutable, so these never go stale. Default 65536; negative
 	// disables.
 	CacheScans int
+	// RecountEvery is how often a cached thread's checkpoints are counted.
+	// Every refresh checks the oldest checkpoint, which catches pruning
+	// (LangGraph's prune strategies and retention jobs delete the oldest
+	// first, or the whole thread); a count also catches a checkpoint deleted
+	// from the middle, or one committed late with an older id. Counting
+	// costs time in proportion to the thread's length, so it is not done on
+	// every request. Default 1s; negative counts on every refresh.
+	RecountEvery time.Duration
 }
 
 // Store derives turns from a backend's checkpoints and reads the state each
@@ -41,6 +50,7 @@ type Store struct {
 	state    string
 	limits   lgcodec.Limits
 	indexes  *lru[Ref, *index]
+	recount  time.Duration
 	scans    *lru[scanKey, counts]
 	flight   singleflight.Group
 }
@@ -58,6 +68,10 @@ func New(cfg Config) *Store {
 	}
 	s.indexes = newLRU[Ref, *index](orDefault(cfg.CacheThreads, 1024))
 	s.scans = newLRU[scanKey, counts](orDefault(cfg.CacheScans, 65536))
+	s.recount = cfg.RecountEvery
+	if s.recount == 0 {
+		s.recount = time.Second
+	}
 	return s
 }
 
@@ -97,12 +111,26 @@ func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
 func (s *Store) refresh(ctx context.Context, ref Ref) (*History, error) {
 	old, cached := s.indexes.get(ref)
 	if inc, ok := s.b.(Incremental); ok && cached {
-		count, newer, err := inc.CheckpointsSince(ctx, ref, old.maxID)
+		now := time.Now()
+		count := s.recount < 0 || now.Sub(old.counted) >= s.recount
+		census, newer, err := inc.CheckpointsSince(ctx, ref, old.maxID, count)
 		if err != nil {
 			return nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
 		}
-		if count == len(old.placed)+len(newer) {
+		intact := census.MinID == old.minID && (!count || census.Count == len(old.placed)+len(newer))
+		if intact {
+			counted := old.counted
+			if count {
+				counted = now
+			}
 			if len(newer) == 0 {
+				if count {
+					// Only the count's time changes; the index stays
+					// shared with its readers.
+					ix := *old
+					ix.counted = counted
+					s.indexes.put(ref, &ix)
+				}
 				return old.hist, nil
 			}
 			placed, err := s.place(ctx, ref, newer)
@@ -112,9 +140,10 @@ func (s *Store) refresh(ctx context.Context, ref Ref) (*History, error) {
 			// old.placed is shared with readers of the old index: append
 			// to a copy.
 			all := append(slices.Clip(old.placed), placed...)
-			return s.build(ctx, ref, all, old)
+			return s.build(ctx, ref, all, old, counted)
 		}
 	}
+	counted := time.Now()
 	cps, err := s.b.Checkpoints(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
@@ -123,22 +152,26 @@ func (s *Store) refresh(ctx context.Context, ref Ref) (*History, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.build(ctx, ref, placed, old)
+	return s.build(ctx, ref, placed, old, counted)
 }
 
 // build derives the history of placed, reads the questions from the
 // richest checkpoint (reusing prev's when the richest is unchanged), and
 // caches the result.
-func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index) (*History, error) {
+func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index, counted time.Time) (*History, error) {
 	h := Derive(ref, placed)
+	var questions []string
 	if h.Total > 0 {
-		var questions []string
 		if prev != nil && prev.hist.Total > 0 && prev.hist.Richest.Version == h.Richest.Version {
 			questions = prev.questions
 		} else {
 			blobs, err := s.b.Values(ctx, ref, s.messages, []string{h.Richest.ID})
 			if err != nil {
 				return nil, fmt.Errorf("read %s of thread %q: %w", s.messages, ref.ThreadID, err)
+			}
+			if blobs[0].Type == BlobMissing {
+				s.indexes.remove(ref)
+				return nil, fmt.Errorf("thread %q: %w", ref.ThreadID, ErrStale)
 			}
 			m, err := lgcodec.ScanMessages(blobs[0].Type, blobs[0].Data, s.limits)
 			if err != nil {
@@ -147,16 +180,13 @@ func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index
 			questions = m.Humans
 		}
 		h.SetQuestions(questions)
-		ix := &index{placed: placed, hist: h, questions: questions}
-		for _, p := range placed {
-			ix.maxID = max(ix.maxID, p.ID)
-		}
-		s.indexes.put(ref, ix)
-		return h, nil
 	}
-	ix := &index{placed: placed, hist: h}
-	for _, p := range placed {
+	ix := &index{placed: placed, hist: h, questions: questions, counted: counted}
+	for i, p := range placed {
 		ix.maxID = max(ix.maxID, p.ID)
+		if i == 0 || p.ID < ix.minID {
+			ix.minID = p.ID
+		}
 	}
 	s.indexes.put(ref, ix)
 	return h, nil
@@ -216,6 +246,11 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 		}
 		for j, b := range blobs {
 			i := start + j
+			if b.Type == BlobMissing {
+				// Deleted since it was listed: count it as empty now; the
+				// next refresh notices the deletion.
+				b.Type = "empty"
+			}
 			m, err := lgcodec.ScanMessages(b.Type, b.Data, s.limits)
 			if err != nil {
 				return nil, &DecodeError{Ref: ref, CheckpointID: missing[i], Channel: s.messages, Err: err}
@@ -239,6 +274,28 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 		placed[i] = p
 	}
 	return placed, nil
+}
+
+// Read derives the thread's history and reads the state of the turns pick
+// selects from it, restricted to keys. When a selected turn's last
+// checkpoint turns out to have been deleted since the history was derived
+// (a deletion that spared the thread's oldest checkpoint, noticed by
+// RecountEvery's count only later), it derives the history afresh and reads
+// again, once: a deleted turn is never answered from the cache.
+func (s *Store) Read(ctx context.Context, ref Ref, pick func(*History) []Turn, keys []string) (*History, []Turn, []map[string]Entry, error) {
+	for attempt := 0; ; attempt++ {
+		h, err := s.History(ctx, ref)
+		if err == nil {
+			turns := pick(h)
+			var states []map[string]Entry
+			if states, err = s.States(ctx, ref, turns, keys); err == nil {
+				return h, turns, states, nil
+			}
+		}
+		if !errors.Is(err, ErrStale) || attempt > 0 {
+			return nil, nil, nil, err
+		}
+	}
 }
 
 // States reads the session state each of the given turns ended on, restricted
@@ -270,6 +327,12 @@ func (s *Store) States(ctx context.Context, ref Ref, turns []Turn, keys []string
 		}
 	}
 	for i, b := range blobs {
+		if b.Type == BlobMissing {
+			// The turn's end was deleted after the index was derived: never
+			// answer for it from the cache.
+			s.indexes.remove(ref)
+			return nil, fmt.Errorf("turn %d of thread %q: %w", turns[i].N, ref.ThreadID, ErrStale)
+		}
 		v, ok, err := lgcodec.DecodeKeys(b.Type, b.Data, keep, s.limits)
 		if err != nil {
 			return nil, &DecodeError{Ref: ref, CheckpointID: at[i], Channel: s.state, Err: err}

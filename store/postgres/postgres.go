@@ -39,6 +39,7 @@ type Backend struct {
 	// Queries are built once with the schema-qualified table names.
 	listSQL   string
 	sinceSQL  string
+	countSQL  string
 	valuesSQL string
 	schema    string
 }
@@ -79,12 +80,16 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		schema: cfg.Schema,
 		// LangGraph marks graphs with DeltaChannel channels in checkpoint
 		// metadata; such threads are refused rather than misread.
-		listSQL: `SELECT c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', (c.metadata ? 'counters_since_delta_snapshot' OR c.metadata ? 'delta_writes_versioned')
+		listSQL: `SELECT c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', ` + deltaSQL + `
 FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
-		// The count and the newer rows come from one statement, hence one
-		// snapshot: a deletion shows as a count that does not add up.
-		sinceSQL: `WITH n AS (SELECT count(*) AS n FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
-SELECT n.n, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce((c.metadata ? 'counters_since_delta_snapshot' OR c.metadata ? 'delta_writes_versioned'), false)
+		// The census and the newer rows come from one statement, hence one
+		// snapshot. The smallest id is an index probe; the count reads the
+		// thread's index entries, so it is asked for only now and then.
+		sinceSQL: `WITH n AS (SELECT min(checkpoint_id) AS lo FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
+SELECT -1, n.lo, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce(` + deltaSQL + `, false)
+FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
+		countSQL: `WITH n AS (SELECT count(*) AS n, min(checkpoint_id) AS lo FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
+SELECT n.n, n.lo, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce(` + deltaSQL + `, false)
 FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
 		// A channel's value is its blob at the checkpoint's version of the
 		// channel; primitives Python keeps inline in channel_values have no
@@ -98,6 +103,10 @@ LEFT JOIN ` + blobs + ` b
 WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = ANY($4)`,
 	}, nil
 }
+
+// deltaSQL says whether checkpoint c's metadata marks a graph with
+// DeltaChannel channels, as LangGraph's savers write it.
+const deltaSQL = `(c.metadata ? 'counters_since_delta_snapshot' OR c.metadata ? 'delta_writes_versioned')`
 
 func table(schema, name string) string {
 	if schema == "" {
@@ -136,41 +145,51 @@ func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Check
 	return out, nil
 }
 
-// CheckpointsSince counts the thread's checkpoints and lists those newer
-// than after, in one statement.
-func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after string) (int, []store.Checkpoint, error) {
-	rows, err := b.pool.Query(ctx, b.sinceSQL, ref.ThreadID, ref.Namespace, after)
+// CheckpointsSince takes the thread's census and lists the checkpoints
+// newer than after, in one statement.
+func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after string, count bool) (store.Census, []store.Checkpoint, error) {
+	q := b.sinceSQL
+	if count {
+		q = b.countSQL
+	}
+	rows, err := b.pool.Query(ctx, q, ref.ThreadID, ref.Namespace, after)
 	if err != nil {
-		return 0, nil, b.classify(ctx, err)
+		return store.Census{}, nil, b.classify(ctx, err)
 	}
 	defer rows.Close()
 	var (
-		count int
-		out   []store.Checkpoint
+		census store.Census
+		out    []store.Checkpoint
 	)
 	for rows.Next() {
 		var (
+			n        int
+			lo       *string
 			id       *string
 			ts       *string
 			versions []byte
 			delta    bool
 		)
-		if err := rows.Scan(&count, &id, &ts, &versions, &delta); err != nil {
-			return 0, nil, b.classify(ctx, err)
+		if err := rows.Scan(&n, &lo, &id, &ts, &versions, &delta); err != nil {
+			return store.Census{}, nil, b.classify(ctx, err)
+		}
+		census.Count = n
+		if lo != nil {
+			census.MinID = *lo
 		}
 		if id == nil {
 			continue
 		}
 		c, err := checkpoint(ref, *id, ts, versions, delta)
 		if err != nil {
-			return 0, nil, err
+			return store.Census{}, nil, err
 		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, nil, b.classify(ctx, err)
+		return store.Census{}, nil, b.classify(ctx, err)
 	}
-	return count, out, nil
+	return census, out, nil
 }
 
 func checkpoint(ref store.Ref, id string, ts *string, versions []byte, delta bool) (store.Checkpoint, error) {
@@ -244,7 +263,7 @@ func (b *Backend) Values(ctx context.Context, ref store.Ref, channel string, ids
 	for i, id := range ids {
 		blob, ok := found[id]
 		if !ok {
-			blob = store.Blob{Type: "empty"}
+			blob = store.Blob{Type: store.BlobMissing}
 		}
 		out[i] = blob
 	}

@@ -90,11 +90,17 @@ const (
 	deltaSQL = `coalesce(instr(c.metadata, 'counters_since_delta_snapshot') > 0 OR instr(c.metadata, 'delta_writes_versioned') > 0, 0)`
 	listSQL  = `SELECT c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + ` FROM checkpoints AS c
 WHERE c.thread_id = ? AND c.checkpoint_ns = ? ORDER BY c.checkpoint_id`
-	// sinceSQL counts the thread's checkpoints and lists the newer ones in
-	// one statement, so both come from one snapshot of the file. The count
-	// sits in a one-row subquery so that it is there with no newer rows.
-	sinceSQL = `SELECT n.n, c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + `
-FROM (SELECT count(*) AS n FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
+	// sinceSQL and countSQL take the thread's census and list the newer
+	// checkpoints in one statement, so both come from one snapshot of the
+	// file. The census sits in a one-row subquery so that it is there with
+	// no newer rows; the smallest id is an index probe, the count a walk of
+	// the thread's index entries, asked for only now and then.
+	sinceSQL = `SELECT -1, n.lo, c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + `
+FROM (SELECT min(checkpoint_id) AS lo FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
+LEFT JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id > ?
+ORDER BY c.checkpoint_id`
+	countSQL = `SELECT n.n, n.lo, c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + `
+FROM (SELECT count(*) AS n, min(checkpoint_id) AS lo FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
 LEFT JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id > ?
 ORDER BY c.checkpoint_id`
 	valuesSQL = `SELECT checkpoint_id, type, checkpoint FROM checkpoints
@@ -262,48 +268,58 @@ func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Check
 	return out, nil
 }
 
-// CheckpointsSince counts the thread's checkpoints and lists those whose id
-// is greater than after. Every listed checkpoint is read whole, channel
+// CheckpointsSince takes the thread's census and lists the checkpoints
+// whose id is greater than after. Every listed checkpoint is read whole, channel
 // values and all, so listing only the new ones is what keeps refreshing a
 // long thread cheap.
-func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after string) (int, []store.Checkpoint, error) {
+func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after string, count bool) (store.Census, []store.Checkpoint, error) {
 	db, err := b.pool()
 	if err != nil {
-		return 0, nil, err
+		return store.Census{}, nil, err
 	}
-	rows, err := db.QueryContext(ctx, sinceSQL, ref.ThreadID, ref.Namespace, ref.ThreadID, ref.Namespace, after)
+	q := sinceSQL
+	if count {
+		q = countSQL
+	}
+	rows, err := db.QueryContext(ctx, q, ref.ThreadID, ref.Namespace, ref.ThreadID, ref.Namespace, after)
 	if err != nil {
-		return 0, nil, b.classify(ctx, err)
+		return store.Census{}, nil, b.classify(ctx, err)
 	}
 	defer rows.Close()
 	var (
-		count int
-		out   []store.Checkpoint
+		census store.Census
+		out    []store.Checkpoint
 	)
 	for rows.Next() {
 		var (
+			n     int
+			lo    *string
 			id    *string
 			typ   *string
 			data  sql.RawBytes
 			delta bool
 		)
-		if err := rows.Scan(&count, &id, &typ, &data, &delta); err != nil {
-			return 0, nil, b.classify(ctx, err)
+		if err := rows.Scan(&n, &lo, &id, &typ, &data, &delta); err != nil {
+			return store.Census{}, nil, b.classify(ctx, err)
 		}
-		if id == nil { // the count alone: nothing newer
+		census.Count = n
+		if lo != nil {
+			census.MinID = *lo
+		}
+		if id == nil { // the census alone: nothing newer
 			continue
 		}
 		c, err := summary(ref, *id, typ, data)
 		if err != nil {
-			return 0, nil, err
+			return store.Census{}, nil, err
 		}
 		c.Delta = delta
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, nil, b.classify(ctx, err)
+		return store.Census{}, nil, b.classify(ctx, err)
 	}
-	return count, out, nil
+	return census, out, nil
 }
 
 // summary reads what Checkpoints lists from one row.
@@ -321,7 +337,7 @@ func summary(ref store.Ref, id string, typ *string, data []byte) (store.Checkpoi
 func (b *Backend) Values(ctx context.Context, ref store.Ref, channel string, ids []string) ([]store.Blob, error) {
 	out := make([]store.Blob, len(ids))
 	for i := range out {
-		out[i] = store.Blob{Type: "empty"}
+		out[i] = store.Blob{Type: store.BlobMissing}
 	}
 	if len(ids) == 0 {
 		return out, nil
@@ -375,6 +391,9 @@ func (b *Backend) values(ctx context.Context, db *sql.DB, q string, args []any, 
 			return &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "checkpoint", Err: err}
 		}
 		if !ok {
+			for _, i := range at[id] {
+				out[i] = store.Blob{Type: "empty"}
+			}
 			continue
 		}
 		// Copied: data is reused by the next row, and a copy of the one

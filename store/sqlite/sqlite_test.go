@@ -358,8 +358,8 @@ func TestValuesAreRawSubValues(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(blobs) != len(ask) || blobs[0].Type != "empty" {
-				t.Fatalf("got %d blobs, first %+v; want %d, first empty", len(blobs), blobs[0], len(ask))
+			if len(blobs) != len(ask) || blobs[0].Type != store.BlobMissing {
+				t.Fatalf("got %d blobs, first %+v; want %d, first missing", len(blobs), blobs[0], len(ask))
 			}
 			var want []byte
 			if format == typeJSON {
@@ -895,17 +895,23 @@ func TestCheckpointsSince(t *testing.T) {
 				{all[len(all)-1].ID, nil},
 				{"zzzz", nil},
 			} {
-				n, newer, err := b.CheckpointsSince(ctx, ref, c.after)
-				if err != nil || n != len(all) || !reflect.DeepEqual(newer, c.newer) {
-					t.Errorf("after %q: %d, %d newer, %v; want %d, %d newer", c.after, n, len(newer), err, len(all), len(c.newer))
+				for _, count := range []bool{true, false} {
+					want := store.Census{Count: len(all), MinID: all[0].ID}
+					if !count {
+						want.Count = -1
+					}
+					census, newer, err := b.CheckpointsSince(ctx, ref, c.after, count)
+					if err != nil || census != want || !reflect.DeepEqual(newer, c.newer) {
+						t.Errorf("after %q, count %v: %+v, %d newer, %v; want %+v, %d newer", c.after, count, census, len(newer), err, want, len(c.newer))
+					}
 				}
 			}
-			if n, newer, err := b.CheckpointsSince(ctx, store.Ref{ThreadID: "none"}, ""); n != 0 || newer != nil || err != nil {
-				t.Errorf("unknown thread: %d, %v, %v", n, newer, err)
+			if census, newer, err := b.CheckpointsSince(ctx, store.Ref{ThreadID: "none"}, "", true); census != (store.Census{}) || newer != nil || err != nil {
+				t.Errorf("unknown thread: %+v, %v, %v", census, newer, err)
 			}
 			w.insert(ref, "1f0c-9999", nil, format, []byte("{broken"))
 			var de *store.DecodeError
-			if _, _, err := b.CheckpointsSince(ctx, ref, all[len(all)-1].ID); !errors.As(err, &de) || de.CheckpointID != "1f0c-9999" {
+			if _, _, err := b.CheckpointsSince(ctx, ref, all[len(all)-1].ID, false); !errors.As(err, &de) || de.CheckpointID != "1f0c-9999" {
 				t.Errorf("corrupt newer checkpoint: %v; want a DecodeError", err)
 			}
 		})

@@ -105,9 +105,13 @@ func (m *Memory) Values(ctx context.Context, ref store.Ref, channel string, ids 
 	}
 	out := make([]store.Blob, len(ids))
 	for i, id := range ids {
-		out[i] = store.Blob{Type: "empty"}
+		out[i] = store.Blob{Type: store.BlobMissing}
 		for _, c := range m.threads[ref] {
-			if b, ok := c.values[channel]; ok && c.cp.ID == id {
+			if c.cp.ID != id {
+				continue
+			}
+			out[i] = store.Blob{Type: "empty"}
+			if b, ok := c.values[channel]; ok {
 				out[i] = b
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/historyd/historyd/store"
 )
@@ -114,16 +115,17 @@ func Run(t *testing.T, open Open) {
 		}
 		checkState(t, 3, states[0], written[2].State)
 	})
-	t.Run("Values of a missing checkpoint are empty", func(t *testing.T) {
+	t.Run("Values tell a missing checkpoint from a missing channel", func(t *testing.T) {
 		b, w := open(t)
 		ref := store.Ref{ThreadID: "suite-missing"}
-		Build(w, ref, Demo[:1])
-		blobs, err := b.Values(ctx, ref, "tool_state", []string{"no-such-checkpoint"})
+		written := Build(w, ref, Demo[:1])
+		blobs, err := b.Values(ctx, ref, "tool_state", []string{"no-such-checkpoint", written[0].IDs[0], written[0].End})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(blobs) != 1 || blobs[0].Type != "empty" {
-			t.Errorf("Values = %+v, want one empty blob", blobs)
+		// The question's checkpoint precedes any tool write: no value yet.
+		if len(blobs) != 3 || blobs[0].Type != store.BlobMissing || blobs[1].Type != "empty" || blobs[2].Type == "empty" || blobs[2].Type == store.BlobMissing {
+			t.Errorf("Values = %+v, want missing, empty, a value", blobs)
 		}
 	})
 	t.Run("Cached history follows new and deleted checkpoints", func(t *testing.T) {
@@ -132,24 +134,36 @@ func Run(t *testing.T, open Open) {
 		bld := NewBuilder(w, ref)
 		first := bld.Turn(Demo[0])
 		st := store.New(store.Config{Backend: b})
-		total := func() *store.History {
+		// read is how the service reads: the history and every retained
+		// turn's state together.
+		read := func() *store.History {
 			t.Helper()
-			h, err := st.History(ctx, ref)
+			h, _, _, err := st.Read(ctx, ref, func(h *store.History) []store.Turn {
+				var out []store.Turn
+				for _, turn := range h.Turns {
+					if turn.Retained {
+						out = append(out, turn)
+					}
+				}
+				return out
+			}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return h
 		}
-		if h := total(); h.Total != 1 || h.Turns[0].End.ID != first.End {
+		if h := read(); h.Total != 1 || h.Turns[0].End.ID != first.End {
 			t.Fatalf("after one turn: %+v", h)
 		}
 		second := bld.Turn(Demo[1])
-		h := total()
+		h := read()
 		if h.Total != 2 || h.Turns[1].End.ID != second.End || h.Turns[1].Question != Demo[1].Question {
 			t.Fatalf("after two turns: %+v", h)
 		}
+		// Turn 1's checkpoints go, but not the thread's first (empty) one:
+		// the oldest id is unchanged, and reading turn 1 must still notice.
 		w.Delete(ref, first.IDs)
-		h = total()
+		h = read()
 		if h.Total != 2 || h.Turns[0].Retained {
 			t.Fatalf("after deleting turn 1: %+v; want total 2, turn 1 not retained", h)
 		}
@@ -157,13 +171,41 @@ func Run(t *testing.T, open Open) {
 		// it was; the cache must still notice.
 		third := bld.Turn(Demo[2])
 		w.Delete(ref, second.IDs[:len(third.IDs)])
-		h = total()
+		h = read()
 		if h.Total != 3 || h.Turns[2].End.ID != third.End || !h.Turns[1].Retained || h.Turns[1].End.ID != second.End {
 			t.Fatalf("after turn 3 and partial deletion of turn 2: %+v", h)
 		}
 		w.Delete(ref, second.IDs)
-		if h := total(); h.Turns[1].Retained {
+		if h := read(); h.Turns[1].Retained {
 			t.Fatalf("turn 2 still retained after all its checkpoints went: %+v", h)
+		}
+		// The oldest checkpoint going is noticed by the history alone.
+		w.Delete(ref, []string{"1f0c-000000"})
+		fourth := bld.Turn(Demo[3])
+		hist, err := st.History(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hist.Total != 4 || hist.Turns[3].End.ID != fourth.End || hist.Turns[0].Retained || hist.Turns[1].Retained {
+			t.Fatalf("after deleting the oldest checkpoint and adding turn 4: %+v", hist)
+		}
+	})
+	t.Run("A deletion sparing the oldest checkpoint is counted", func(t *testing.T) {
+		b, w := open(t)
+		ref := store.Ref{ThreadID: "suite-recount"}
+		written := Build(w, ref, Demo[:3])
+		st := store.New(store.Config{Backend: b, RecountEvery: 20 * time.Millisecond})
+		if h, err := st.History(ctx, ref); err != nil || !h.Turns[1].Retained {
+			t.Fatalf("before: %+v, %v", h, err)
+		}
+		w.Delete(ref, written[1].IDs)
+		time.Sleep(30 * time.Millisecond)
+		h, err := st.History(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Total != 3 || h.Turns[1].Retained {
+			t.Errorf("history %s after the recount interval: %+v; want turn 2 not retained", "suite-recount", h)
 		}
 	})
 	t.Run("Reads while a writer appends turns", func(t *testing.T) {
