@@ -152,7 +152,11 @@ func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after str
 	if count {
 		q = b.countSQL
 	}
-	rows, err := b.pool.Query(ctx, q, ref.ThreadID, ref.Namespace, after)
+	// Planned with the actual parameters every time: a cached generic plan
+	// cannot tell that "newer than the newest seen" is a handful of rows,
+	// and on a table holding few threads it scans the whole table instead
+	// of the index, which makes a warm read cost the thread's length.
+	rows, err := b.pool.Query(ctx, q, pgx.QueryExecModeExec, ref.ThreadID, ref.Namespace, after)
 	if err != nil {
 		return store.Census{}, nil, b.classify(ctx, err)
 	}
