@@ -75,7 +75,10 @@ func toStruct(m map[string]any) *structpb.Struct {
 // toEntry converts a store entry. Bookkeeping integers that do not fit the
 // wire's int32 are kept in extra rather than truncated.
 func toEntry(e store.Entry) *historydv1.StateEntry {
-	out := &historydv1.StateEntry{Value: toValue(e.Value), Tool: e.Tool, Seq: e.Seq, Inputs: e.Inputs}
+	out := &historydv1.StateEntry{Tool: e.Tool, Seq: e.Seq, Inputs: e.Inputs}
+	// The value travels as the encoded field itself (see appendStateValue);
+	// to a reader of the message it is an ordinary value field.
+	out.ProtoReflect().SetUnknown(appendStateValue(nil, e.Value))
 	extra := e.Extra
 	keep := func(k string, v int64) {
 		if extra == nil {

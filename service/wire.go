@@ -1,0 +1,137 @@
+package service
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Field numbers of google.protobuf.Value, Struct and ListValue, and of
+// StateEntry.value.
+const (
+	valueNull   protowire.Number = 1
+	valueNumber protowire.Number = 2
+	valueString protowire.Number = 3
+	valueBool   protowire.Number = 4
+	valueStruct protowire.Number = 5
+	valueList   protowire.Number = 6
+
+	structFields protowire.Number = 1
+	entryKey     protowire.Number = 1
+	entryValue   protowire.Number = 2
+	listValues   protowire.Number = 1
+
+	stateEntryValue protowire.Number = 1
+)
+
+// appendStateValue appends StateEntry.value, encoded straight from decoded
+// data. A state value can be megabytes of coordinates: as a tree of
+// google.protobuf.Value messages it would take several times its size in
+// memory before being encoded anyway, so it is encoded directly, to the same
+// bytes, following the mapping toValue documents.
+func appendStateValue(b []byte, v any) []byte {
+	return appendNested(b, stateEntryValue, func(b []byte) []byte { return appendValue(b, v) })
+}
+
+// appendNested appends field num holding the message enc writes. The length
+// goes in front of the message, so one byte is reserved for it (the common
+// case) and the message is moved along when its length needs more.
+func appendNested(b []byte, num protowire.Number, enc func([]byte) []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	start := len(b)
+	b = enc(append(b, 0))
+	n := len(b) - start - 1
+	if size := protowire.SizeVarint(uint64(n)); size > 1 {
+		b = append(b, make([]byte, size-1)...)
+		copy(b[start+size:], b[start+1:start+1+n])
+	}
+	protowire.AppendVarint(b[:start], uint64(n))
+	return b
+}
+
+// appendValue appends the fields of a google.protobuf.Value holding v.
+func appendValue(b []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		b = protowire.AppendTag(b, valueNull, protowire.VarintType)
+		return protowire.AppendVarint(b, 0)
+	case bool:
+		b = protowire.AppendTag(b, valueBool, protowire.VarintType)
+		return protowire.AppendVarint(b, protowire.EncodeBool(x))
+	case string:
+		return appendString(b, x)
+	case int64:
+		if x >= -maxExactInt && x <= maxExactInt {
+			return appendNumber(b, float64(x))
+		}
+		return appendString(b, strconv.FormatInt(x, 10))
+	case uint64:
+		if x <= maxExactInt {
+			return appendNumber(b, float64(x))
+		}
+		return appendString(b, strconv.FormatUint(x, 10))
+	case float64:
+		switch {
+		case math.IsNaN(x):
+			return appendString(b, "NaN")
+		case math.IsInf(x, 1):
+			return appendString(b, "Infinity")
+		case math.IsInf(x, -1):
+			return appendString(b, "-Infinity")
+		}
+		return appendNumber(b, x)
+	case []byte:
+		return appendString(b, base64.StdEncoding.EncodeToString(x))
+	case []any:
+		return appendNested(b, valueList, func(b []byte) []byte {
+			for _, e := range x {
+				b = appendNested(b, listValues, func(b []byte) []byte { return appendValue(b, e) })
+			}
+			return b
+		})
+	case map[string]any:
+		// Sorted, so equal values encode to equal bytes.
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		return appendNested(b, valueStruct, func(b []byte) []byte {
+			for _, k := range keys {
+				b = appendNested(b, structFields, func(b []byte) []byte {
+					b = protowire.AppendTag(b, entryKey, protowire.BytesType)
+					b = protowire.AppendString(b, validUTF8(k))
+					return appendNested(b, entryValue, func(b []byte) []byte { return appendValue(b, x[k]) })
+				})
+			}
+			return b
+		})
+	default:
+		return appendString(b, fmt.Sprint(x))
+	}
+}
+
+func appendNumber(b []byte, f float64) []byte {
+	b = protowire.AppendTag(b, valueNumber, protowire.Fixed64Type)
+	return protowire.AppendFixed64(b, math.Float64bits(f))
+}
+
+func appendString(b []byte, s string) []byte {
+	b = protowire.AppendTag(b, valueString, protowire.BytesType)
+	return protowire.AppendString(b, validUTF8(s))
+}
+
+// validUTF8 keeps proto3's promise that strings are UTF-8: the decoder
+// already replaces invalid bytes, and this holds whatever reaches the wire.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
