@@ -28,13 +28,20 @@ const (
 	listValues   protowire.Number = 1
 
 	stateEntryValue protowire.Number = 1
+	stateEntryExtra protowire.Number = 7
 )
+
+// maxExactInt is the largest integer a JSON number (an IEEE double) holds
+// exactly; larger integers are sent as decimal strings.
+const maxExactInt = 1 << 53
 
 // appendStateValue appends StateEntry.value, encoded straight from decoded
 // data. A state value can be megabytes of coordinates: as a tree of
 // google.protobuf.Value messages it would take several times its size in
 // memory before being encoded anyway, so it is encoded directly, to the same
-// bytes, following the mapping toValue documents.
+// bytes. This is the one place the mapping documented on StateEntry is
+// applied: numbers within ±2^53 stay numbers, larger integers become decimal
+// strings, NaN and ±Infinity strings, bytes base64, lists and maps nest.
 func appendStateValue(b []byte, v any) []byte {
 	return appendNested(b, stateEntryValue, func(b []byte) []byte { return appendValue(b, v) })
 }
@@ -96,25 +103,30 @@ func appendValue(b []byte, v any) []byte {
 			return b
 		})
 	case map[string]any:
-		// Sorted, so equal values encode to equal bytes.
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		return appendNested(b, valueStruct, func(b []byte) []byte {
-			for _, k := range keys {
-				b = appendNested(b, structFields, func(b []byte) []byte {
-					b = protowire.AppendTag(b, entryKey, protowire.BytesType)
-					b = protowire.AppendString(b, validUTF8(k))
-					return appendNested(b, entryValue, func(b []byte) []byte { return appendValue(b, x[k]) })
-				})
-			}
-			return b
-		})
+		return appendStruct(b, valueStruct, x)
 	default:
 		return appendString(b, fmt.Sprint(x))
 	}
+}
+
+// appendStruct appends field num holding m as a google.protobuf.Struct,
+// its keys sorted so that equal values encode to equal bytes.
+func appendStruct(b []byte, num protowire.Number, m map[string]any) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return appendNested(b, num, func(b []byte) []byte {
+		for _, k := range keys {
+			b = appendNested(b, structFields, func(b []byte) []byte {
+				b = protowire.AppendTag(b, entryKey, protowire.BytesType)
+				b = protowire.AppendString(b, validUTF8(k))
+				return appendNested(b, entryValue, func(b []byte) []byte { return appendValue(b, m[k]) })
+			})
+		}
+		return b
+	})
 }
 
 func appendNumber(b []byte, f float64) []byte {

@@ -1,7 +1,10 @@
 package service
 
 import (
+	"encoding/base64"
+	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -9,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/store"
 )
 
 // TestAppendValueMatchesStructpb holds the direct encoding to what building
@@ -49,5 +53,77 @@ func TestAppendValueMatchesStructpb(t *testing.T) {
 	}
 	if !proto.Equal(got.GetValue(), toValue(big)) {
 		t.Error("a large nested value did not survive the encoding")
+	}
+}
+
+// toValue builds the google.protobuf.Value the wire encoding must equal,
+// independently of it.
+func toValue(v any) *structpb.Value {
+	switch x := v.(type) {
+	case nil:
+		return structpb.NewNullValue()
+	case bool:
+		return structpb.NewBoolValue(x)
+	case string:
+		return structpb.NewStringValue(x)
+	case int64:
+		if x >= -maxExactInt && x <= maxExactInt {
+			return structpb.NewNumberValue(float64(x))
+		}
+		return structpb.NewStringValue(strconv.FormatInt(x, 10))
+	case uint64:
+		if x <= maxExactInt {
+			return structpb.NewNumberValue(float64(x))
+		}
+		return structpb.NewStringValue(strconv.FormatUint(x, 10))
+	case float64:
+		switch {
+		case math.IsNaN(x):
+			return structpb.NewStringValue("NaN")
+		case math.IsInf(x, 1):
+			return structpb.NewStringValue("Infinity")
+		case math.IsInf(x, -1):
+			return structpb.NewStringValue("-Infinity")
+		}
+		return structpb.NewNumberValue(x)
+	case []byte:
+		return structpb.NewStringValue(base64.StdEncoding.EncodeToString(x))
+	case []any:
+		l := &structpb.ListValue{Values: make([]*structpb.Value, len(x))}
+		for i, e := range x {
+			l.Values[i] = toValue(e)
+		}
+		return structpb.NewListValue(l)
+	case map[string]any:
+		return structpb.NewStructValue(toStruct(x))
+	default:
+		// The decoder yields only the types above; anything else is a bug,
+		// shown rather than dropped.
+		return structpb.NewStringValue(fmt.Sprint(x))
+	}
+}
+
+func toStruct(m map[string]any) *structpb.Struct {
+	s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(m))}
+	for k, v := range m {
+		s.Fields[k] = toValue(v)
+	}
+	return s
+}
+
+func TestToEntryExtra(t *testing.T) {
+	turn := int64(1) << 40
+	e := store.Entry{Value: "v", Turn: &turn, Extra: map[string]any{"source": "cache", "n": int64(3)}}
+	b, err := proto.Marshal(toEntry(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got historydv1.StateEntry
+	if err := proto.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := toStruct(map[string]any{"source": "cache", "n": int64(3), "turn": turn})
+	if got.GetValue().GetStringValue() != "v" || got.Turn != nil || !proto.Equal(got.GetExtra(), want) {
+		t.Errorf("entry = %v; want value v, no turn, extra %v", &got, want)
 	}
 }
