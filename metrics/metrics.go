@@ -153,8 +153,8 @@ var (
 	_ store.Incremental = (*timedIncremental)(nil)
 )
 
-func (b *timedIncremental) CheckpointsSince(ctx context.Context, ref store.Ref, after string, count bool) (_ store.Census, _ []store.Checkpoint, err error) {
+func (b *timedIncremental) CheckpointsSince(ctx context.Context, ref store.Ref, q store.Since) (_ store.Census, _ []store.Checkpoint, err error) {
 	start := time.Now()
 	defer func() { b.m.observe("CheckpointsSince", start, err) }()
-	return b.inc.CheckpointsSince(ctx, ref, after, count)
+	return b.inc.CheckpointsSince(ctx, ref, q)
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,7 +141,8 @@ type incremental struct {
 	calls int
 }
 
-func (i *incremental) CheckpointsSince(ctx context.Context, ref store.Ref, after string, count bool) (store.Census, []store.Checkpoint, error) {
+func (i *incremental) CheckpointsSince(ctx context.Context, ref store.Ref, q store.Since) (store.Census, []store.Checkpoint, error) {
+	after, count := q.After, q.Count
 	i.calls++
 	all, err := i.Checkpoints(ctx, ref)
 	if err != nil {
@@ -157,6 +159,9 @@ func (i *incremental) CheckpointsSince(ctx context.Context, ref store.Ref, after
 		}
 		if c.ID > after {
 			newer = append(newer, c)
+		}
+		if slices.Contains(q.Verify, c.ID) {
+			census.Present = append(census.Present, c.ID)
 		}
 	}
 	return census, newer, nil

@@ -3,6 +3,7 @@ package service
 import (
 	"math"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -51,18 +52,33 @@ func int32Of(v int64) (int32, bool) {
 	return int32(v), true
 }
 
-func toTurnState(t store.Turn, entries map[string]store.Entry) *historydv1.TurnState {
+// entryEncoder is the store.Encoder of StateEntry messages: the store
+// caches each state version's entries in their wire encoding, and
+// responses carry those bytes as they are.
+type entryEncoder struct{}
+
+// Encode returns e as an encoded StateEntry. Deterministic, so that equal
+// entries give equal bytes whatever order inputs' map iterates in.
+func (entryEncoder) Encode(e store.Entry) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(toEntry(e))
+}
+
+func toTurnState(t store.Turn, st store.EncodedState) *historydv1.TurnState {
 	ts := &historydv1.TurnState{
 		Turn:         int32(t.N),
 		CheckpointId: t.End.ID,
 		Question:     t.Question,
-		Entries:      make(map[string]*historydv1.StateEntry, len(entries)),
+		Entries:      make(map[string]*historydv1.StateEntry, len(st.Entries)),
 	}
 	if !t.End.TS.IsZero() {
 		ts.EndedAt = timestamppb.New(t.End.TS)
 	}
-	for k, e := range entries {
-		ts.Entries[k] = toEntry(e)
+	for _, e := range st.Entries {
+		// The entry's fields travel as the cached bytes: marshaling copies
+		// them once into the response, and nothing is decoded again.
+		se := &historydv1.StateEntry{}
+		se.ProtoReflect().SetUnknown(e.Data)
+		ts.Entries[e.Key] = se
 	}
 	return ts
 }

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"math"
-	"sort"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -18,7 +17,7 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
-	h, turns, states, err := s.store.Read(ctx, ref, retainedTurns, req.GetKeys())
+	h, turns, states, err := s.store.ReadEncoded(ctx, ref, retainedTurns, req.GetKeys(), entryEncoder{})
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
@@ -39,12 +38,12 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
 	n := int(req.GetTurn())
-	h, turns, states, err := s.store.Read(ctx, ref, func(h *store.History) []store.Turn {
+	h, turns, states, err := s.store.ReadEncoded(ctx, ref, func(h *store.History) []store.Turn {
 		if t, found := h.Turn(n); found == store.Found {
 			return []store.Turn{t}
 		}
 		return nil
-	}, req.GetKeys())
+	}, req.GetKeys(), entryEncoder{})
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshot", err)
 	}
@@ -75,7 +74,7 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 	if req.GetIncludeKeysWritten() {
 		pick = retainedTurns
 	}
-	h, kept, states, err := s.store.Read(ctx, ref, pick, nil)
+	h, kept, states, err := s.store.ReadEncoded(ctx, ref, pick, nil, entryEncoder{})
 	if err != nil {
 		return nil, s.fail(ctx, "Turns", err)
 	}
@@ -92,12 +91,11 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 	}
 	for j, st := range states {
 		info := resp.Turns[kept[j].N-1]
-		for k, e := range st {
+		for _, e := range st.Entries {
 			if e.Turn != nil && *e.Turn == int64(info.Number) {
-				info.KeysWritten = append(info.KeysWritten, k)
+				info.KeysWritten = append(info.KeysWritten, e.Key)
 			}
 		}
-		sort.Strings(info.KeysWritten)
 	}
 	return resp, nil
 }

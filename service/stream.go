@@ -33,7 +33,21 @@ func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream 
 	}
 	for start := 0; start < len(turns); start += streamBatch {
 		batch := turns[start:min(start+streamBatch, len(turns))]
-		states, err := s.store.States(ctx, ref, batch, req.GetKeys())
+		want := map[int]bool{}
+		for _, t := range batch {
+			want[t.N] = true
+		}
+		// Each batch is read from the thread as it is now: a turn pruned
+		// since the stream began is left out rather than read from cache.
+		_, batch, states, err := s.store.ReadEncoded(ctx, ref, func(h *store.History) []store.Turn {
+			var out []store.Turn
+			for _, t := range h.Turns {
+				if t.Retained && want[t.N] {
+					out = append(out, t)
+				}
+			}
+			return out
+		}, req.GetKeys(), entryEncoder{})
 		if err != nil {
 			return s.fail(ctx, "StreamSnapshots", err)
 		}

@@ -73,10 +73,22 @@ type Backend interface {
 type Incremental interface {
 	// CheckpointsSince returns, in one consistent read, a census of the
 	// thread's checkpoints in the namespace and those whose id is greater
-	// than after, in any order. The census always has the smallest id; it
-	// has the count only when count is true, since counting costs time in
-	// proportion to the thread's length and the smallest id does not.
-	CheckpointsSince(ctx context.Context, ref Ref, after string, count bool) (Census, []Checkpoint, error)
+	// than q.After, in any order.
+	CheckpointsSince(ctx context.Context, ref Ref, q Since) (Census, []Checkpoint, error)
+}
+
+// Since is what CheckpointsSince is asked.
+type Since struct {
+	// After is the newest checkpoint id already known; newer ones are
+	// listed.
+	After string
+	// Count asks for the census's Count. Counting costs time in proportion
+	// to the thread's length, the rest of the census does not, so it is
+	// asked for only now and then.
+	Count bool
+	// Verify names checkpoints whose existence the census reports in
+	// Present.
+	Verify []string
 }
 
 // Census is what Store checks a cached index against to notice deleted
@@ -86,4 +98,7 @@ type Census struct {
 	Count int
 	// MinID is the smallest checkpoint id; empty when there are none.
 	MinID string
+	// Present holds the checkpoints of Since.Verify that exist, in any
+	// order.
+	Present []string
 }

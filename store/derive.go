@@ -18,6 +18,9 @@ type Placed struct {
 	Messages int
 	// Humans is the number of human messages among them.
 	Humans int
+	// State is the checkpoint's version of the state channel; empty when
+	// the channel has no value yet.
+	State string
 }
 
 // Turn is one turn of a thread, without its state.

@@ -40,6 +40,12 @@ type Config struct {
 	// costs time in proportion to the thread's length, so it is not done on
 	// every request. Default 1s; negative counts on every refresh.
 	RecountEvery time.Duration
+	// CacheStateBytes bounds the memory (about the bytes the encoder
+	// returned) held by ReadEncoded's cache of encoded state versions.
+	// Versions are immutable, so a cached one never goes stale; a state
+	// whose stored value is larger than a quarter of the bound is never
+	// cached. Default 64 MiB; negative disables the cache.
+	CacheStateBytes int
 }
 
 // Store derives turns from a backend's checkpoints and reads the state each
@@ -53,6 +59,9 @@ type Store struct {
 	recount  time.Duration
 	scans    *lru[scanKey, counts]
 	flight   singleflight.Group
+	states   *lru[stateKey, EncodedState]
+	// stateAdmit is the largest stored state value the state cache takes.
+	stateAdmit int
 }
 
 type counts struct{ messages, humans int }
@@ -68,6 +77,8 @@ func New(cfg Config) *Store {
 	}
 	s.indexes = newLRU[Ref, *index](orDefault(cfg.CacheThreads, 1024))
 	s.scans = newLRU[scanKey, counts](orDefault(cfg.CacheScans, 65536))
+	s.states = newLRU[stateKey, EncodedState](orDefault(cfg.CacheStateBytes, 64<<20))
+	s.stateAdmit = s.states.cap / 4
 	s.recount = cfg.RecountEvery
 	if s.recount == 0 {
 		s.recount = time.Second
@@ -95,29 +106,80 @@ func (s *Store) StateChannel() string { return s.state }
 // one thread share one read. No session state is decoded. The History is
 // shared with other callers and must not be modified.
 func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
-	key := ref.ThreadID + "\x00" + ref.Namespace
-	v, err, _ := s.flight.Do(key, func() (any, error) { return s.refresh(ctx, ref) })
-	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		// The shared read ended with another caller's context; ours still
-		// stands.
-		v, err = s.refresh(ctx, ref)
-	}
+	ix, err := s.index(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	return v.(*History), nil
+	return ix.hist, nil
 }
 
-func (s *Store) refresh(ctx context.Context, ref Ref) (*History, error) {
+// index is History's work: the thread's refreshed index.
+func (s *Store) index(ctx context.Context, ref Ref) (*index, error) {
+	ix, _, err := s.indexChecking(ctx, ref, nil)
+	return ix, err
+}
+
+// indexChecking refreshes the thread's index and, in the same read, checks
+// which of the checkpoints in verify still exist; the proof says which
+// checkpoints the read saw. Concurrent calls with nothing to verify share
+// one read.
+func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (*index, proof, error) {
+	if len(verify) > 0 {
+		return s.refresh(ctx, ref, verify)
+	}
+	type result struct {
+		ix *index
+		pr proof
+	}
+	key := ref.ThreadID + "\x00" + ref.Namespace
+	v, err, _ := s.flight.Do(key, func() (any, error) {
+		ix, pr, err := s.refresh(ctx, ref, nil)
+		return result{ix, pr}, err
+	})
+	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The shared read ended with another caller's context; ours still
+		// stands.
+		return s.refresh(ctx, ref, nil)
+	}
+	if err != nil {
+		return nil, proof{}, err
+	}
+	r := v.(result)
+	return r.ix, r.pr, nil
+}
+
+// proof is what one refresh saw of a thread's checkpoints.
+type proof struct {
+	// all says the whole thread was listed.
+	all bool
+	// after: every checkpoint with a greater id was listed.
+	after string
+	// present holds the checked checkpoints that exist.
+	present map[string]bool
+}
+
+// has reports whether the refresh saw checkpoint id exist.
+func (p proof) has(id string) bool {
+	return p.all || (p.after != "" && id > p.after) || p.present[id]
+}
+
+func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, proof, error) {
 	old, cached := s.indexes.get(ref)
 	if inc, ok := s.b.(Incremental); ok && cached {
 		now := time.Now()
 		count := s.recount < 0 || now.Sub(old.counted) >= s.recount
-		census, newer, err := inc.CheckpointsSince(ctx, ref, old.maxID, count)
+		census, newer, err := inc.CheckpointsSince(ctx, ref, Since{After: old.maxID, Count: count, Verify: verify})
 		if err != nil {
-			return nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
+			return nil, proof{}, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
 		}
-		intact := census.MinID == old.minID && (!count || census.Count == len(old.placed)+len(newer))
+		pr := proof{after: old.maxID, present: make(map[string]bool, len(census.Present))}
+		for _, id := range census.Present {
+			pr.present[id] = true
+		}
+		// A checked checkpoint the index holds and the storage no longer
+		// does is a deletion, noticed at once.
+		intact := census.MinID == old.minID && (!count || census.Count == len(old.placed)+len(newer)) &&
+			len(census.Present) == len(verify)
 		if intact {
 			counted := old.counted
 			if count {
@@ -130,35 +192,38 @@ func (s *Store) refresh(ctx context.Context, ref Ref) (*History, error) {
 					ix := *old
 					ix.counted = counted
 					s.indexes.put(ref, &ix)
+					return &ix, pr, nil
 				}
-				return old.hist, nil
+				return old, pr, nil
 			}
 			placed, err := s.place(ctx, ref, newer)
 			if err != nil {
-				return nil, err
+				return nil, proof{}, err
 			}
 			// old.placed is shared with readers of the old index: append
 			// to a copy.
 			all := append(slices.Clip(old.placed), placed...)
-			return s.build(ctx, ref, all, old, counted)
+			ix, err := s.build(ctx, ref, all, old, counted)
+			return ix, pr, err
 		}
 	}
 	counted := time.Now()
 	cps, err := s.b.Checkpoints(ctx, ref)
 	if err != nil {
-		return nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
+		return nil, proof{}, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
 	}
 	placed, err := s.place(ctx, ref, cps)
 	if err != nil {
-		return nil, err
+		return nil, proof{}, err
 	}
-	return s.build(ctx, ref, placed, old, counted)
+	ix, err := s.build(ctx, ref, placed, old, counted)
+	return ix, proof{all: true}, err
 }
 
 // build derives the history of placed, reads the questions from the
 // richest checkpoint (reusing prev's when the richest is unchanged), and
 // caches the result.
-func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index, counted time.Time) (*History, error) {
+func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index, counted time.Time) (*index, error) {
 	h := Derive(ref, placed)
 	var questions []string
 	if h.Total > 0 {
@@ -189,7 +254,7 @@ func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index
 		}
 	}
 	s.indexes.put(ref, ix)
-	return h, nil
+	return ix, nil
 }
 
 // scanBatch is how many messages versions one backend read fetches.
@@ -266,7 +331,7 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 	}
 	placed := make([]Placed, len(cps))
 	for i, c := range cps {
-		p := Placed{ID: c.ID, TS: c.TS}
+		p := Placed{ID: c.ID, TS: c.TS, State: c.Versions[s.state]}
 		if v, ok := c.Versions[s.messages]; ok {
 			n := found[v]
 			p.Version, p.Messages, p.Humans = v, n.messages, n.humans
@@ -283,17 +348,38 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 // RecountEvery's count only later), it derives the history afresh and reads
 // again, once: a deleted turn is never answered from the cache.
 func (s *Store) Read(ctx context.Context, ref Ref, pick func(*History) []Turn, keys []string) (*History, []Turn, []map[string]Entry, error) {
+	return readFresh(ctx, s, ref, pick, false, func(_ *index, turns []Turn, _ proof) ([]map[string]Entry, error) {
+		return s.States(ctx, ref, turns, keys)
+	})
+}
+
+// readFresh derives the history, picks turns and reads them with read,
+// deriving afresh and reading once more when read reports ErrStale.
+//
+// With check, the turns pick selects from the cached history are checked
+// to still exist in the same read that refreshes the history, and read
+// learns which checkpoints that read saw.
+func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History) []Turn, check bool, read func(*index, []Turn, proof) (T, error)) (*History, []Turn, T, error) {
+	var zero T
 	for attempt := 0; ; attempt++ {
-		h, err := s.History(ctx, ref)
+		var verify []string
+		if old, ok := s.indexes.get(ref); ok && check {
+			for _, t := range pick(old.hist) {
+				if t.Retained {
+					verify = append(verify, t.End.ID)
+				}
+			}
+		}
+		ix, pr, err := s.indexChecking(ctx, ref, verify)
 		if err == nil {
-			turns := pick(h)
-			var states []map[string]Entry
-			if states, err = s.States(ctx, ref, turns, keys); err == nil {
-				return h, turns, states, nil
+			turns := pick(ix.hist)
+			var out T
+			if out, err = read(ix, turns, pr); err == nil {
+				return ix.hist, turns, out, nil
 			}
 		}
 		if !errors.Is(err, ErrStale) || attempt > 0 {
-			return nil, nil, nil, err
+			return nil, nil, zero, err
 		}
 	}
 }

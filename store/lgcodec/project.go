@@ -7,21 +7,56 @@ package lgcodec
 // every entry, as Decode does. A value that is not a map is decoded whole,
 // for the caller to reject or accept.
 func DecodeKeys(blobType string, data []byte, keep map[string]bool, lim Limits) (v any, ok bool, err error) {
-	if keep == nil || blobType != typeMsgpack {
-		v, ok, err = Decode(blobType, data, lim)
-		if err != nil || !ok || keep == nil {
-			return v, ok, err
+	var out map[string]any
+	whole, ok, err := EachKey(blobType, data, keep, lim, func(key string, v any) error {
+		if out == nil {
+			out = map[string]any{}
+		}
+		out[key] = v
+		return nil
+	})
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	if whole != nil {
+		return whole, true, nil
+	}
+	if out == nil {
+		out = map[string]any{}
+	}
+	return out, true, nil
+}
+
+// EachKey decodes a value that is a map one entry at a time, calling fn with
+// each entry whose key is in keep (every entry when keep is nil) and
+// dropping the entry before decoding the next. Only one entry's decoded data
+// is alive at a time, so a caller that re-encodes each entry as it comes
+// never holds the whole value decoded. In msgpack the entries not kept are
+// stepped over without being built. Entries come in stored order; JSON has
+// no lengths to skip by, so a "json" value is decoded whole first.
+//
+// ok is false when the type is "empty". A value that is not a map is
+// decoded whole and returned as whole without calling fn, for the caller
+// to reject or accept. An error from fn ends the walk and is returned.
+func EachKey(blobType string, data []byte, keep map[string]bool, lim Limits, fn func(key string, v any) error) (whole any, ok bool, err error) {
+	if blobType != typeMsgpack {
+		v, ok, err := Decode(blobType, data, lim)
+		if err != nil || !ok {
+			return nil, ok, err
 		}
 		m, isMap := v.(map[string]any)
 		if !isMap {
-			return v, ok, nil
+			return v, true, nil
 		}
-		for k := range m {
-			if !keep[k] {
-				delete(m, k)
+		for k, e := range m {
+			if keep != nil && !keep[k] {
+				continue
+			}
+			if err := fn(k, e); err != nil {
+				return nil, true, err
 			}
 		}
-		return m, true, nil
+		return nil, true, nil
 	}
 	lim = lim.withDefaults()
 	if err := checkDecodable(blobType, data, lim); err != nil {
@@ -36,12 +71,14 @@ func DecodeKeys(blobType string, data []byte, keep map[string]bool, lim Limits) 
 	if t.kind != mpMap {
 		// Not a map: decode it whole from the start.
 		v, err := decodeMsgpack(data, lim)
-		return v, err == nil, err
+		if err != nil {
+			return nil, false, err
+		}
+		return v, true, nil
 	}
 	if 1 > d.maxDepth {
 		return nil, false, depthError(d.maxDepth, 1, t.off)
 	}
-	out := make(map[string]any, min(len(keep), t.n))
 	for range t.n {
 		keyAt := d.pos
 		k, err := d.decodeValue(1)
@@ -52,7 +89,7 @@ func DecodeKeys(blobType string, data []byte, keep map[string]bool, lim Limits) 
 		if err != nil {
 			return nil, false, err
 		}
-		if !keep[key] {
+		if keep != nil && !keep[key] {
 			if err := d.skipValues(1, 1); err != nil {
 				return nil, false, err
 			}
@@ -62,10 +99,12 @@ func DecodeKeys(blobType string, data []byte, keep map[string]bool, lim Limits) 
 		if err != nil {
 			return nil, false, err
 		}
-		out[key] = v
+		if err := fn(key, v); err != nil {
+			return nil, true, err
+		}
 	}
 	if d.pos != d.end {
 		return nil, false, d.malformed(d.pos, "%d trailing bytes after the value", d.end-d.pos)
 	}
-	return out, true, nil
+	return nil, true, nil
 }

@@ -75,6 +75,8 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	checkpoints := table(cfg.Schema, "checkpoints")
 	blobs := table(cfg.Schema, "checkpoint_blobs")
+	// present lists which of the checkpoints in $4 exist.
+	present := `(SELECT array_agg(checkpoint_id) FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($4))`
 	return &Backend{
 		pool:   pool,
 		schema: cfg.Schema,
@@ -85,11 +87,11 @@ FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
 		// The census and the newer rows come from one statement, hence one
 		// snapshot. The smallest id is an index probe; the count reads the
 		// thread's index entries, so it is asked for only now and then.
-		sinceSQL: `WITH n AS (SELECT min(checkpoint_id) AS lo FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
-SELECT -1, n.lo, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce(` + deltaSQL + `, false)
+		sinceSQL: `WITH n AS (SELECT min(checkpoint_id) AS lo, ` + present + ` AS present FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
+SELECT -1, n.lo, n.present, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce(` + deltaSQL + `, false)
 FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
-		countSQL: `WITH n AS (SELECT count(*) AS n, min(checkpoint_id) AS lo FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
-SELECT n.n, n.lo, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce(` + deltaSQL + `, false)
+		countSQL: `WITH n AS (SELECT count(*) AS n, min(checkpoint_id) AS lo, ` + present + ` AS present FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
+SELECT n.n, n.lo, n.present, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce(` + deltaSQL + `, false)
 FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
 		// A channel's value is its blob at the checkpoint's version of the
 		// channel; primitives Python keeps inline in channel_values have no
@@ -147,16 +149,20 @@ func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Check
 
 // CheckpointsSince takes the thread's census and lists the checkpoints
 // newer than after, in one statement.
-func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after string, count bool) (store.Census, []store.Checkpoint, error) {
+func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, since store.Since) (store.Census, []store.Checkpoint, error) {
 	q := b.sinceSQL
-	if count {
+	if since.Count {
 		q = b.countSQL
+	}
+	verify := since.Verify
+	if verify == nil {
+		verify = []string{}
 	}
 	// Planned with the actual parameters every time: a cached generic plan
 	// cannot tell that "newer than the newest seen" is a handful of rows,
 	// and on a table holding few threads it scans the whole table instead
 	// of the index, which makes a warm read cost the thread's length.
-	rows, err := b.pool.Query(ctx, q, pgx.QueryExecModeExec, ref.ThreadID, ref.Namespace, after)
+	rows, err := b.pool.Query(ctx, q, pgx.QueryExecModeExec, ref.ThreadID, ref.Namespace, since.After, verify)
 	if err != nil {
 		return store.Census{}, nil, b.classify(ctx, err)
 	}
@@ -169,15 +175,19 @@ func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after str
 		var (
 			n        int
 			lo       *string
+			present  []string
 			id       *string
 			ts       *string
 			versions []byte
 			delta    bool
 		)
-		if err := rows.Scan(&n, &lo, &id, &ts, &versions, &delta); err != nil {
+		if err := rows.Scan(&n, &lo, &present, &id, &ts, &versions, &delta); err != nil {
 			return store.Census{}, nil, b.classify(ctx, err)
 		}
 		census.Count = n
+		if census.Present == nil {
+			census.Present = present
+		}
 		if lo != nil {
 			census.MinID = *lo
 		}

@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -95,14 +96,18 @@ WHERE c.thread_id = ? AND c.checkpoint_ns = ? ORDER BY c.checkpoint_id`
 	// file. The census sits in a one-row subquery so that it is there with
 	// no newer rows; the smallest id is an index probe, the count a walk of
 	// the thread's index entries, asked for only now and then.
-	sinceSQL = `SELECT -1, n.lo, c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + `
-FROM (SELECT min(checkpoint_id) AS lo FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
+	sinceSQL = `SELECT -1, n.lo, n.present, c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + `
+FROM (SELECT min(checkpoint_id) AS lo, ` + presentSQL + ` AS present FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
 LEFT JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id > ?
 ORDER BY c.checkpoint_id`
-	countSQL = `SELECT n.n, n.lo, c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + `
-FROM (SELECT count(*) AS n, min(checkpoint_id) AS lo FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
+	countSQL = `SELECT n.n, n.lo, n.present, c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + `
+FROM (SELECT count(*) AS n, min(checkpoint_id) AS lo, ` + presentSQL + ` AS present FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
 LEFT JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id > ?
 ORDER BY c.checkpoint_id`
+	// presentSQL lists which of the checkpoint ids given as a JSON array
+	// exist, as a JSON array.
+	presentSQL = `(SELECT json_group_array(checkpoint_id) FROM checkpoints
+ WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (SELECT value FROM json_each(?)))`
 	valuesSQL = `SELECT checkpoint_id, type, checkpoint FROM checkpoints
 WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (`
 	// checkSQL names every column historyd reads, so that a table that
@@ -272,16 +277,21 @@ func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Check
 // whose id is greater than after. Every listed checkpoint is read whole, channel
 // values and all, so listing only the new ones is what keeps refreshing a
 // long thread cheap.
-func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after string, count bool) (store.Census, []store.Checkpoint, error) {
+func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, since store.Since) (store.Census, []store.Checkpoint, error) {
 	db, err := b.pool()
 	if err != nil {
 		return store.Census{}, nil, err
 	}
 	q := sinceSQL
-	if count {
+	if since.Count {
 		q = countSQL
 	}
-	rows, err := db.QueryContext(ctx, q, ref.ThreadID, ref.Namespace, ref.ThreadID, ref.Namespace, after)
+	verify, err := json.Marshal(nonNil(since.Verify))
+	if err != nil {
+		return store.Census{}, nil, fmt.Errorf("sqlite: encode checkpoint ids: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, q, ref.ThreadID, ref.Namespace, string(verify), ref.ThreadID, ref.Namespace,
+		ref.ThreadID, ref.Namespace, since.After)
 	if err != nil {
 		return store.Census{}, nil, b.classify(ctx, err)
 	}
@@ -292,17 +302,26 @@ func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after str
 	)
 	for rows.Next() {
 		var (
-			n     int
-			lo    *string
-			id    *string
-			typ   *string
-			data  sql.RawBytes
-			delta bool
+			n       int
+			lo      *string
+			present *string
+			id      *string
+			typ     *string
+			data    sql.RawBytes
+			delta   bool
 		)
-		if err := rows.Scan(&n, &lo, &id, &typ, &data, &delta); err != nil {
+		if err := rows.Scan(&n, &lo, &present, &id, &typ, &data, &delta); err != nil {
 			return store.Census{}, nil, b.classify(ctx, err)
 		}
 		census.Count = n
+		if present != nil && census.Present == nil {
+			if err := json.Unmarshal([]byte(*present), &census.Present); err != nil {
+				return store.Census{}, nil, fmt.Errorf("sqlite: read checked checkpoint ids: %w", err)
+			}
+			if len(census.Present) == 0 {
+				census.Present = nil
+			}
+		}
 		if lo != nil {
 			census.MinID = *lo
 		}
@@ -320,6 +339,13 @@ func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, after str
 		return store.Census{}, nil, b.classify(ctx, err)
 	}
 	return census, out, nil
+}
+
+func nonNil(ids []string) []string {
+	if ids == nil {
+		return []string{}
+	}
+	return ids
 }
 
 // summary reads what Checkpoints lists from one row.

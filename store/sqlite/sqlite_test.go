@@ -900,18 +900,25 @@ func TestCheckpointsSince(t *testing.T) {
 					if !count {
 						want.Count = -1
 					}
-					census, newer, err := b.CheckpointsSince(ctx, ref, c.after, count)
-					if err != nil || census != want || !reflect.DeepEqual(newer, c.newer) {
+					census, newer, err := b.CheckpointsSince(ctx, ref, store.Since{After: c.after, Count: count})
+					if err != nil || !reflect.DeepEqual(census, want) || !reflect.DeepEqual(newer, c.newer) {
 						t.Errorf("after %q, count %v: %+v, %d newer, %v; want %+v, %d newer", c.after, count, census, len(newer), err, want, len(c.newer))
 					}
 				}
 			}
-			if census, newer, err := b.CheckpointsSince(ctx, store.Ref{ThreadID: "none"}, "", true); census != (store.Census{}) || newer != nil || err != nil {
+			// Which checkpoints still exist is told in the same read.
+			verify := []string{written[1].End, "1f0c-nope", all[0].ID}
+			census, _, err := b.CheckpointsSince(ctx, ref, store.Since{After: all[len(all)-1].ID, Verify: verify})
+			slices.Sort(census.Present)
+			if want := []string{all[0].ID, written[1].End}; err != nil || !reflect.DeepEqual(census.Present, want) {
+				t.Errorf("verify %v: present %v, %v; want %v", verify, census.Present, err, want)
+			}
+			if census, newer, err := b.CheckpointsSince(ctx, store.Ref{ThreadID: "none"}, store.Since{Count: true}); !reflect.DeepEqual(census, store.Census{}) || newer != nil || err != nil {
 				t.Errorf("unknown thread: %+v, %v, %v", census, newer, err)
 			}
 			w.insert(ref, "1f0c-9999", nil, format, []byte("{broken"))
 			var de *store.DecodeError
-			if _, _, err := b.CheckpointsSince(ctx, ref, all[len(all)-1].ID, false); !errors.As(err, &de) || de.CheckpointID != "1f0c-9999" {
+			if _, _, err := b.CheckpointsSince(ctx, ref, store.Since{After: all[len(all)-1].ID}); !errors.As(err, &de) || de.CheckpointID != "1f0c-9999" {
 				t.Errorf("corrupt newer checkpoint: %v; want a DecodeError", err)
 			}
 		})

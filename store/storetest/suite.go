@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -132,30 +133,31 @@ func Run(t *testing.T, open Open) {
 		b, w := open(t)
 		ref := store.Ref{ThreadID: "suite-cache"}
 		bld := NewBuilder(w, ref)
-		first := bld.Turn(Demo[0])
+		var wrote []Written
+		turn := func(tt Turn) Written {
+			wr := bld.Turn(tt)
+			wrote = append(wrote, wr)
+			return wr
+		}
+		first := turn(Demo[0])
 		st := store.New(store.Config{Backend: b})
 		// read is how the service reads: the history and every retained
-		// turn's state together.
+		// turn's state together, states from the cache when it has them.
 		read := func() *store.History {
 			t.Helper()
-			h, _, _, err := st.Read(ctx, ref, func(h *store.History) []store.Turn {
-				var out []store.Turn
-				for _, turn := range h.Turns {
-					if turn.Retained {
-						out = append(out, turn)
-					}
-				}
-				return out
-			}, nil)
+			h, turns, states, err := st.ReadEncoded(ctx, ref, retained, nil, jsonEncoder{})
 			if err != nil {
 				t.Fatal(err)
+			}
+			for i, turn := range turns {
+				checkEncoded(t, turn.N, states[i], wrote[turn.N-1].State)
 			}
 			return h
 		}
 		if h := read(); h.Total != 1 || h.Turns[0].End.ID != first.End {
 			t.Fatalf("after one turn: %+v", h)
 		}
-		second := bld.Turn(Demo[1])
+		second := turn(Demo[1])
 		h := read()
 		if h.Total != 2 || h.Turns[1].End.ID != second.End || h.Turns[1].Question != Demo[1].Question {
 			t.Fatalf("after two turns: %+v", h)
@@ -169,7 +171,7 @@ func Run(t *testing.T, open Open) {
 		}
 		// A deletion and an addition between two reads leave the count as
 		// it was; the cache must still notice.
-		third := bld.Turn(Demo[2])
+		third := turn(Demo[2])
 		w.Delete(ref, second.IDs[:len(third.IDs)])
 		h = read()
 		if h.Total != 3 || h.Turns[2].End.ID != third.End || !h.Turns[1].Retained || h.Turns[1].End.ID != second.End {
@@ -181,7 +183,7 @@ func Run(t *testing.T, open Open) {
 		}
 		// The oldest checkpoint going is noticed by the history alone.
 		w.Delete(ref, []string{"1f0c-000000"})
-		fourth := bld.Turn(Demo[3])
+		fourth := turn(Demo[3])
 		hist, err := st.History(ctx, ref)
 		if err != nil {
 			t.Fatal(err)
@@ -190,6 +192,71 @@ func Run(t *testing.T, open Open) {
 			t.Fatalf("after deleting the oldest checkpoint and adding turn 4: %+v", hist)
 		}
 	})
+	t.Run("Cached state of a deleted turn is never served", func(t *testing.T) {
+		b, w := open(t)
+		ref := store.Ref{ThreadID: "suite-state-cache"}
+		written := Build(w, ref, Demo)
+		// No recount within the test: only the read itself can notice.
+		st := store.New(store.Config{Backend: b, RecountEvery: time.Hour})
+		turn := func(n int) func(*store.History) []store.Turn {
+			return func(h *store.History) []store.Turn {
+				if tt, found := h.Turn(n); found == store.Found {
+					return []store.Turn{tt}
+				}
+				return nil
+			}
+		}
+		for range 2 { // the second round is served from the cache
+			for n := 1; n <= len(Demo); n++ {
+				_, turns, states, err := st.ReadEncoded(ctx, ref, turn(n), nil, jsonEncoder{})
+				if err != nil || len(turns) != 1 {
+					t.Fatalf("turn %d: %v, %v", n, turns, err)
+				}
+				checkEncoded(t, n, states[0], written[n-1].State)
+			}
+		}
+		// Turn 2 goes, the thread's oldest checkpoint stays: the cached
+		// index and the cached state both still hold turn 2.
+		w.Delete(ref, written[1].IDs)
+		h, turns, _, err := st.ReadEncoded(ctx, ref, turn(2), nil, jsonEncoder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(turns) != 0 || h.Turns[1].Retained || h.Total != len(Demo) {
+			t.Fatalf("after deleting turn 2: turns %+v, history %+v; want turn 2 no longer retained", turns, h)
+		}
+		// Turn 3 shares turn 2's state version and is still served.
+		_, turns, states, err := st.ReadEncoded(ctx, ref, turn(3), []string{"sketch-ops/sketch_area/name"}, jsonEncoder{})
+		if err != nil || len(turns) != 1 {
+			t.Fatalf("turn 3 after deleting turn 2: %v, %v", turns, err)
+		}
+		if len(states[0].Entries) != 1 || string(states[0].Entries[0].Data) != `{"turn":2,"value":"Thames"}` {
+			t.Errorf("turn 3, one key: %+v", states[0].Entries)
+		}
+	})
+	// Test doubles may list whole threads only; real backends list
+	// incrementally (each asserts it at compile time).
+	if b, w := open(t); isIncremental(b) {
+		t.Run("Incremental listing checks what still exists", func(t *testing.T) {
+			inc := b.(store.Incremental)
+			ref := store.Ref{ThreadID: "suite-verify"}
+			written := Build(w, ref, Demo[:2])
+			w.Delete(ref, written[0].IDs[:1])
+			verify := []string{written[0].IDs[0], written[0].End, "absent", written[1].End}
+			census, newer, err := inc.CheckpointsSince(ctx, ref, store.Since{After: written[1].End, Count: true, Verify: verify})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(census.Present)
+			want := []string{written[0].End, written[1].End}
+			if !slices.Equal(census.Present, want) || len(newer) != 0 || census.MinID != "1f0c-000000" {
+				t.Errorf("census %+v, %d newer; want present %v, none newer, oldest 1f0c-000000", census, len(newer), want)
+			}
+			if census, _, err := inc.CheckpointsSince(ctx, ref, store.Since{After: written[1].End}); err != nil || census.Present != nil || census.Count != -1 {
+				t.Errorf("nothing to verify, no count: %+v, %v", census, err)
+			}
+		})
+	}
 	t.Run("A deletion sparing the oldest checkpoint is counted", func(t *testing.T) {
 		b, w := open(t)
 		ref := store.Ref{ThreadID: "suite-recount"}
@@ -252,6 +319,25 @@ func Run(t *testing.T, open Open) {
 					t.Fatalf("turn 1 state while writing = %v", v)
 				}
 			}
+			// Every turn read through the state cache holds what it
+			// wrote, however far the writer has got.
+			_, turns, enc, err := st.ReadEncoded(ctx, ref, retained, nil, jsonEncoder{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, turn := range turns {
+				final := fmt.Sprintf(`{"turn":%d,"value":%d}`, turn.N, turn.N)
+				// The newest turn may not have run its tool yet.
+				running := fmt.Sprintf(`{"turn":%d,"value":%d}`, turn.N-1, turn.N-1)
+				got := ""
+				if len(enc[i].Entries) == 1 {
+					got = string(enc[i].Entries[0].Data)
+				}
+				newest := i == len(turns)-1
+				if got != final && !(newest && (got == running || (turn.N == 1 && len(enc[i].Entries) == 0))) {
+					t.Fatalf("turn %d state while writing = %+v", turn.N, enc[i].Entries)
+				}
+			}
 		}
 		h, err := st.History(ctx, ref)
 		if err != nil {
@@ -269,6 +355,52 @@ func Run(t *testing.T, open Open) {
 			t.Errorf("Ping: %v", err)
 		}
 	})
+}
+
+func isIncremental(b store.Backend) bool {
+	_, ok := b.(store.Incremental)
+	return ok
+}
+
+// retained picks every retained turn.
+func retained(h *store.History) []store.Turn {
+	var out []store.Turn
+	for _, turn := range h.Turns {
+		if turn.Retained {
+			out = append(out, turn)
+		}
+	}
+	return out
+}
+
+// jsonEncoder encodes an entry's value and turn as JSON, enough to tell
+// entries apart.
+type jsonEncoder struct{}
+
+func (jsonEncoder) Encode(e store.Entry) ([]byte, error) {
+	return json.Marshal(map[string]any{"value": e.Value, "turn": e.Turn})
+}
+
+// checkEncoded compares a turn's encoded entries with what was written.
+func checkEncoded(t *testing.T, n int, got store.EncodedState, want map[string]map[string]any) {
+	t.Helper()
+	if len(got.Entries) != len(want) {
+		t.Errorf("turn %d: %d encoded keys, want %d", n, len(got.Entries), len(want))
+	}
+	for i, e := range got.Entries {
+		if i > 0 && got.Entries[i-1].Key >= e.Key {
+			t.Errorf("turn %d: keys out of order: %q then %q", n, got.Entries[i-1].Key, e.Key)
+		}
+		w, ok := want[e.Key]
+		if !ok {
+			t.Errorf("turn %d: unexpected key %q", n, e.Key)
+			continue
+		}
+		x, _ := json.Marshal(map[string]any{"value": w["value"], "turn": w["turn"]})
+		if string(e.Data) != string(x) {
+			t.Errorf("turn %d key %q: %s, want %s", n, e.Key, e.Data, x)
+		}
+	}
 }
 
 // checkState compares a turn's entries with what Build wrote, value and
