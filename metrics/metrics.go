@@ -121,7 +121,10 @@ type timedBackend struct {
 	m     *Metrics
 }
 
-var _ store.Backend = (*timedBackend)(nil)
+var (
+	_ store.Backend       = (*timedBackend)(nil)
+	_ store.ValueStreamer = (*timedBackend)(nil)
+)
 
 func (b *timedBackend) Checkpoints(ctx context.Context, ref store.Ref) (_ []store.Checkpoint, err error) {
 	start := time.Now()
@@ -133,6 +136,27 @@ func (b *timedBackend) Values(ctx context.Context, ref store.Ref, channel string
 	start := time.Now()
 	defer func() { b.m.observe("Values", start, err) }()
 	return b.inner.Values(ctx, ref, channel, ids)
+}
+
+// EachValue streams through the inner backend when it can, and otherwise
+// hands over what Values read; timed as Values either way, since it is the
+// same read.
+func (b *timedBackend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) (err error) {
+	start := time.Now()
+	defer func() { b.m.observe("Values", start, err) }()
+	if s, ok := b.inner.(store.ValueStreamer); ok {
+		return s.EachValue(ctx, ref, channel, ids, fn)
+	}
+	blobs, err := b.inner.Values(ctx, ref, channel, ids)
+	if err != nil {
+		return err
+	}
+	for i, blob := range blobs {
+		if err := fn(i, blob); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (b *timedBackend) Ping(ctx context.Context) (err error) {

@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/historyd/historyd/store"
 )
 
 // Field numbers of google.protobuf.Value, Struct and ListValue, and of
@@ -27,9 +30,174 @@ const (
 	entryValue   protowire.Number = 2
 	listValues   protowire.Number = 1
 
-	stateEntryValue protowire.Number = 1
-	stateEntryExtra protowire.Number = 7
+	stateEntryValue        protowire.Number = 1
+	stateEntryTool         protowire.Number = 2
+	stateEntrySeq          protowire.Number = 3
+	stateEntryTurn         protowire.Number = 4
+	stateEntryTurnsWritten protowire.Number = 5
+	stateEntryInputs       protowire.Number = 6
+	stateEntryExtra        protowire.Number = 7
+
+	mapKey   protowire.Number = 1
+	mapValue protowire.Number = 2
 )
+
+// Every field number above is below 16, so each tag is one byte.
+const tagSize = 1
+
+// encodeEntry encodes e as a StateEntry message. Bookkeeping integers that
+// do not fit the wire's int32 are kept in extra rather than truncated. The
+// message's size is computed first, so the encoding is written into one
+// buffer of exactly that size: a state entry can be megabytes of
+// coordinates, and growing a buffer by appending would allocate about
+// twice that on the way.
+func encodeEntry(e store.Entry) []byte {
+	extra := e.Extra
+	keep := func(k string, v int64) {
+		if extra == nil {
+			extra = map[string]any{}
+		} else if len(extra) == len(e.Extra) {
+			extra = maps.Clone(extra) // e.Extra belongs to the caller
+		}
+		extra[k] = v
+	}
+	var turn, turnsWritten *int32
+	if e.Turn != nil {
+		if n, ok := int32Of(*e.Turn); ok {
+			turn = &n
+		} else {
+			keep("turn", *e.Turn)
+		}
+	}
+	if e.TurnsWritten != nil {
+		if n, ok := int32Of(*e.TurnsWritten); ok {
+			turnsWritten = &n
+		} else {
+			keep("turns_written", *e.TurnsWritten)
+		}
+	}
+	inputs := slices.Sorted(maps.Keys(e.Inputs))
+
+	size := sizeNested(sizeValue(e.Value))
+	if e.Tool != nil {
+		size += tagSize + protowire.SizeBytes(len(validUTF8(*e.Tool)))
+	}
+	if e.Seq != nil {
+		size += tagSize + protowire.SizeVarint(uint64(*e.Seq))
+	}
+	if turn != nil {
+		size += tagSize + protowire.SizeVarint(uint64(int64(*turn)))
+	}
+	if turnsWritten != nil {
+		size += tagSize + protowire.SizeVarint(uint64(int64(*turnsWritten)))
+	}
+	for _, k := range inputs {
+		size += sizeNested(sizeMapEntry(k, e.Inputs[k]))
+	}
+	if len(extra) > 0 {
+		size += sizeNested(sizeStruct(extra))
+	}
+
+	b := make([]byte, 0, size)
+	b = appendStateValue(b, e.Value)
+	if e.Tool != nil {
+		b = protowire.AppendTag(b, stateEntryTool, protowire.BytesType)
+		b = protowire.AppendString(b, validUTF8(*e.Tool))
+	}
+	if e.Seq != nil {
+		b = protowire.AppendTag(b, stateEntrySeq, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(*e.Seq))
+	}
+	if turn != nil {
+		b = protowire.AppendTag(b, stateEntryTurn, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(int64(*turn)))
+	}
+	if turnsWritten != nil {
+		b = protowire.AppendTag(b, stateEntryTurnsWritten, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(int64(*turnsWritten)))
+	}
+	for _, k := range inputs {
+		b = appendNested(b, stateEntryInputs, func(b []byte) []byte {
+			b = protowire.AppendTag(b, mapKey, protowire.BytesType)
+			b = protowire.AppendString(b, validUTF8(k))
+			b = protowire.AppendTag(b, mapValue, protowire.BytesType)
+			return protowire.AppendString(b, validUTF8(e.Inputs[k]))
+		})
+	}
+	if len(extra) > 0 {
+		b = appendStruct(b, stateEntryExtra, extra)
+	}
+	return b
+}
+
+func int32Of(v int64) (int32, bool) {
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return 0, false
+	}
+	return int32(v), true
+}
+
+// sizeNested is the size of a one-byte-tagged field holding a message of n
+// bytes.
+func sizeNested(n int) int { return tagSize + protowire.SizeVarint(uint64(n)) + n }
+
+func sizeMapEntry(k, v string) int {
+	return tagSize + protowire.SizeBytes(len(validUTF8(k))) + tagSize + protowire.SizeBytes(len(validUTF8(v)))
+}
+
+// sizeValue is the size of the fields appendValue appends for v.
+func sizeValue(v any) int {
+	switch x := v.(type) {
+	case nil, bool:
+		return tagSize + 1
+	case string:
+		return sizeString(x)
+	case int64:
+		if x >= -maxExactInt && x <= maxExactInt {
+			return tagSize + 8
+		}
+		return sizeString(strconv.FormatInt(x, 10))
+	case uint64:
+		if x <= maxExactInt {
+			return tagSize + 8
+		}
+		return sizeString(strconv.FormatUint(x, 10))
+	case float64:
+		switch {
+		case math.IsNaN(x):
+			return sizeString("NaN")
+		case math.IsInf(x, 1):
+			return sizeString("Infinity")
+		case math.IsInf(x, -1):
+			return sizeString("-Infinity")
+		}
+		return tagSize + 8
+	case []byte:
+		return tagSize + protowire.SizeBytes(base64.StdEncoding.EncodedLen(len(x)))
+	case []any:
+		n := 0
+		for _, e := range x {
+			n += sizeNested(sizeValue(e))
+		}
+		return sizeNested(n)
+	case map[string]any:
+		return sizeNested(sizeStruct(x))
+	default:
+		return sizeString(fmt.Sprint(x))
+	}
+}
+
+// sizeStruct is the size of the fields of a google.protobuf.Struct
+// holding m.
+func sizeStruct(m map[string]any) int {
+	n := 0
+	for k, v := range m {
+		n += sizeNested(tagSize + protowire.SizeBytes(len(validUTF8(k))) + sizeNested(sizeValue(v)))
+	}
+	return n
+}
+
+func sizeString(s string) int { return tagSize + protowire.SizeBytes(len(validUTF8(s))) }
 
 // maxExactInt is the largest integer a JSON number (an IEEE double) holds
 // exactly; larger integers are sent as decimal strings.

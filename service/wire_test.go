@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // TestAppendValueMatchesStructpb holds the direct encoding to what building
@@ -30,6 +33,9 @@ func TestAppendValueMatchesStructpb(t *testing.T) {
 	for _, v := range values {
 		got := &historydv1.StateEntry{}
 		raw := appendStateValue(nil, v)
+		if want := sizeNested(sizeValue(v)); len(raw) != want {
+			t.Errorf("%#v: %d bytes written, %d computed", v, len(raw), want)
+		}
 		if err := proto.Unmarshal(raw, got); err != nil {
 			t.Fatalf("%#v: the encoding does not parse: %v", v, err)
 		}
@@ -111,19 +117,134 @@ func toStruct(m map[string]any) *structpb.Struct {
 	return s
 }
 
-func TestToEntryExtra(t *testing.T) {
+func TestEncodeEntryExtra(t *testing.T) {
 	turn := int64(1) << 40
-	e := store.Entry{Value: "v", Turn: &turn, Extra: map[string]any{"source": "cache", "n": int64(3)}}
-	b, err := proto.Marshal(toEntry(e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	extra := map[string]any{"source": "cache", "n": int64(3)}
+	e := store.Entry{Value: "v", Turn: &turn, Extra: extra}
 	var got historydv1.StateEntry
-	if err := proto.Unmarshal(b, &got); err != nil {
+	if err := proto.Unmarshal(encodeEntry(e), &got); err != nil {
 		t.Fatal(err)
 	}
 	want := toStruct(map[string]any{"source": "cache", "n": int64(3), "turn": turn})
 	if got.GetValue().GetStringValue() != "v" || got.Turn != nil || !proto.Equal(got.GetExtra(), want) {
 		t.Errorf("entry = %v; want value v, no turn, extra %v", &got, want)
 	}
+	if len(extra) != 2 {
+		t.Errorf("the caller's extra map was changed: %v", extra)
+	}
+}
+
+// TestEncodeEntry holds every field of the direct encoding to the message
+// built field by field, and the computed size to the bytes written.
+func TestEncodeEntry(t *testing.T) {
+	str := func(s string) *string { return &s }
+	num := func(n int64) *int64 { return &n }
+	var coords []any
+	for i := range 5000 {
+		coords = append(coords, []any{float64(i) / 7, -float64(i) / 3})
+	}
+	for _, e := range []store.Entry{
+		{},
+		{Value: "bare"},
+		{Value: map[string]any{"type": "Polygon", "coordinates": []any{coords}}, Tool: str("sketch_area"), Seq: num(-1),
+			Turn: num(3), TurnsWritten: num(1 << 31), Inputs: map[string]string{"b": "model", "a": "x/y", "bad\xff": "ok"},
+			Extra: map[string]any{"note": []any{nil, true, 1.5}}},
+		{Value: int64(1) << 60, Tool: str("bad\xffutf8"), Seq: num(1 << 62), Turn: num(-5), TurnsWritten: num(0), Inputs: map[string]string{}},
+	} {
+		b := encodeEntry(e)
+		if len(b) != cap(b) {
+			t.Errorf("%v: wrote %d bytes into a buffer sized %d", e.Tool, len(b), cap(b))
+		}
+		var got historydv1.StateEntry
+		if err := proto.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%v: the encoding does not parse: %v", e.Tool, err)
+		}
+		want := &historydv1.StateEntry{Value: toValue(e.Value), Tool: e.Tool, Seq: e.Seq}
+		if e.Tool != nil {
+			want.Tool = str(strings.ToValidUTF8(*e.Tool, "\uFFFD"))
+		}
+		ex := map[string]any{}
+		for k, v := range e.Extra {
+			ex[k] = v
+		}
+		if e.Turn != nil {
+			if n, ok := int32Of(*e.Turn); ok {
+				want.Turn = &n
+			} else {
+				ex["turn"] = *e.Turn
+			}
+		}
+		if e.TurnsWritten != nil {
+			if n, ok := int32Of(*e.TurnsWritten); ok {
+				want.TurnsWritten = &n
+			} else {
+				ex["turns_written"] = *e.TurnsWritten
+			}
+		}
+		if len(ex) > 0 {
+			want.Extra = toStruct(ex)
+		}
+		if len(e.Inputs) > 0 {
+			want.Inputs = map[string]string{}
+			for k, v := range e.Inputs {
+				want.Inputs[strings.ToValidUTF8(k, "\uFFFD")] = v
+			}
+		}
+		if !proto.Equal(&got, want) {
+			t.Errorf("decoded %v\nwant %v", &got, want)
+		}
+	}
+}
+
+// FuzzEncodeEntry feeds whatever the msgpack decoder accepts through the
+// entry convention and the direct encoding: the bytes must parse, fill
+// exactly the computed size, and hold the value structpb would build.
+func FuzzEncodeEntry(f *testing.F) {
+	for _, v := range []any{
+		map[string]any{"value": []any{1.5, "x", nil}, "tool": "t", "seq": int64(2), "turn": int64(1), "inputs": map[string]any{"a": "model"}, "extra": true},
+		map[string]any{"value": map[string]any{"k": []byte{1, 2}}, "turn": 1.0, "turns_written": "no"},
+		[]any{int64(1) << 60, math.Inf(1)},
+	} {
+		b, err := lgcodec.EncodeMsgpack(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, ok, err := lgcodec.Decode("msgpack", data, lgcodec.Limits{MaxBytes: 1 << 16, MaxDepth: 32})
+		if err != nil || !ok {
+			return
+		}
+		e := store.ParseEntry(v)
+		b := encodeEntry(e)
+		if len(b) != cap(b) {
+			t.Fatalf("wrote %d bytes into a buffer sized %d", len(b), cap(b))
+		}
+		var got historydv1.StateEntry
+		if err := proto.Unmarshal(b, &got); err != nil {
+			t.Fatalf("the encoding does not parse: %v", err)
+		}
+		if !proto.Equal(got.GetValue(), toValue(e.Value)) && !hasInvalidUTF8(e.Value) {
+			t.Fatalf("value %v, want %v", got.GetValue(), toValue(e.Value))
+		}
+	})
+}
+
+// hasInvalidUTF8 says whether v holds a string the encoding must repair,
+// where structpb's tree and the wire legitimately differ.
+func hasInvalidUTF8(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return !utf8.ValidString(x)
+	case []any:
+		return slices.ContainsFunc(x, hasInvalidUTF8)
+	case map[string]any:
+		for k, e := range x {
+			if !utf8.ValidString(k) || hasInvalidUTF8(e) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -67,6 +67,18 @@ type Backend interface {
 	Close()
 }
 
+// ValueStreamer is implemented by backends that can hand each value over
+// while it is still in the driver's buffer, which saves a copy of every
+// blob read: a state of megabytes is then in memory once while it is
+// decoded, not twice.
+type ValueStreamer interface {
+	// EachValue is Values with a callback: fn gets the index in ids and
+	// the value of each checkpoint, in any order, exactly once per index.
+	// The Blob's Data is only valid until fn returns. An error from fn
+	// ends the read and is returned.
+	EachValue(ctx context.Context, ref Ref, channel string, ids []string, fn func(i int, b Blob) error) error
+}
+
 // Incremental is implemented by backends that can list only the
 // checkpoints written since a given one. Store uses it to refresh a cached
 // turn index without rereading the whole thread.

@@ -112,10 +112,6 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turn
 	for j, i := range miss {
 		ids[j] = turns[i].End.ID
 	}
-	blobs, err := s.b.Values(ctx, ref, s.state, ids)
-	if err != nil {
-		return nil, fmt.Errorf("read %s of thread %q: %w", s.state, ref.ThreadID, err)
-	}
 	var keep map[string]bool
 	if len(keys) > 0 {
 		keep = make(map[string]bool, len(keys))
@@ -125,15 +121,15 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turn
 	}
 	// Turns that ended on the same version share one decoding.
 	decoded := map[string]EncodedState{}
-	for j, b := range blobs {
+	each := func(j int, b Blob) error {
 		t := turns[miss[j]]
 		if b.Type == BlobMissing {
 			s.indexes.remove(ref)
-			return nil, fmt.Errorf("turn %d of thread %q: %w", t.N, ref.ThreadID, ErrStale)
+			return fmt.Errorf("turn %d of thread %q: %w", t.N, ref.ThreadID, ErrStale)
 		}
 		if st, ok := decoded[t.End.State]; ok && t.End.State != "" {
 			out[miss[j]] = st.project(keys)
-			continue
+			return nil
 		}
 		// A state the cache could not hold anyway is decoded for the keys
 		// asked only; any other is decoded whole, once, and kept.
@@ -144,13 +140,19 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turn
 		}
 		st, err := s.encodeState(b, only, enc)
 		if err != nil {
-			return nil, &DecodeError{Ref: ref, CheckpointID: t.End.ID, Channel: s.state, Err: err}
+			return &DecodeError{Ref: ref, CheckpointID: t.End.ID, Channel: s.state, Err: err}
 		}
 		if cacheable {
 			decoded[t.End.State] = st
 			s.states.putCost(stateKey{enc, ref, lineage, t.End.State}, st, st.cost())
 		}
 		out[miss[j]] = st.project(keys)
+		return nil
+	}
+	// Decoded straight from the driver's buffer where the backend allows:
+	// the encodings never alias the blob.
+	if err := s.eachValue(ctx, ref, s.state, ids, each); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -230,19 +230,21 @@ func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index
 		if prev != nil && prev.hist.Total > 0 && prev.hist.Richest.Version == h.Richest.Version {
 			questions = prev.questions
 		} else {
-			blobs, err := s.b.Values(ctx, ref, s.messages, []string{h.Richest.ID})
+			err := s.eachValue(ctx, ref, s.messages, []string{h.Richest.ID}, func(_ int, b Blob) error {
+				if b.Type == BlobMissing {
+					s.indexes.remove(ref)
+					return fmt.Errorf("thread %q: %w", ref.ThreadID, ErrStale)
+				}
+				m, err := lgcodec.ScanMessages(b.Type, b.Data, s.limits)
+				if err != nil {
+					return &DecodeError{Ref: ref, CheckpointID: h.Richest.ID, Channel: s.messages, Err: err}
+				}
+				questions = m.Humans
+				return nil
+			})
 			if err != nil {
-				return nil, fmt.Errorf("read %s of thread %q: %w", s.messages, ref.ThreadID, err)
+				return nil, err
 			}
-			if blobs[0].Type == BlobMissing {
-				s.indexes.remove(ref)
-				return nil, fmt.Errorf("thread %q: %w", ref.ThreadID, ErrStale)
-			}
-			m, err := lgcodec.ScanMessages(blobs[0].Type, blobs[0].Data, s.limits)
-			if err != nil {
-				return nil, &DecodeError{Ref: ref, CheckpointID: h.Richest.ID, Channel: s.messages, Err: err}
-			}
-			questions = m.Humans
 		}
 		h.SetQuestions(questions)
 	}
@@ -255,6 +257,35 @@ func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index
 	}
 	s.indexes.put(ref, ix)
 	return ix, nil
+}
+
+// eachValue hands fn each of channel's values at the checkpoints in ids,
+// straight from the driver's buffer when the backend can stream them (the
+// blob is then only valid during fn). Errors other than fn's own are
+// wrapped with what was being read.
+func (s *Store) eachValue(ctx context.Context, ref Ref, channel string, ids []string, fn func(int, Blob) error) error {
+	var fnErr error
+	call := func(i int, b Blob) error {
+		fnErr = fn(i, b)
+		return fnErr
+	}
+	var err error
+	if vs, ok := s.b.(ValueStreamer); ok {
+		err = vs.EachValue(ctx, ref, channel, ids, call)
+	} else {
+		var blobs []Blob
+		if blobs, err = s.b.Values(ctx, ref, channel, ids); err == nil {
+			for i, b := range blobs {
+				if err = call(i, b); err != nil {
+					break
+				}
+			}
+		}
+	}
+	if err != nil && err != fnErr {
+		return fmt.Errorf("read %s of thread %q: %w", channel, ref.ThreadID, err)
+	}
+	return err
 }
 
 // scanBatch is how many messages versions one backend read fetches.
@@ -305,11 +336,7 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 	// read a batch at a time, never all at once.
 	for start := 0; start < len(missing); start += scanBatch {
 		end := min(start+scanBatch, len(missing))
-		blobs, err := s.b.Values(ctx, ref, s.messages, missing[start:end])
-		if err != nil {
-			return nil, fmt.Errorf("read %s of thread %q: %w", s.messages, ref.ThreadID, err)
-		}
-		for j, b := range blobs {
+		err := s.eachValue(ctx, ref, s.messages, missing[start:end], func(j int, b Blob) error {
 			i := start + j
 			if b.Type == BlobMissing {
 				// Deleted since it was listed: count it as empty now; the
@@ -318,7 +345,7 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 			}
 			m, err := lgcodec.ScanMessages(b.Type, b.Data, s.limits)
 			if err != nil {
-				return nil, &DecodeError{Ref: ref, CheckpointID: missing[i], Channel: s.messages, Err: err}
+				return &DecodeError{Ref: ref, CheckpointID: missing[i], Channel: s.messages, Err: err}
 			}
 			n := counts{m.Count, len(m.Humans)}
 			found[missingVersion[i]] = n
@@ -327,6 +354,10 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 			if b.Type != "empty" {
 				s.scans.put(scanKey{ref, missingVersion[i]}, n)
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	placed := make([]Placed, len(cps))

@@ -5,6 +5,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,7 @@ type Backend struct {
 	pool *pgxpool.Pool
 	// Queries are built once with the schema-qualified table names.
 	listSQL   string
+	probeSQL  string
 	sinceSQL  string
 	countSQL  string
 	valuesSQL string
@@ -45,8 +47,9 @@ type Backend struct {
 }
 
 var (
-	_ store.Backend     = (*Backend)(nil)
-	_ store.Incremental = (*Backend)(nil)
+	_ store.Backend       = (*Backend)(nil)
+	_ store.Incremental   = (*Backend)(nil)
+	_ store.ValueStreamer = (*Backend)(nil)
 )
 
 // Open parses cfg and creates the pool. It does not wait for the database:
@@ -76,7 +79,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	checkpoints := table(cfg.Schema, "checkpoints")
 	blobs := table(cfg.Schema, "checkpoint_blobs")
 	// present lists which of the checkpoints in $4 exist.
-	present := `(SELECT array_agg(checkpoint_id) FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($4))`
+	present := `(SELECT array_agg(checkpoint_id) FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($4::text[]))`
 	return &Backend{
 		pool:   pool,
 		schema: cfg.Schema,
@@ -87,6 +90,11 @@ FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
 		// The census and the newer rows come from one statement, hence one
 		// snapshot. The smallest id is an index probe; the count reads the
 		// thread's index entries, so it is asked for only now and then.
+		// The warm path's common case, nothing new: two index probes and
+		// the checked ids, a plan that suits every thread, so it is
+		// prepared once per connection.
+		probeSQL: `SELECT min(checkpoint_id), max(checkpoint_id), ` + strings.Replace(present, "$4", "$3", 1) + `
+FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2`,
 		sinceSQL: `WITH n AS (SELECT min(checkpoint_id) AS lo, ` + present + ` AS present FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
 SELECT -1, n.lo, n.present, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce(` + deltaSQL + `, false)
 FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
@@ -148,7 +156,8 @@ func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Check
 }
 
 // CheckpointsSince takes the thread's census and lists the checkpoints
-// newer than after, in one statement.
+// newer than after, in one statement. Without a count, a probe comes
+// first, and when it finds nothing newer it is the whole answer.
 func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, since store.Since) (store.Census, []store.Checkpoint, error) {
 	q := b.sinceSQL
 	if since.Count {
@@ -157,6 +166,21 @@ func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, since sto
 	verify := since.Verify
 	if verify == nil {
 		verify = []string{}
+	}
+	if !since.Count {
+		var lo, hi *string
+		var present []string
+		err := b.pool.QueryRow(ctx, b.probeSQL, ref.ThreadID, ref.Namespace, verify).Scan(&lo, &hi, &present)
+		if err != nil {
+			return store.Census{}, nil, b.classify(ctx, err)
+		}
+		if hi == nil || *hi <= since.After {
+			census := store.Census{Count: -1, Present: present}
+			if lo != nil {
+				census.MinID = *lo
+			}
+			return census, nil, nil
+		}
 	}
 	// Planned with the actual parameters every time: a cached generic plan
 	// cannot tell that "newer than the newest seen" is a handful of rows,
@@ -245,43 +269,72 @@ func parseVersions(raw []byte) (map[string]string, error) {
 
 // Values reads channel's value at each checkpoint in ids.
 func (b *Backend) Values(ctx context.Context, ref store.Ref, channel string, ids []string) ([]store.Blob, error) {
+	out := make([]store.Blob, len(ids))
+	err := b.EachValue(ctx, ref, channel, ids, func(i int, blob store.Blob) error {
+		blob.Data = bytes.Clone(blob.Data)
+		out[i] = blob
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EachValue reads channel's value at each checkpoint in ids, handing each
+// blob over straight from the row buffer.
+func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+	at := make(map[string][]int, len(ids))
+	for i, id := range ids {
+		at[id] = append(at[id], i)
+	}
 	rows, err := b.pool.Query(ctx, b.valuesSQL, ref.ThreadID, ref.Namespace, channel, ids)
 	if err != nil {
-		return nil, b.classify(ctx, err)
+		return b.classify(ctx, err)
 	}
 	defer rows.Close()
-	found := make(map[string]store.Blob, len(ids))
+	seen := make(map[string]bool, len(ids))
 	for rows.Next() {
 		var (
 			id     string
 			typ    *string
-			data   []byte
 			inline []byte
 		)
-		if err := rows.Scan(&id, &typ, &data, &inline); err != nil {
-			return nil, b.classify(ctx, err)
+		// The blob column is skipped here and read raw below: bytea's
+		// binary format is the bytes themselves.
+		if err := rows.Scan(&id, &typ, nil, &inline); err != nil {
+			return b.classify(ctx, err)
 		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		var blob store.Blob
 		switch {
 		case typ != nil && *typ != "empty":
-			found[id] = store.Blob{Type: *typ, Data: data}
+			blob = store.Blob{Type: *typ, Data: rows.RawValues()[2]}
 		case inline != nil:
-			found[id] = store.Blob{Type: "json", Data: inline}
+			blob = store.Blob{Type: "json", Data: inline}
 		default:
-			found[id] = store.Blob{Type: "empty"}
+			blob = store.Blob{Type: "empty"}
+		}
+		for _, i := range at[id] {
+			if err := fn(i, blob); err != nil {
+				return err
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, b.classify(ctx, err)
+		return b.classify(ctx, err)
 	}
-	out := make([]store.Blob, len(ids))
 	for i, id := range ids {
-		blob, ok := found[id]
-		if !ok {
-			blob = store.Blob{Type: store.BlobMissing}
+		if !seen[id] {
+			if err := fn(i, store.Blob{Type: store.BlobMissing}); err != nil {
+				return err
+			}
 		}
-		out[i] = blob
 	}
-	return out, nil
+	return nil
 }
 
 // Ping checks that the database answers and that the checkpoint tables are

@@ -4,6 +4,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,8 +29,9 @@ type memCheckpoint struct {
 }
 
 var (
-	_ store.Backend = (*Memory)(nil)
-	_ Writer        = (*Memory)(nil)
+	_ store.Backend       = (*Memory)(nil)
+	_ store.ValueStreamer = (*Memory)(nil)
+	_ Writer              = (*Memory)(nil)
 )
 
 // NewMemory returns an empty Memory backend.
@@ -117,6 +119,27 @@ func (m *Memory) Values(ctx context.Context, ref store.Ref, channel string, ids 
 		}
 	}
 	return out, nil
+}
+
+// EachValue implements store.ValueStreamer. Each blob is handed over in a
+// buffer that is overwritten as soon as fn returns, as a driver reuses its
+// row buffer, so that a caller keeping a reference to it is caught.
+func (m *Memory) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+	blobs, err := m.Values(ctx, ref, channel, ids)
+	if err != nil {
+		return err
+	}
+	for i, b := range blobs {
+		buf := bytes.Clone(b.Data)
+		err := fn(i, store.Blob{Type: b.Type, Data: buf})
+		for j := range buf {
+			buf[j] = 0xff
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Ping implements store.Backend.

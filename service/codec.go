@@ -1,0 +1,193 @@
+package service
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+)
+
+// spliceCodec is the server's "proto" codec. Responses carrying state are
+// sent as a list of buffers in which each state entry is the store's cached
+// encoding itself, not a copy: a turn of megabytes then costs no memory
+// beyond the cache while it is sent. Everything else, requests included,
+// goes through gRPC's own codec. The bytes on the wire are a valid
+// encoding of the same message.
+type spliceCodec struct{ base encoding.CodecV2 }
+
+func newSpliceCodec() spliceCodec { return spliceCodec{base: encoding.GetCodecV2(grpcproto.Name)} }
+
+// Name is the content subtype this codec serves in place of gRPC's own.
+func (c spliceCodec) Name() string { return grpcproto.Name }
+
+// Unmarshal is gRPC's own.
+func (c spliceCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.base.Unmarshal(data, v) }
+
+// Marshal splices the state responses and passes anything else on.
+func (c spliceCodec) Marshal(v any) (mem.BufferSlice, error) {
+	var w splicer
+	switch m := v.(type) {
+	case *historydv1.SnapshotResponse:
+		st := m.GetState()
+		if st == nil {
+			break
+		}
+		rest := &historydv1.SnapshotResponse{Total: m.Total, RetainedTurns: m.RetainedTurns}
+		if err := w.message(rest); err != nil {
+			return nil, err
+		}
+		if err := w.turnState(1, st); err != nil {
+			return nil, err
+		}
+		return w.done(), nil
+	case *historydv1.StreamSnapshotsResponse:
+		if m.Turn == nil {
+			break
+		}
+		if err := w.message(&historydv1.StreamSnapshotsResponse{Total: m.Total}); err != nil {
+			return nil, err
+		}
+		if err := w.turnState(1, m.Turn); err != nil {
+			return nil, err
+		}
+		return w.done(), nil
+	case *historydv1.SnapshotsResponse:
+		if err := w.message(&historydv1.SnapshotsResponse{Total: m.Total}); err != nil {
+			return nil, err
+		}
+		// Turn order, so that equal responses are equal bytes.
+		for _, n := range slices.Sorted(maps.Keys(m.Turns)) {
+			ts := m.Turns[n]
+			inner, err := turnStateHead(ts)
+			if err != nil {
+				return nil, err
+			}
+			tsSize := len(inner) + entriesSize(ts)
+			key := tagSize + protowire.SizeVarint(uint64(int64(n)))
+			// map<int32, TurnState> entry: key = 1, value = 2.
+			w.header(1, key+sizeNested(tsSize))
+			w.small(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(int64(n))))
+			w.header(2, tsSize)
+			w.small(inner)
+			w.entries(ts)
+		}
+		return w.done(), nil
+	}
+	return c.base.Marshal(v)
+}
+
+// spliceMin is the size from which an entry's encoding is sent as its own
+// buffer; smaller ones are copied, since a buffer per tiny entry costs more
+// than the copy.
+const spliceMin = 4 << 10
+
+// splicer builds a message as a list of buffers: small parts are gathered
+// in one growing buffer, large entry encodings are appended as they are.
+type splicer struct {
+	bufs mem.BufferSlice
+	cur  []byte
+}
+
+func (w *splicer) small(b []byte) { w.cur = append(w.cur, b...) }
+
+func (w *splicer) large(b []byte) {
+	if len(w.cur) > 0 {
+		w.bufs = append(w.bufs, mem.SliceBuffer(w.cur))
+		w.cur = nil
+	}
+	// A SliceBuffer is never returned to a pool: the cache keeps its
+	// bytes.
+	w.bufs = append(w.bufs, mem.SliceBuffer(b))
+}
+
+func (w *splicer) done() mem.BufferSlice {
+	if len(w.cur) > 0 {
+		w.bufs = append(w.bufs, mem.SliceBuffer(w.cur))
+	}
+	return w.bufs
+}
+
+// header appends the tag and length of field num holding n bytes.
+func (w *splicer) header(num protowire.Number, n int) {
+	w.cur = protowire.AppendVarint(protowire.AppendTag(w.cur, num, protowire.BytesType), uint64(n))
+}
+
+// message appends m's own encoding.
+func (w *splicer) message(m proto.Message) error {
+	b, err := proto.MarshalOptions{}.MarshalAppend(w.cur, m)
+	if err != nil {
+		return fmt.Errorf("marshal %T: %w", m, err)
+	}
+	w.cur = b
+	return nil
+}
+
+// turnState appends field num holding ts.
+func (w *splicer) turnState(num protowire.Number, ts *historydv1.TurnState) error {
+	inner, err := turnStateHead(ts)
+	if err != nil {
+		return err
+	}
+	w.header(num, len(inner)+entriesSize(ts))
+	w.small(inner)
+	w.entries(ts)
+	return nil
+}
+
+// turnStateHead encodes ts without its entries.
+func turnStateHead(ts *historydv1.TurnState) ([]byte, error) {
+	head := &historydv1.TurnState{Turn: ts.Turn, CheckpointId: ts.CheckpointId, Question: ts.Question, EndedAt: ts.EndedAt}
+	b, err := proto.Marshal(head)
+	if err != nil {
+		return nil, fmt.Errorf("marshal turn state: %w", err)
+	}
+	return b, nil
+}
+
+// turnStateEntries is TurnState.entries' field number.
+const turnStateEntries protowire.Number = 4
+
+// entryBytes is the encoding of one StateEntry: the unknown fields the
+// handlers set it from, or its marshaling when it was built otherwise.
+func entryBytes(e *historydv1.StateEntry) []byte {
+	if raw := e.ProtoReflect().GetUnknown(); len(raw) > 0 && proto.Size(e) == len(raw) {
+		return raw
+	}
+	b, _ := proto.Marshal(e) // a StateEntry built in memory always marshals
+	return b
+}
+
+func entriesSize(ts *historydv1.TurnState) int {
+	n := 0
+	for k, e := range ts.Entries {
+		n += sizeNested(mapEntrySize(k, len(entryBytes(e))))
+	}
+	return n
+}
+
+// mapEntrySize is the size of a map<string, StateEntry> entry.
+func mapEntrySize(k string, data int) int {
+	return tagSize + protowire.SizeBytes(len(k)) + sizeNested(data)
+}
+
+// entries appends ts's entries in key order.
+func (w *splicer) entries(ts *historydv1.TurnState) {
+	for _, k := range slices.Sorted(maps.Keys(ts.Entries)) {
+		data := entryBytes(ts.Entries[k])
+		w.header(turnStateEntries, mapEntrySize(k, len(data)))
+		w.cur = protowire.AppendString(protowire.AppendTag(w.cur, mapKey, protowire.BytesType), k)
+		w.header(mapValue, len(data))
+		if len(data) >= spliceMin {
+			w.large(data)
+		} else {
+			w.small(data)
+		}
+	}
+}
