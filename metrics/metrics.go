@@ -96,6 +96,35 @@ func (m *Metrics) Handler(ready func() bool) http.Handler {
 	return mux
 }
 
+// WatchStore exports st's cache statistics, read at each scrape.
+func (m *Metrics) WatchStore(st *store.Store) {
+	stat := func(f func(store.CacheStats) float64) func() float64 {
+		return func() float64 { return f(st.CacheStats()) }
+	}
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "historyd_index_cache_threads",
+			Help: "Threads whose turn index is cached.",
+		}, stat(func(c store.CacheStats) float64 { return float64(c.Threads) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "historyd_state_cache_versions",
+			Help: "Encoded state versions held by the state cache.",
+		}, stat(func(c store.CacheStats) float64 { return float64(c.StateVersions) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "historyd_state_cache_bytes",
+			Help: "Approximate memory held by the state cache, bounded by --cache-state-bytes.",
+		}, stat(func(c store.CacheStats) float64 { return float64(c.StateBytes) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "historyd_state_cache_hits_total",
+			Help: "Turns whose state was served from the state cache.",
+		}, stat(func(c store.CacheStats) float64 { return float64(c.StateHits) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "historyd_state_cache_misses_total",
+			Help: "Turns whose state was read from the checkpoint store and decoded.",
+		}, stat(func(c store.CacheStats) float64 { return float64(c.StateMisses) })),
+	)
+}
+
 // Backend wraps b so that each query's latency and failure is recorded.
 // The wrapper implements store.Incremental exactly when b does: Store
 // checks for that interface to refresh cached turn indexes cheaply, and

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -196,5 +197,52 @@ func TestBackendKeepsIncremental(t *testing.T) {
 	}
 	if code, _ := get(t, hs.URL+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with no readiness signal = %d, want 503", code)
+	}
+}
+
+type lenEncoder struct{}
+
+func (lenEncoder) Encode(e store.Entry) ([]byte, error) { return []byte(fmt.Sprint(e.Value)), nil }
+
+// The state cache's statistics are exported and follow the store.
+func TestWatchStore(t *testing.T) {
+	m := metrics.New()
+	mem := storetest.NewMemory()
+	ref := store.Ref{ThreadID: "t"}
+	storetest.Build(mem, ref, storetest.Demo)
+	st := store.New(store.Config{Backend: mem})
+	m.WatchStore(st)
+	all := func(h *store.History) []store.Turn { return h.Turns }
+	for range 2 {
+		if _, _, _, err := st.ReadEncoded(context.Background(), ref, all, nil, lenEncoder{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]float64{}
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			got[f.GetName()] = metric.GetGauge().GetValue() + metric.GetCounter().GetValue()
+		}
+	}
+	n := float64(len(storetest.Demo))
+	// Turns 2 and 3 end on one version: 3 versions, the first read misses
+	// all four turns, the second hits all four.
+	want := map[string]float64{
+		"historyd_index_cache_threads":      1,
+		"historyd_state_cache_versions":     3,
+		"historyd_state_cache_hits_total":   n,
+		"historyd_state_cache_misses_total": n,
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s = %v, want %v", name, got[name], w)
+		}
+	}
+	if got["historyd_state_cache_bytes"] <= 0 {
+		t.Errorf("historyd_state_cache_bytes = %v, want > 0", got["historyd_state_cache_bytes"])
 	}
 }

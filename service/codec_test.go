@@ -18,8 +18,14 @@ import (
 // what proto.Marshal gives for the same message, and checks that a large
 // entry goes out as the cached bytes themselves.
 func TestSpliceCodec(t *testing.T) {
-	big := encodeEntry(store.Entry{Value: strings.Repeat("geometry ", 2000)})
-	small := encodeEntry(store.Entry{Value: 11420.0})
+	big, err := encodeEntry(store.Entry{Value: strings.Repeat("geometry ", 2000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := encodeEntry(store.Entry{Value: 11420.0})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := func(n int32, entries map[string][]byte) *historydv1.TurnState {
 		st := store.EncodedState{}
 		for k, b := range entries {

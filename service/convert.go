@@ -14,7 +14,7 @@ type entryEncoder struct{}
 
 // Encode returns e as an encoded StateEntry.
 func (entryEncoder) Encode(e store.Entry) ([]byte, error) {
-	return encodeEntry(e), nil
+	return encodeEntry(e)
 }
 
 func toTurnState(t store.Turn, st store.EncodedState) *historydv1.TurnState {

@@ -78,6 +78,13 @@ func (c *lru[K, V]) remove(k K) {
 	}
 }
 
+// len returns how many items are kept.
+func (c *lru[K, V]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
+
 // cost returns the sum of the items' costs.
 func (c *lru[K, V]) cost() int {
 	c.mu.Lock()

@@ -13,7 +13,9 @@ import (
 // calls it once per entry of each stored state version and caches what it
 // returns under the Encoder, so Encode's result must depend on the entry
 // alone, and an Encoder must be comparable (a struct or a pointer, not a
-// func or a map).
+// func or a map). The entry's Value may be an lgcodec.Raw, the stored
+// value not decoded yet (lgcodec.AppendProtoValue re-encodes it, its
+// Decode method builds it); it is only valid during Encode.
 type Encoder interface {
 	Encode(Entry) ([]byte, error)
 }
@@ -105,6 +107,8 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turn
 		}
 		miss = append(miss, i)
 	}
+	s.stateHits.Add(int64(len(turns) - len(miss)))
+	s.stateMisses.Add(int64(len(miss)))
 	if len(miss) == 0 {
 		return out, nil
 	}
@@ -158,11 +162,12 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turn
 }
 
 // encodeState decodes a state channel value one entry at a time, encoding
-// each before the next is decoded, so that only one entry's decoded data is
-// ever alive.
+// each before the next is decoded. Entry values stay encoded
+// (lgcodec.EachEntry) until the encoder re-encodes them, so no state value
+// is ever built in memory.
 func (s *Store) encodeState(b Blob, keep map[string]bool, enc Encoder) (EncodedState, error) {
 	var st EncodedState
-	whole, _, err := lgcodec.EachKey(b.Type, b.Data, keep, s.limits, func(k string, v any) error {
+	whole, _, err := lgcodec.EachEntry(b.Type, b.Data, keep, s.limits, func(k string, v any) error {
 		e := ParseEntry(v)
 		data, err := enc.Encode(e)
 		if err != nil {

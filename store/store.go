@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -60,6 +61,8 @@ type Store struct {
 	scans    *lru[scanKey, counts]
 	flight   singleflight.Group
 	states   *lru[stateKey, EncodedState]
+	// stateHits and stateMisses count encoded-state cache lookups.
+	stateHits, stateMisses atomic.Int64
 	// stateAdmit is the largest stored state value the state cache takes.
 	stateAdmit int
 }
@@ -91,6 +94,29 @@ func orDefault(n, def int) int {
 		return def
 	}
 	return max(n, 0)
+}
+
+// CacheStats is what the store's caches hold and how well they serve.
+type CacheStats struct {
+	// Threads is how many threads' turn indexes are cached.
+	Threads int
+	// StateVersions and StateBytes are how many encoded state versions
+	// the state cache holds, and about how much memory they take.
+	StateVersions, StateBytes int
+	// StateHits and StateMisses count the turns whose state was served
+	// from the cache and those read from the backend, since New.
+	StateHits, StateMisses int64
+}
+
+// CacheStats reports on the store's caches.
+func (s *Store) CacheStats() CacheStats {
+	return CacheStats{
+		Threads:       s.indexes.len(),
+		StateVersions: s.states.len(),
+		StateBytes:    s.states.cost(),
+		StateHits:     s.stateHits.Load(),
+		StateMisses:   s.stateMisses.Load(),
+	}
 }
 
 // Backend returns the backend the store reads through.

@@ -402,8 +402,8 @@ func (r *runner) build(ctx context.Context) error {
 // start runs a fresh historyd. With warm, it first serves one Snapshot of
 // the small warm-up thread, so that code paths and the connection pool are
 // in use; then it waits for the process to settle and resets its peak RSS.
-func (r *runner) start(ctx context.Context, label string, warm bool) (*load.Server, load.Mem, error) {
-	s, err := load.Start(ctx, r.bin, r.cfg.DSN, filepath.Join(r.cfg.Work, "logs", "historyd-"+label+".log"))
+func (r *runner) start(ctx context.Context, label string, warm bool, env ...string) (*load.Server, load.Mem, error) {
+	s, err := load.Start(ctx, r.bin, r.cfg.DSN, filepath.Join(r.cfg.Work, "logs", "historyd-"+label+".log"), env...)
 	if err != nil {
 		return nil, load.Mem{}, err
 	}

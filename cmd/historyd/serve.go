@@ -78,6 +78,9 @@ var serveCommand = command{
 		c.kaTime = e.duration("keepalive-time", "HISTORYD_KEEPALIVE_TIME", 2*time.Minute, "how long a connection may be idle before the server pings it")
 		c.kaTimeout = e.duration("keepalive-timeout", "HISTORYD_KEEPALIVE_TIMEOUT", 20*time.Second, "how long the server waits for a ping's answer before closing the connection")
 
+		c.cacheThreads = e.int("cache-threads", "HISTORYD_CACHE_THREADS", 1024, "threads whose turn index is kept in memory and refreshed incrementally")
+		c.cacheState = e.size("cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES", 64<<20, "memory for encoded state versions, so that a warm Snapshot decodes nothing; a state stored larger than a quarter of it is decoded per request, for the keys asked only")
+
 		c.metricsListen = stringFlag(fs, "metrics-listen", "HISTORYD_METRICS_LISTEN", "", "address of the HTTP listener for /metrics (Prometheus), /healthz and /readyz, e.g. localhost:9090; plaintext and unauthenticated, so keep it off networks clients use (default: off)")
 		fs.Usage = func() {
 			fmt.Fprint(fs.Output(), serveHelp)
@@ -104,7 +107,19 @@ type serveConfig struct {
 	kaMinTime, kaTime       *time.Duration
 	kaTimeout               *time.Duration
 
+	cacheThreads *int
+	cacheState   *int64
+
 	metricsListen *string
+}
+
+// offIfZero maps a flag's 0 ("off") to store.Config's negative, since
+// store.Config's zero means its default.
+func offIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // Test hooks: tests serve from memory on port 0 and need the addresses.
@@ -169,7 +184,11 @@ func (c serveConfig) run(ctx context.Context) error {
 
 	m := metrics.New()
 	opts.Metrics = m.GRPC
-	st := store.New(store.Config{Backend: m.Backend(backend), MessagesChannel: *c.messages, StateChannel: *c.state})
+	st := store.New(store.Config{
+		Backend: m.Backend(backend), MessagesChannel: *c.messages, StateChannel: *c.state,
+		CacheThreads: offIfZero(*c.cacheThreads), CacheStateBytes: offIfZero(int(*c.cacheState)),
+	})
+	m.WatchStore(st)
 	svc := service.New(service.Config{Store: st, Logger: log})
 	gs := grpc.NewServer(service.ServerOptions(opts)...)
 	svc.Register(gs)

@@ -59,7 +59,13 @@ func EachKey(blobType string, data []byte, keep map[string]bool, lim Limits, fn 
 		return nil, true, nil
 	}
 	lim = lim.withDefaults()
-	if err := checkDecodable(blobType, data, lim); err != nil {
+	return eachMsgpackKey(data, keep, lim, func(d *mpDecoder) (any, error) { return d.decodeValue(1) }, fn)
+}
+
+// eachMsgpackKey walks a msgpack map, reading each kept entry's value with
+// entry and handing it to fn.
+func eachMsgpackKey(data []byte, keep map[string]bool, lim Limits, entry func(*mpDecoder) (any, error), fn func(string, any) error) (whole any, ok bool, err error) {
+	if err := checkDecodable(typeMsgpack, data, lim); err != nil {
 		return nil, false, err
 	}
 	d := newMsgpackDecoder(data, lim)
@@ -95,7 +101,7 @@ func EachKey(blobType string, data []byte, keep map[string]bool, lim Limits, fn 
 			}
 			continue
 		}
-		v, err := d.decodeValue(1)
+		v, err := entry(d)
 		if err != nil {
 			return nil, false, err
 		}

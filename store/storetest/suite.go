@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Open returns a fresh, empty backend and a Writer into its storage. The
@@ -378,7 +379,14 @@ func retained(h *store.History) []store.Turn {
 type jsonEncoder struct{}
 
 func (jsonEncoder) Encode(e store.Entry) ([]byte, error) {
-	return json.Marshal(map[string]any{"value": e.Value, "turn": e.Turn})
+	v := e.Value
+	if raw, ok := v.(lgcodec.Raw); ok {
+		var err error
+		if v, err = raw.Decode(); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(map[string]any{"value": v, "turn": e.Turn})
 }
 
 // checkEncoded compares a turn's encoded entries with what was written.
