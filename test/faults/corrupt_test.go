@@ -19,7 +19,10 @@ import (
 // "msgpack" one (Python). Snapshot of that turn must answer DataLoss naming
 // the thread, the checkpoint and the channel; every other turn, a third
 // untouched thread, and Turns must be served as before, and the server must
-// stay healthy: damaged data is not an outage.
+// stay healthy: damaged data is not an outage. A server that decoded the
+// blob before the damage keeps serving its copy, since LangGraph never
+// rewrites a stored version; a server reading the damaged bytes reports
+// them.
 func TestCorruptBlob(t *testing.T) {
 	skipIfShort(t)
 	bin := buildHistoryd(t)
@@ -74,6 +77,23 @@ WHERE c.thread_id = $1 AND c.checkpoint_ns = '' AND c.checkpoint_id = $2
 		}
 	}
 
+	// State versions never change in LangGraph, so the running server
+	// keeps answering from the copy it decoded before the damage.
+	for _, th := range threads[:2] {
+		resp, err := client.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: th.id, Turn: bad})
+		if err != nil {
+			t.Errorf("%s turn %d from the warm server's cache: %v", th.id, bad, err)
+		} else if err := th.checkSnapshot(bad, resp); err != nil {
+			t.Errorf("%s from the warm server's cache: %v", th.id, err)
+		}
+	}
+	// A server reading the damaged blob reports it, and serves the rest;
+	// the warm server keeps running beside it, its index caches warm.
+	h2 := startHistoryd(t, bin, "--dsn", sharedDSN(t), "--schema", schema)
+	conn = dial(t, h2.addr)
+	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
+	client = historydv1.NewThreadHistoryClient(conn)
+
 	for _, th := range threads {
 		_, damaged := damage[th.id]
 		for n := int32(1); n <= int32(len(th.turns)); n++ {
@@ -123,6 +143,7 @@ WHERE c.thread_id = $1 AND c.checkpoint_ns = '' AND c.checkpoint_id = $2
 		t.Errorf("health with a damaged blob = %v, %v; want SERVING", st, err)
 	}
 	h.requireRunning(t)
+	h2.requireRunning(t)
 }
 
 // checkDataLoss checks that err is DataLoss naming the thread, checkpoint

@@ -148,7 +148,9 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 // long one Snapshots call takes on its own.
 func startSlow(t *testing.T, bin, schema string, grace time.Duration) (*historyd, historydv1.ThreadHistoryClient, time.Duration) {
 	t.Helper()
-	h := startHistoryd(t, bin, "--dsn", sharedDSN(t), "--schema", schema, "--shutdown-grace", grace.String())
+	// The state cache off: every call decodes its states, so that calls
+	// take long enough to be in flight at the signal.
+	h := startHistoryd(t, bin, "--dsn", sharedDSN(t), "--schema", schema, "--shutdown-grace", grace.String(), "--cache-state-bytes", "0")
 	conn := dial(t, h.addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client := historydv1.NewThreadHistoryClient(conn)
