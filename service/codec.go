@@ -39,6 +39,7 @@ func (c spliceCodec) Marshal(v any) (mem.BufferSlice, error) {
 		if st == nil {
 			break
 		}
+		w.reserve(m)
 		rest := &historydv1.SnapshotResponse{Total: m.Total, RetainedTurns: m.RetainedTurns}
 		if err := w.message(rest); err != nil {
 			return nil, err
@@ -51,6 +52,7 @@ func (c spliceCodec) Marshal(v any) (mem.BufferSlice, error) {
 		if m.Turn == nil {
 			break
 		}
+		w.reserve(m)
 		if err := w.message(&historydv1.StreamSnapshotsResponse{Total: m.Total}); err != nil {
 			return nil, err
 		}
@@ -59,6 +61,7 @@ func (c spliceCodec) Marshal(v any) (mem.BufferSlice, error) {
 		}
 		return w.done(), nil
 	case *historydv1.SnapshotsResponse:
+		w.reserve(m)
 		if err := w.message(&historydv1.SnapshotsResponse{Total: m.Total}); err != nil {
 			return nil, err
 		}
@@ -89,29 +92,95 @@ func (c spliceCodec) Marshal(v any) (mem.BufferSlice, error) {
 const spliceMin = 4 << 10
 
 // splicer builds a message as a list of buffers: small parts are gathered
-// in one growing buffer, large entry encodings are appended as they are.
+// in one buffer from gRPC's pool, returned to it once the message is sent;
+// large entry encodings are listed as they are.
 type splicer struct {
-	bufs mem.BufferSlice
-	cur  []byte
+	// cur holds every small part, in order.
+	cur []byte
+	// pooled is the pool buffer cur started in; nil when cur was not
+	// reserved.
+	pooled *[]byte
+	parts  []splicePart
+}
+
+// splicePart is a run of cur ending at end, or a large buffer.
+type splicePart struct {
+	end   int
+	large []byte
+}
+
+// reserve sizes cur for m's small parts, so that it is allocated once:
+// everything but the entries sent as their own buffers.
+func (w *splicer) reserve(m proto.Message) {
+	n := proto.Size(m)
+	var turns []*historydv1.TurnState
+	switch m := m.(type) {
+	case *historydv1.SnapshotResponse:
+		turns = append(turns, m.GetState())
+	case *historydv1.StreamSnapshotsResponse:
+		turns = append(turns, m.GetTurn())
+	case *historydv1.SnapshotsResponse:
+		turns = slices.Collect(maps.Values(m.Turns))
+	}
+	for _, ts := range turns {
+		for _, e := range ts.GetEntries() {
+			if raw := e.ProtoReflect().GetUnknown(); len(raw) >= spliceMin {
+				n -= len(raw)
+			}
+		}
+	}
+	w.pooled = mem.DefaultBufferPool().Get(max(n, 0))
+	w.cur = (*w.pooled)[:0]
 }
 
 func (w *splicer) small(b []byte) { w.cur = append(w.cur, b...) }
 
 func (w *splicer) large(b []byte) {
-	if len(w.cur) > 0 {
-		w.bufs = append(w.bufs, mem.SliceBuffer(w.cur))
-		w.cur = nil
-	}
+	w.cut()
 	// A SliceBuffer is never returned to a pool: the cache keeps its
 	// bytes.
-	w.bufs = append(w.bufs, mem.SliceBuffer(b))
+	w.parts = append(w.parts, splicePart{large: b})
+}
+
+// cut ends the current run of small parts.
+func (w *splicer) cut() {
+	last := 0
+	for i := len(w.parts) - 1; i >= 0; i-- {
+		if w.parts[i].large == nil {
+			last = w.parts[i].end
+			break
+		}
+	}
+	if len(w.cur) > last {
+		w.parts = append(w.parts, splicePart{end: len(w.cur)})
+	}
 }
 
 func (w *splicer) done() mem.BufferSlice {
-	if len(w.cur) > 0 {
-		w.bufs = append(w.bufs, mem.SliceBuffer(w.cur))
+	w.cut()
+	pool := mem.DefaultBufferPool()
+	var root mem.Buffer = mem.SliceBuffer(w.cur)
+	if w.pooled != nil {
+		if len(w.cur) > 0 && cap(*w.pooled) > 0 && &w.cur[:1][0] == &(*w.pooled)[:1][0] {
+			*w.pooled = w.cur
+			root = mem.NewBuffer(w.pooled, pool)
+		} else {
+			// Outgrown (a size estimate was short) or unused.
+			pool.Put(w.pooled)
+		}
 	}
-	return w.bufs
+	bufs := make(mem.BufferSlice, 0, len(w.parts))
+	start := 0
+	for _, p := range w.parts {
+		if p.large != nil {
+			bufs = append(bufs, mem.SliceBuffer(p.large))
+			continue
+		}
+		bufs = append(bufs, root.Slice(start, p.end))
+		start = p.end
+	}
+	root.Free()
+	return bufs
 }
 
 // header appends the tag and length of field num holding n bytes.

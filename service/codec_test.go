@@ -72,6 +72,9 @@ func TestSpliceCodec(t *testing.T) {
 		if bufs.Len() != len(raw) {
 			t.Errorf("%T: %d bytes spliced, %d marshaled", m, bufs.Len(), len(raw))
 		}
+		// As gRPC does once the message is sent: each buffer freed once,
+		// the pooled one returned to the pool.
+		bufs.Free()
 	}
 	bufs, err := c.Marshal(msgs[0])
 	if err != nil {

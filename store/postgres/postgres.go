@@ -72,6 +72,21 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
 		pc.ConnConfig.RuntimeParams["application_name"] = "historyd"
 	}
+	// Prepared statements run with their generic plan, planned once per
+	// connection: the warm path's statements (the probe, the value lookup)
+	// are index lookups whatever the thread, and planning them anew on
+	// every call cost PostgreSQL several times their execution. The
+	// statements whose best plan depends on their arguments are sent with
+	// the simple protocol, which plans each call with its values. Servers
+	// before PostgreSQL 12 lack the setting and plan as they would.
+	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object: no such setting
+			return nil
+		}
+		return err
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: create pool: %w", redact(err))
@@ -127,7 +142,8 @@ func table(schema, name string) string {
 
 // Checkpoints lists the thread's checkpoints with their channel versions.
 func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
-	rows, err := b.pool.Query(ctx, b.listSQL, ref.ThreadID, ref.Namespace)
+	// Planned with the thread's own statistics, like CheckpointsSince.
+	rows, err := b.pool.Query(ctx, b.listSQL, pgx.QueryExecModeSimpleProtocol, ref.ThreadID, ref.Namespace)
 	if err != nil {
 		return nil, b.classify(ctx, err)
 	}
@@ -182,11 +198,12 @@ func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, since sto
 			return census, nil, nil
 		}
 	}
-	// Planned with the actual parameters every time: a cached generic plan
-	// cannot tell that "newer than the newest seen" is a handful of rows,
-	// and on a table holding few threads it scans the whole table instead
-	// of the index, which makes a warm read cost the thread's length.
-	rows, err := b.pool.Query(ctx, q, pgx.QueryExecModeExec, ref.ThreadID, ref.Namespace, since.After, verify)
+	// Planned with the actual arguments every time (the simple protocol): a
+	// generic plan cannot tell that "newer than the newest seen" is a
+	// handful of rows, and on a table holding few threads it scans the
+	// whole table instead of the index, which makes a read cost the
+	// thread's length.
+	rows, err := b.pool.Query(ctx, q, pgx.QueryExecModeSimpleProtocol, ref.ThreadID, ref.Namespace, since.After, verify)
 	if err != nil {
 		return store.Census{}, nil, b.classify(ctx, err)
 	}
