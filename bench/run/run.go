@@ -49,6 +49,11 @@ type Config struct {
 	// Profile takes in-process CPU and heap profiles of the path behind
 	// any floor that is missed.
 	Profile bool
+	// Only, when not empty, names the steps to run besides describing
+	// the machine, generating the threads and building historyd: any of
+	// anchors, operations, P1, P2, P3 (which needs anchors and
+	// operations), P4 and profiles. For iterating on one measurement.
+	Only []string
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -203,7 +208,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"P4", r.p4},
 		{"profiles", r.profiles},
 	}
+	always := map[string]bool{"machine and versions": true, "generate threads": true, "build historyd": true}
+	only := map[string]bool{}
+	for _, o := range cfg.Only {
+		only[o] = true
+		if o == "P3" {
+			only["anchors"], only["operations"] = true, true
+		}
+	}
 	for _, s := range steps {
+		if len(only) > 0 && !always[s.name] && !only[s.name] {
+			continue
+		}
 		r.logf("== %s (load %s)", s.name, loadText())
 		if err := s.fn(ctx); err != nil {
 			return r.rep, fmt.Errorf("%s: %w", s.name, err)

@@ -93,8 +93,12 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	checkpoints := table(cfg.Schema, "checkpoints")
 	blobs := table(cfg.Schema, "checkpoint_blobs")
-	// present lists which of the checkpoints in $4 exist.
-	present := `(SELECT array_agg(checkpoint_id) FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($4::text[]))`
+	// present lists which of the checkpoints in $4 exist. Each is looked
+	// up by its key: with "checkpoint_id = ANY($4)" a generic plan may
+	// filter the thread's whole index range instead, a cost that grows
+	// with the thread.
+	present := `(SELECT array_agg(want.id) FROM unnest($4::text[]) AS want(id) WHERE (SELECT true FROM ` + checkpoints + ` p
+ WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = want.id))`
 	return &Backend{
 		pool:   pool,
 		schema: cfg.Schema,
@@ -120,12 +124,16 @@ FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns =
 		// channel; primitives Python keeps inline in channel_values have no
 		// blob. A non-empty blob wins over the inline reading, as in
 		// LangGraph's own loader (a delta snapshot leaves a marker inline).
-		valuesSQL: `SELECT c.checkpoint_id, b.type, b.blob, c.checkpoint->'channel_values'->$3
-FROM ` + checkpoints + ` c
+		// Driven by the ids, each checkpoint found by its key (LIMIT 1
+		// keeps the planner from turning the lookups into a scan of the
+		// thread, as a generic plan otherwise may).
+		valuesSQL: `SELECT c.checkpoint_id, b.type, b.blob, c.inline
+FROM unnest($4::text[]) AS want(id)
+CROSS JOIN LATERAL (SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id,
+    c.checkpoint->'channel_versions'->>$3 AS version, c.checkpoint->'channel_values'->$3 AS inline
+  FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = want.id LIMIT 1) c
 LEFT JOIN ` + blobs + ` b
-  ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
- AND b.channel = $3 AND b.version = c.checkpoint->'channel_versions'->>$3
-WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = ANY($4)`,
+  ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = $3 AND b.version = c.version`,
 	}, nil
 }
 
