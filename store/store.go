@@ -369,11 +369,11 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 				// next refresh notices the deletion.
 				b.Type = "empty"
 			}
-			m, err := lgcodec.ScanMessages(b.Type, b.Data, s.limits)
+			m, err := lgcodec.CountMessages(b.Type, b.Data, s.limits)
 			if err != nil {
 				return &DecodeError{Ref: ref, CheckpointID: missing[i], Channel: s.messages, Err: err}
 			}
-			n := counts{m.Count, len(m.Humans)}
+			n := counts{m.Count, m.HumanCount}
 			found[missingVersion[i]] = n
 			// A checkpoint deleted between listing and reading reads as
 			// empty; that is not the version's value, so it is not cached.

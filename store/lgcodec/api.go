@@ -204,6 +204,9 @@ func checkDecodable(blobType string, data []byte, lim Limits) error {
 type Messages struct {
 	Count  int      // number of messages in the list
 	Humans []string // text of each human message, in order
+	// HumanCount is the number of human messages: len(Humans), also when
+	// CountMessages leaves Humans out.
+	HumanCount int
 }
 
 // ScanMessages reads a messages channel value (a list of LangChain messages) and
@@ -222,6 +225,17 @@ type Messages struct {
 // Decode rejects, never the other way round. JSON has no lengths to skip by,
 // so a "json" value is decoded whole (as Decode would) and then read.
 func ScanMessages(blobType string, data []byte, lim Limits) (Messages, error) {
+	return scanMessages(blobType, data, lim, true)
+}
+
+// CountMessages is ScanMessages without the texts: Humans stays nil and
+// HumanCount says how many there are. No human message's content is
+// decoded, so counting every checkpoint of a long thread builds no text.
+func CountMessages(blobType string, data []byte, lim Limits) (Messages, error) {
+	return scanMessages(blobType, data, lim, false)
+}
+
+func scanMessages(blobType string, data []byte, lim Limits, texts bool) (Messages, error) {
 	lim = lim.withDefaults()
 	switch blobType {
 	case typeEmpty:
@@ -234,20 +248,20 @@ func ScanMessages(blobType string, data []byte, lim Limits) (Messages, error) {
 	}
 	switch blobType {
 	case typeMsgpack:
-		return scanMsgpackMessages(data, lim)
+		return scanMsgpackMessages(data, lim, texts)
 	case typeJSON:
 		v, err := decodeJSON(data, lim)
 		if err != nil {
 			return Messages{}, err
 		}
-		return messagesFromValue(blobType, v)
+		return messagesFromValue(blobType, v, texts)
 	default:
 		return Messages{}, &MalformedError{Format: blobType, Offset: 0, Reason: "messages value is raw bytes, not a list"}
 	}
 }
 
 // messagesFromValue derives Messages from an already decoded value.
-func messagesFromValue(format string, v any) (Messages, error) {
+func messagesFromValue(format string, v any, texts bool) (Messages, error) {
 	list, ok := v.([]any)
 	if !ok {
 		return Messages{}, &MalformedError{Format: format, Offset: 0,
@@ -260,7 +274,10 @@ func messagesFromValue(format string, v any) (Messages, error) {
 			continue
 		}
 		if t, _ := m["type"].(string); t == "human" {
-			out.Humans = append(out.Humans, messageText(m["content"]))
+			out.HumanCount++
+			if texts {
+				out.Humans = append(out.Humans, messageText(m["content"]))
+			}
 		}
 	}
 	return out, nil

@@ -807,7 +807,7 @@ func checkScanAgreesWithDecode(t testing.TB, typ string, data []byte, lim Limits
 	if err != nil || !ok {
 		return
 	}
-	want, werr := messagesFromValue(typ, v)
+	want, werr := messagesFromValue(typ, v, true)
 	got, gerr := ScanMessages(typ, data, lim)
 	if werr != nil {
 		return
@@ -815,8 +815,13 @@ func checkScanAgreesWithDecode(t testing.TB, typ string, data []byte, lim Limits
 	if gerr != nil {
 		t.Fatalf("Decode accepted a list that ScanMessages rejects: %v", gerr)
 	}
-	if got.Count != want.Count || !reflect.DeepEqual(nonNil(got.Humans), nonNil(want.Humans)) {
+	if got.Count != want.Count || !reflect.DeepEqual(nonNil(got.Humans), nonNil(want.Humans)) || got.HumanCount != len(got.Humans) {
 		t.Fatalf("ScanMessages = %+v, decoded list gives %+v", got, want)
+	}
+	// Counting alone agrees, and builds no text.
+	counted, cerr := CountMessages(typ, data, lim)
+	if cerr != nil || counted.Count != got.Count || counted.HumanCount != got.HumanCount || counted.Humans != nil {
+		t.Fatalf("CountMessages = %+v, %v; ScanMessages gives %+v", counted, cerr, got)
 	}
 }
 

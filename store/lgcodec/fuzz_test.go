@@ -47,6 +47,8 @@ func FuzzScanMessages(f *testing.F) {
 		}
 		_, err := ScanMessages(typ, data, fuzzLimits)
 		checkErrType(t, err)
+		_, err = CountMessages(typ, data, fuzzLimits)
+		checkErrType(t, err)
 		checkScanAgreesWithDecode(t, typ, data, fuzzLimits)
 	})
 }

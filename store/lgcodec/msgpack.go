@@ -65,6 +65,9 @@ type mpDecoder struct {
 	// memory than the blob could ever fill.
 	pending int
 	keys    keyBudget
+	// noText makes the messages scan count human messages without
+	// decoding their content.
+	noText bool
 }
 
 func newMsgpackDecoder(data []byte, lim Limits) *mpDecoder {

@@ -11,8 +11,9 @@ import (
 // list is mostly AI and tool messages with large payloads, and turn
 // derivation reads it at every checkpoint, so skipping them is what keeps
 // listing turns cheap.
-func scanMsgpackMessages(data []byte, lim Limits) (Messages, error) {
+func scanMsgpackMessages(data []byte, lim Limits, texts bool) (Messages, error) {
 	d := newMsgpackDecoder(data, lim)
+	d.noText = !texts
 	var out Messages
 	if err := d.scanList(0, &out); err != nil {
 		return Messages{}, err
@@ -43,7 +44,10 @@ func (d *mpDecoder) scanList(depth int, out *Messages) error {
 				return err
 			}
 			if human {
-				out.Humans = append(out.Humans, text)
+				out.HumanCount++
+				if !d.noText {
+					out.Humans = append(out.Humans, text)
+				}
 			}
 		}
 		return nil
@@ -53,7 +57,7 @@ func (d *mpDecoder) scanList(depth int, out *Messages) error {
 			if err != nil {
 				return err
 			}
-			*out, err = messagesFromValue(typeMsgpack, v)
+			*out, err = messagesFromValue(typeMsgpack, v, !d.noText)
 			var me *MalformedError
 			if errors.As(err, &me) {
 				me.Offset = t.off
@@ -205,7 +209,7 @@ func (d *mpDecoder) scanMessageMap(t mpToken, depth int) (bool, string, error) {
 	if !human {
 		return false, "", nil
 	}
-	if contentAt < 0 {
+	if contentAt < 0 || d.noText {
 		return true, "", nil
 	}
 	// The content was skipped once to find the type, which follows it in
