@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
@@ -43,11 +45,12 @@ type Reply struct {
 type Client struct {
 	TH     historydv1.ThreadHistoryClient
 	Health healthpb.HealthClient
+	conn   grpc.ClientConnInterface
 }
 
 // NewClient wraps conn.
 func NewClient(conn grpc.ClientConnInterface) *Client {
-	return &Client{TH: historydv1.NewThreadHistoryClient(conn), Health: healthpb.NewHealthClient(conn)}
+	return &Client{TH: historydv1.NewThreadHistoryClient(conn), Health: healthpb.NewHealthClient(conn), conn: conn}
 }
 
 // Do sends one request and checks that the answer is a real one: a
@@ -116,4 +119,40 @@ func (c *Client) Do(ctx context.Context, op Op, t Target) (Reply, error) {
 		return Reply{}, nil
 	}
 	return Reply{}, fmt.Errorf("unknown op %q", op)
+}
+
+// rawReply receives a response as its size, undecoded.
+type rawReply struct{ n int }
+
+// rawCodec marshals requests as protobuf and takes responses as bytes
+// without decoding them, so that a load run measures what the server
+// sustains rather than what the client spends turning state into Go
+// values.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, err := proto.Marshal(v.(proto.Message))
+	if err != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	v.(*rawReply).n = data.Len()
+	return nil
+}
+
+// SnapshotRaw sends a Snapshot and returns the size of the answer, which
+// it does not decode.
+func (c *Client) SnapshotRaw(ctx context.Context, t Target) (int, error) {
+	var out rawReply
+	err := c.conn.Invoke(ctx, historydv1.ThreadHistory_Snapshot_FullMethodName,
+		&historydv1.SnapshotRequest{ThreadId: t.Thread, Turn: int32(t.Turn)}, &out, grpc.ForceCodecV2(rawCodec{}))
+	if err == nil && out.n == 0 {
+		err = fmt.Errorf("Snapshot(%s, %d): empty answer", t.Thread, t.Turn)
+	}
+	return out.n, err
 }

@@ -374,6 +374,55 @@ func (r *runner) p3(ctx context.Context) error {
 	if share < p3MinShare {
 		r.misses["P3"] = true
 	}
+	return r.p3Raw(ctx)
+}
+
+// p3Raw repeats P3's load with a driver that takes each answer as bytes
+// without decoding it: the same requests and answers on the wire, minus
+// the client's work of turning state into Go values, which runs on the
+// same two CPUs. It says what the server side sustains; the verdict stays
+// with P3.
+func (r *runner) p3Raw(ctx context.Context) error {
+	s, _, err := r.start(ctx, "p3-raw", false)
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	// Warm: every turn of every small thread served once.
+	for i := range r.plan.smallThreads {
+		for n := 1; n <= r.plan.small.Turns; n++ {
+			if _, err := s.Do(ctx, load.Snapshot, load.Target{Thread: r.name(fmt.Sprintf("small%03d", i)), Turn: n}); err != nil {
+				return err
+			}
+		}
+	}
+	c := r.cfg.Concurrency
+	rngs := make([]*rand.Rand, c)
+	for i := range rngs {
+		rngs[i] = rand.New(rand.NewPCG(uint64(i), 3))
+	}
+	s0, err := r.cpuNow(ctx, s)
+	if err != nil {
+		return err
+	}
+	res := load.Drive(ctx, c, 0, r.plan.opTime, func(ctx context.Context, w, _ int) error {
+		rng := rngs[w]
+		_, err := s.SnapshotRaw(ctx, load.Target{Thread: r.name(fmt.Sprintf("small%03d", rng.IntN(r.plan.smallThreads))), Turn: 1 + rng.IntN(r.plan.small.Turns)})
+		return err
+	})
+	s1, err := r.cpuNow(ctx, s)
+	if err != nil {
+		return err
+	}
+	if res.Errors > 0 {
+		return fmt.Errorf("raw Snapshot load: %d errors, first: %s", res.Errors, res.FirstError)
+	}
+	cpu := share(s0, s1, res.Requests)
+	r.detail("p3_raw", map[string]any{"result": res, "cpu": cpu})
+	r.add(Row{ID: "P3′", What: fmt.Sprintf("the same load, the driver taking each answer as bytes without decoding it, c=%d", c),
+		Historyd: fmt.Sprintf("%.0f req/s (p50 %s, p99 %s); %s", res.RPS, msText(res.P50), msText(res.P99), cpu),
+		Other:    fmt.Sprintf("pgbench -S c=%d: %.0f TPS; no-op gRPC: %.0f req/s", c, r.pgbenchTPS, r.noopRPS),
+		Ratio:    fmt.Sprintf("%.2f × TPS", res.RPS/r.pgbenchTPS), Floor: "–", Verdict: "–", Load1: res.Load1})
 	return nil
 }
 
