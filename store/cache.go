@@ -78,6 +78,17 @@ func (c *lru[K, V]) remove(k K) {
 	}
 }
 
+// removeIf removes every item whose key drop selects.
+func (c *lru[K, V]) removeIf(drop func(K) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.items {
+		if drop(k) {
+			c.drop(e)
+		}
+	}
+}
+
 // len returns how many items are kept.
 func (c *lru[K, V]) len() int {
 	c.mu.Lock()

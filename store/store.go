@@ -238,6 +238,15 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 	if err != nil {
 		return nil, proof{}, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
 	}
+	if cached && !sharesCheckpoint(old, cps) {
+		// Not one checkpoint survived: the thread was deleted and written
+		// again under the same id, and its versions may have started over
+		// (LangGraph.js counts them), so the scans cached under them are
+		// another conversation's. Encoded states are keyed by the oldest
+		// checkpoint id as well, which a new lineage never shares.
+		s.scans.removeIf(func(k scanKey) bool { return k.ref == ref })
+		old = nil // nor are its questions
+	}
 	placed, err := s.place(ctx, ref, cps)
 	if err != nil {
 		return nil, proof{}, err
@@ -283,6 +292,23 @@ func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index
 	}
 	s.indexes.put(ref, ix)
 	return ix, nil
+}
+
+// sharesCheckpoint reports whether any of cps is in the index.
+func sharesCheckpoint(ix *index, cps []Checkpoint) bool {
+	if len(ix.placed) == 0 || len(cps) == 0 {
+		return len(ix.placed) == 0
+	}
+	ids := make(map[string]bool, len(ix.placed))
+	for _, p := range ix.placed {
+		ids[p.ID] = true
+	}
+	for _, c := range cps {
+		if ids[c.ID] {
+			return true
+		}
+	}
+	return false
 }
 
 // eachValue hands fn each of channel's values at the checkpoints in ids,

@@ -18,6 +18,11 @@ import (
 // Memory is an in-memory store.Backend. Its values are stored as LangGraph
 // JSON blobs, the format LangGraph.js writes.
 type Memory struct {
+	// Versions, when set, names each stored value's version instead of
+	// Version: LangGraph.js counts a channel's versions 1, 2, 3, …, so a
+	// thread deleted and written again reuses them for other values.
+	Versions func(ref store.Ref, channel string, data []byte) string
+
 	mu      sync.Mutex
 	threads map[store.Ref][]memCheckpoint
 	err     error
@@ -54,7 +59,11 @@ func (m *Memory) PutBlobs(ref store.Ref, id string, ts time.Time, values map[str
 	defer m.mu.Unlock()
 	c := memCheckpoint{cp: store.Checkpoint{ID: id, TS: ts, Versions: map[string]string{}}, values: values}
 	for ch, b := range values {
-		c.cp.Versions[ch] = Version(b.Data)
+		if m.Versions != nil {
+			c.cp.Versions[ch] = m.Versions(ref, ch, b.Data)
+		} else {
+			c.cp.Versions[ch] = Version(b.Data)
+		}
 	}
 	m.threads[ref] = append(m.threads[ref], c)
 }

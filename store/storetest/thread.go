@@ -55,19 +55,26 @@ func Build(w Writer, ref store.Ref, turns []Turn) []Written {
 // Builder writes a conversation turn by turn, for tests that add turns
 // while something reads.
 type Builder struct {
-	w     Writer
-	ref   store.Ref
-	step  int
-	seq   int
-	turns int
-	msgs  []any
-	state map[string]map[string]any
+	w      Writer
+	ref    store.Ref
+	prefix string
+	step   int
+	seq    int
+	turns  int
+	msgs   []any
+	state  map[string]map[string]any
 }
 
 // NewBuilder writes the thread's first, empty checkpoint and returns a
-// Builder for its turns.
-func NewBuilder(w Writer, ref store.Ref) *Builder {
-	b := &Builder{w: w, ref: ref, msgs: []any{}, state: map[string]map[string]any{}}
+// Builder for its turns. Checkpoint ids are 1f0c-000000, 1f0c-000001, ….
+func NewBuilder(w Writer, ref store.Ref) *Builder { return NewBuilderWithPrefix(w, ref, "1f0c") }
+
+// NewBuilderWithPrefix is NewBuilder with checkpoint ids starting with
+// prefix instead of 1f0c: a thread written again after being deleted gets
+// new ids, as LangGraph's time-ordered ones are, by a prefix that sorts
+// later.
+func NewBuilderWithPrefix(w Writer, ref store.Ref, prefix string) *Builder {
+	b := &Builder{w: w, ref: ref, prefix: prefix, msgs: []any{}, state: map[string]map[string]any{}}
 	b.put(nil)
 	return b
 }
@@ -75,7 +82,7 @@ func NewBuilder(w Writer, ref store.Ref) *Builder {
 var base = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
 func (b *Builder) put(into *Written) {
-	id := fmt.Sprintf("1f0c-%06d", b.step)
+	id := fmt.Sprintf("%s-%06d", b.prefix, b.step)
 	values := map[string]any{"messages": slices.Clone(b.msgs)}
 	if len(b.state) > 0 {
 		values["tool_state"] = b.state
