@@ -141,7 +141,7 @@ func (c serveConfig) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	backend, err := newBackend(ctx, *c.dsn, *c.schema)
+	backend, err := newBackend(ctx, *c.dsn, *c.schema, []string{*c.messages, *c.state})
 	if err != nil {
 		return err
 	}
@@ -338,12 +338,14 @@ func newLogger(format string) (*slog.Logger, error) {
 // (unknown form, missing SQLite file, a file without checkpoint tables)
 // fails here, at start; a PostgreSQL server that is merely down does not,
 // since it may come up later.
-func openBackend(ctx context.Context, dsn, schema string) (store.Backend, error) {
+// Only channels' versions are listed (PostgreSQL; the SQLite saver keeps
+// them inside the checkpoint blob, read whole anyway).
+func openBackend(ctx context.Context, dsn, schema string, channels []string) (store.Backend, error) {
 	switch {
 	case dsn == "":
 		return nil, errors.New("no store: set --dsn or HISTORYD_DSN to the checkpointer's database, e.g. postgres://user@localhost:5432/app or sqlite:///path/checkpoints.db")
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema})
+		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: channels})
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", redactDSN(dsn), err)
 		}

@@ -103,7 +103,7 @@ func TestByteSize(t *testing.T) {
 func useMemory(t *testing.T, m store.Backend) {
 	t.Helper()
 	old := newBackend
-	newBackend = func(context.Context, string, string) (store.Backend, error) { return m, nil }
+	newBackend = func(context.Context, string, string, []string) (store.Backend, error) { return m, nil }
 	t.Cleanup(func() { newBackend = old })
 }
 

@@ -32,6 +32,10 @@ type Config struct {
 	// MaxConns caps the pool's connections. Zero means pgxpool's default
 	// (the larger of 4 and the number of CPUs).
 	MaxConns int32
+	// Channels, when set, are the only channels whose versions Checkpoints
+	// and CheckpointsSince report; the others are left in the database
+	// rather than sent and parsed for every checkpoint. Empty reports all.
+	Channels []string
 }
 
 // Backend is a store.Backend over a pgx connection pool.
@@ -93,6 +97,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	checkpoints := table(cfg.Schema, "checkpoints")
 	blobs := table(cfg.Schema, "checkpoint_blobs")
+	versions, err := versionsSQL(cfg.Channels)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
 	// present lists which of the checkpoints in $4 exist. Each is looked
 	// up by its key: with "checkpoint_id = ANY($4)" a generic plan may
 	// filter the thread's whole index range instead, a cost that grows
@@ -104,7 +113,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		schema: cfg.Schema,
 		// LangGraph marks graphs with DeltaChannel channels in checkpoint
 		// metadata; such threads are refused rather than misread.
-		listSQL: `SELECT c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', ` + deltaSQL + `
+		listSQL: `SELECT c.checkpoint_id, c.checkpoint->>'ts', ` + versions + `, ` + deltaSQL + `
 FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
 		// The census and the newer rows come from one statement, hence one
 		// snapshot. The smallest id is an index probe; the count reads the
@@ -115,10 +124,10 @@ FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
 		probeSQL: `SELECT min(checkpoint_id), max(checkpoint_id), ` + strings.Replace(present, "$4", "$3", 1) + `
 FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2`,
 		sinceSQL: `WITH n AS (SELECT min(checkpoint_id) AS lo, ` + present + ` AS present FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
-SELECT -1, n.lo, n.present, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce(` + deltaSQL + `, false)
+SELECT -1, n.lo, n.present, c.checkpoint_id, c.checkpoint->>'ts', ` + versions + `, coalesce(` + deltaSQL + `, false)
 FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
 		countSQL: `WITH n AS (SELECT count(*) AS n, min(checkpoint_id) AS lo, ` + present + ` AS present FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
-SELECT n.n, n.lo, n.present, c.checkpoint_id, c.checkpoint->>'ts', c.checkpoint->'channel_versions', coalesce(` + deltaSQL + `, false)
+SELECT n.n, n.lo, n.present, c.checkpoint_id, c.checkpoint->>'ts', ` + versions + `, coalesce(` + deltaSQL + `, false)
 FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
 		// A channel's value is its blob at the checkpoint's version of the
 		// channel; primitives Python keeps inline in channel_values have no
@@ -135,6 +144,27 @@ CROSS JOIN LATERAL (SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id,
 LEFT JOIN ` + blobs + ` b
   ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = $3 AND b.version = c.version`,
 	}, nil
+}
+
+// versionsSQL selects checkpoint c's channel_versions, or only those of
+// channels when there are any. Channel names are written into the
+// statement as literals: they come from the configuration, and one holding
+// a backslash or NUL is refused rather than escaped.
+func versionsSQL(channels []string) (string, error) {
+	if len(channels) == 0 {
+		return `c.checkpoint->'channel_versions'`, nil
+	}
+	var pairs []string
+	for _, ch := range channels {
+		if ch == "" || strings.ContainsAny(ch, "\\\x00") {
+			return "", fmt.Errorf("postgres: channel name %q: empty, or holds a backslash or NUL", ch)
+		}
+		lit := "'" + strings.ReplaceAll(ch, "'", "''") + "'"
+		pairs = append(pairs, lit+`, c.checkpoint->'channel_versions'->`+lit)
+	}
+	// A version is never JSON null, so stripping nulls only drops the
+	// channels a checkpoint has no version of.
+	return `jsonb_strip_nulls(jsonb_build_object(` + strings.Join(pairs, ", ") + `))`, nil
 }
 
 // deltaSQL says whether checkpoint c's metadata marks a graph with

@@ -135,9 +135,9 @@ func newSchema(t *testing.T) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	return pool, schema, u.String()
 }
 
-func openBackend(t *testing.T, dsn, schema string) *Backend {
+func openBackend(t *testing.T, dsn, schema string, channels ...string) *Backend {
 	t.Helper()
-	b, err := Open(context.Background(), Config{DSN: dsn, Schema: schema})
+	b, err := Open(context.Background(), Config{DSN: dsn, Schema: schema, Channels: channels})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,12 +146,42 @@ func openBackend(t *testing.T, dsn, schema string) *Backend {
 }
 
 // TestSuite runs the shared store suite as a role granted only SELECT on
-// the checkpoint tables: historyd must never need more.
+// the checkpoint tables: historyd must never need more. It runs as
+// historyd serve opens the backend, listing only the versions of the
+// channels it reads, and listing them all.
 func TestSuite(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
-		admin, schema, ro := newSchema(t)
-		return openBackend(t, ro, schema), &pgWriter{t: t, pool: admin, schema: pgx.Identifier{schema}.Sanitize()}
-	})
+	for name, channels := range map[string][]string{"two channels": {"messages", "tool_state"}, "all channels": nil} {
+		t.Run(name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
+				admin, schema, ro := newSchema(t)
+				return openBackend(t, ro, schema, channels...), &pgWriter{t: t, pool: admin, schema: pgx.Identifier{schema}.Sanitize()}
+			})
+		})
+	}
+}
+
+// TestChannelNames: names are quoted into the listing, and the ones that
+// cannot be are refused when the backend is opened.
+func TestChannelNames(t *testing.T) {
+	admin, schema, ro := newSchema(t)
+	w := &pgWriter{t: t, pool: admin, schema: pgx.Identifier{schema}.Sanitize()}
+	ref := store.Ref{ThreadID: "quoted"}
+	storetest.Build(w, ref, storetest.Demo[:1])
+	b := openBackend(t, ro, schema, "it's", "messages")
+	cps, err := b.Checkpoints(context.Background(), ref)
+	if err != nil || len(cps) == 0 {
+		t.Fatalf("listing with a quoted channel name: %v, %v", cps, err)
+	}
+	for _, c := range cps {
+		if _, ok := c.Versions["tool_state"]; ok || len(c.Versions) > 1 {
+			t.Errorf("checkpoint %s lists %v; want at most the messages version", c.ID, c.Versions)
+		}
+	}
+	for _, bad := range []string{"", "a\\b", "nul\x00"} {
+		if _, err := Open(context.Background(), Config{DSN: ro, Schema: schema, Channels: []string{bad}}); err == nil {
+			t.Errorf("channel %q accepted", bad)
+		}
+	}
 }
 
 func TestInlineAndEmptyValues(t *testing.T) {
