@@ -68,6 +68,9 @@ func (c spliceCodec) Marshal(v any) (mem.BufferSlice, error) {
 		// Turn order, so that equal responses are equal bytes.
 		for _, n := range slices.Sorted(maps.Keys(m.Turns)) {
 			ts := m.Turns[n]
+			if ts == nil {
+				ts = &historydv1.TurnState{} // as proto.Marshal writes a nil map value
+			}
 			inner, err := turnStateHead(ts)
 			if err != nil {
 				return nil, err

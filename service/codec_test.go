@@ -43,6 +43,7 @@ func TestSpliceCodec(t *testing.T) {
 		&historydv1.SnapshotResponse{Result: &historydv1.SnapshotResponse_State{State: ts(1, nil)}},
 		&historydv1.SnapshotsResponse{Total: 7, Turns: map[int32]*historydv1.TurnState{5: ts(5, map[string][]byte{"x": big}), 6: ts(6, map[string][]byte{"y": small}), 7: withBuilt}},
 		&historydv1.SnapshotsResponse{},
+		&historydv1.SnapshotsResponse{Total: 3, Turns: map[int32]*historydv1.TurnState{3: nil}},
 		&historydv1.StreamSnapshotsResponse{Total: 2, Turn: ts(2, map[string][]byte{"b": big})},
 		&historydv1.StreamSnapshotsResponse{Total: 2},
 		&historydv1.TurnsResponse{Total: 1, Turns: []*historydv1.TurnInfo{{Number: 1, EndedAt: timestamppb.New(time.Unix(5, 0))}}},
