@@ -288,6 +288,10 @@ func (c serveConfig) options(log *slog.Logger) (service.Options, error) {
 	switch {
 	case *c.grace < 0:
 		return o, fmt.Errorf("--shutdown-grace %s: must not be negative", *c.grace)
+	case *c.cacheThreads < 0:
+		return o, fmt.Errorf("--cache-threads %d: must not be negative (0 turns the cache off)", *c.cacheThreads)
+	case *c.cacheState < 0 || *c.cacheState > math.MaxInt32:
+		return o, fmt.Errorf("--cache-state-bytes %d: want 0 (off) to 2GiB", *c.cacheState)
 	case (*c.tlsCert == "") != (*c.tlsKey == ""):
 		return o, errors.New("--tls-cert and --tls-key go together")
 	case *c.tlsClientCA != "" && *c.tlsCert == "":

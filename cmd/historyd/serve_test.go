@@ -64,6 +64,8 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{"cert without key", nil, []string{"--tls-cert", "x.pem"}, "--tls-key"},
 		{"client CA without TLS", nil, []string{"--tls-client-ca", "ca.pem"}, "--tls-client-ca"},
 		{"negative rate", nil, []string{"--rate-limit", "-1"}, "--rate-limit"},
+		{"negative index cache", nil, []string{"--cache-threads", "-1"}, "--cache-threads"},
+		{"env state cache", map[string]string{"HISTORYD_CACHE_STATE_BYTES": "-5"}, nil, "HISTORYD_CACHE_STATE_BYTES"},
 		{"thread ids in plain", nil, []string{"--log-thread-ids", "plain"}, "--log-thread-ids"},
 		{"missing token file", nil, []string{"--auth-tokens", "/nonexistent/tokens.json"}, "--auth-tokens"},
 	} {
