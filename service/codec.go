@@ -15,11 +15,11 @@ import (
 )
 
 // spliceCodec is the server's "proto" codec. Responses carrying state are
-// sent as a list of buffers in which each state entry is the store's cached
-// encoding itself, not a copy: a turn of megabytes then costs no memory
-// beyond the cache while it is sent. Everything else, requests included,
-// goes through gRPC's own codec. The bytes on the wire are a valid
-// encoding of the same message.
+// sent as a list of buffers in which each large state entry is the store's
+// cached encoding itself, not a copy: a turn of megabytes then costs no
+// memory beyond the cache while it is sent. Everything else, requests
+// included, goes through gRPC's own codec. The bytes on the wire are a
+// valid encoding of the same message.
 type spliceCodec struct{ base encoding.CodecV2 }
 
 func newSpliceCodec() spliceCodec { return spliceCodec{base: encoding.GetCodecV2(grpcproto.Name)} }
@@ -30,63 +30,78 @@ func (c spliceCodec) Name() string { return grpcproto.Name }
 // Unmarshal is gRPC's own.
 func (c spliceCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.base.Unmarshal(data, v) }
 
-// Marshal splices the state responses and passes anything else on.
+// Marshal splices the state responses and passes anything else on. Each
+// response is planned first (its small parts encoded, its entries listed,
+// every size known), then written into one pooled buffer of exactly the
+// size of its small parts, with the large entries between.
 func (c spliceCodec) Marshal(v any) (mem.BufferSlice, error) {
-	var w splicer
+	var (
+		rest  proto.Message
+		turns []plannedTurn
+		keys  []int32 // SnapshotsResponse's map keys, one per turn
+	)
 	switch m := v.(type) {
 	case *historydv1.SnapshotResponse:
-		st := m.GetState()
-		if st == nil {
-			break
+		if m.GetState() == nil {
+			return c.base.Marshal(v)
 		}
-		w.reserve(m)
-		rest := &historydv1.SnapshotResponse{Total: m.Total, RetainedTurns: m.RetainedTurns}
-		if err := w.message(rest); err != nil {
-			return nil, err
-		}
-		if err := w.turnState(1, st); err != nil {
-			return nil, err
-		}
-		return w.done(), nil
+		rest = &historydv1.SnapshotResponse{Total: m.Total, RetainedTurns: m.RetainedTurns}
+		turns = []plannedTurn{planTurn(m.GetState())}
 	case *historydv1.StreamSnapshotsResponse:
 		if m.Turn == nil {
-			break
+			return c.base.Marshal(v)
 		}
-		w.reserve(m)
-		if err := w.message(&historydv1.StreamSnapshotsResponse{Total: m.Total}); err != nil {
-			return nil, err
-		}
-		if err := w.turnState(1, m.Turn); err != nil {
-			return nil, err
-		}
-		return w.done(), nil
+		rest = &historydv1.StreamSnapshotsResponse{Total: m.Total}
+		turns = []plannedTurn{planTurn(m.Turn)}
 	case *historydv1.SnapshotsResponse:
-		w.reserve(m)
-		if err := w.message(&historydv1.SnapshotsResponse{Total: m.Total}); err != nil {
-			return nil, err
-		}
+		rest = &historydv1.SnapshotsResponse{Total: m.Total}
 		// Turn order, so that equal responses are equal bytes.
-		for _, n := range slices.Sorted(maps.Keys(m.Turns)) {
-			ts := m.Turns[n]
-			if ts == nil {
-				ts = &historydv1.TurnState{} // as proto.Marshal writes a nil map value
-			}
-			inner, err := turnStateHead(ts)
-			if err != nil {
-				return nil, err
-			}
-			tsSize := len(inner) + entriesSize(ts)
-			key := tagSize + protowire.SizeVarint(uint64(int64(n)))
-			// map<int32, TurnState> entry: key = 1, value = 2.
-			w.header(1, key+sizeNested(tsSize))
-			w.small(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(int64(n))))
-			w.header(2, tsSize)
-			w.small(inner)
-			w.entries(ts)
+		keys = slices.Sorted(maps.Keys(m.Turns))
+		for _, n := range keys {
+			turns = append(turns, planTurn(m.Turns[n]))
 		}
-		return w.done(), nil
+	default:
+		return c.base.Marshal(v)
 	}
-	return c.base.Marshal(v)
+	head, err := proto.Marshal(rest)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %T: %w", rest, err)
+	}
+	for _, t := range turns {
+		if t.err != nil {
+			return nil, t.err
+		}
+	}
+
+	small := len(head)
+	for i, t := range turns {
+		if keys == nil {
+			small += headerSize(t.size) + t.smallSize()
+			continue
+		}
+		// map<int32, TurnState> entry: key = 1, value = 2.
+		key := tagSize + protowire.SizeVarint(uint64(int64(keys[i])))
+		small += headerSize(key+sizeNested(t.size)) + key + headerSize(t.size) + t.smallSize()
+	}
+	w := newSplicer(small)
+	w.small(head)
+
+	for i, t := range turns {
+		if keys == nil {
+			w.turn(1, t)
+			continue
+		}
+		key := tagSize + protowire.SizeVarint(uint64(int64(keys[i])))
+		w.header(1, key+sizeNested(t.size))
+		w.cur = protowire.AppendVarint(protowire.AppendTag(w.cur, mapKey, protowire.VarintType), uint64(int64(keys[i])))
+		w.turn(mapValue, t)
+	}
+	if len(w.cur) != small {
+		// The sizes in the headers come from the same plan: a mismatch
+		// would send a corrupt message.
+		return nil, fmt.Errorf("spliced %d bytes of small parts, planned %d", len(w.cur), small)
+	}
+	return w.done(), nil
 }
 
 // spliceMin is the size from which an entry's encoding is sent as its own
@@ -94,14 +109,77 @@ func (c spliceCodec) Marshal(v any) (mem.BufferSlice, error) {
 // than the copy.
 const spliceMin = 4 << 10
 
-// splicer builds a message as a list of buffers: small parts are gathered
-// in one buffer from gRPC's pool, returned to it once the message is sent;
-// large entry encodings are listed as they are.
+// turnStateEntries is TurnState.entries' field number.
+const turnStateEntries protowire.Number = 4
+
+// plannedTurn is a TurnState ready to write: its fields but the entries
+// encoded, its entries in key order, and its encoded size.
+type plannedTurn struct {
+	head    []byte
+	entries []plannedEntry
+	size    int
+	err     error
+}
+
+type plannedEntry struct {
+	key  string
+	data []byte
+}
+
+func planTurn(ts *historydv1.TurnState) plannedTurn {
+	if ts == nil {
+		ts = &historydv1.TurnState{} // as proto.Marshal writes a nil map value
+	}
+	head, err := proto.Marshal(&historydv1.TurnState{Turn: ts.Turn, CheckpointId: ts.CheckpointId, Question: ts.Question, EndedAt: ts.EndedAt})
+	if err != nil {
+		return plannedTurn{err: fmt.Errorf("marshal turn state: %w", err)}
+	}
+	p := plannedTurn{head: head, size: len(head)}
+	for _, k := range slices.Sorted(maps.Keys(ts.Entries)) {
+		data := entryBytes(ts.Entries[k])
+		p.entries = append(p.entries, plannedEntry{k, data})
+		p.size += sizeNested(mapEntrySize(k, len(data)))
+	}
+	return p
+}
+
+// smallSize is how many of the turn's bytes are copied rather than sent
+// as their own buffers.
+func (p plannedTurn) smallSize() int {
+	n := p.size
+	for _, e := range p.entries {
+		if len(e.data) >= spliceMin {
+			n -= len(e.data)
+		}
+	}
+	return n
+}
+
+// entryBytes is the encoding of one StateEntry: the unknown fields the
+// handlers set it from, or its marshaling when it was built otherwise.
+func entryBytes(e *historydv1.StateEntry) []byte {
+	if raw := e.ProtoReflect().GetUnknown(); len(raw) > 0 && proto.Size(e) == len(raw) {
+		return raw
+	}
+	b, _ := proto.Marshal(e) // a StateEntry built in memory always marshals
+	return b
+}
+
+// mapEntrySize is the size of a map<string, StateEntry> entry.
+func mapEntrySize(k string, data int) int {
+	return tagSize + protowire.SizeBytes(len(k)) + sizeNested(data)
+}
+
+// headerSize is the size of the tag and length of a one-byte-tagged field
+// holding n bytes.
+func headerSize(n int) int { return sizeNested(n) - n }
+
+// splicer writes a message as a list of buffers: small parts go into one
+// buffer from gRPC's pool, returned to it once the message is sent; large
+// entry encodings are listed as they are.
 type splicer struct {
 	// cur holds every small part, in order.
-	cur []byte
-	// pooled is the pool buffer cur started in; nil when cur was not
-	// reserved.
+	cur    []byte
 	pooled *[]byte
 	parts  []splicePart
 }
@@ -112,37 +190,33 @@ type splicePart struct {
 	large []byte
 }
 
-// reserve sizes cur for m's small parts, so that it is allocated once:
-// everything but the entries sent as their own buffers.
-func (w *splicer) reserve(m proto.Message) {
-	n := proto.Size(m)
-	var turns []*historydv1.TurnState
-	switch m := m.(type) {
-	case *historydv1.SnapshotResponse:
-		turns = append(turns, m.GetState())
-	case *historydv1.StreamSnapshotsResponse:
-		turns = append(turns, m.GetTurn())
-	case *historydv1.SnapshotsResponse:
-		turns = slices.Collect(maps.Values(m.Turns))
-	}
-	for _, ts := range turns {
-		for _, e := range ts.GetEntries() {
-			if raw := e.ProtoReflect().GetUnknown(); len(raw) >= spliceMin {
-				n -= len(raw)
-			}
-		}
-	}
-	w.pooled = mem.DefaultBufferPool().Get(max(n, 0))
+func newSplicer(small int) *splicer {
+	w := &splicer{pooled: mem.DefaultBufferPool().Get(small)}
 	w.cur = (*w.pooled)[:0]
+	return w
 }
 
 func (w *splicer) small(b []byte) { w.cur = append(w.cur, b...) }
 
-func (w *splicer) large(b []byte) {
-	w.cut()
-	// A SliceBuffer is never returned to a pool: the cache keeps its
-	// bytes.
-	w.parts = append(w.parts, splicePart{large: b})
+func (w *splicer) header(num protowire.Number, n int) { w.cur = appendHeader(w.cur, num, n) }
+
+// turn writes field num holding the planned turn.
+func (w *splicer) turn(num protowire.Number, t plannedTurn) {
+	w.header(num, t.size)
+	w.small(t.head)
+	for _, e := range t.entries {
+		w.header(turnStateEntries, mapEntrySize(e.key, len(e.data)))
+		w.cur = protowire.AppendString(protowire.AppendTag(w.cur, mapKey, protowire.BytesType), e.key)
+		w.header(mapValue, len(e.data))
+		if len(e.data) < spliceMin {
+			w.small(e.data)
+			continue
+		}
+		w.cut()
+		// A SliceBuffer is never returned to a pool: the cache keeps its
+		// bytes.
+		w.parts = append(w.parts, splicePart{large: e.data})
+	}
 }
 
 // cut ends the current run of small parts.
@@ -163,14 +237,11 @@ func (w *splicer) done() mem.BufferSlice {
 	w.cut()
 	pool := mem.DefaultBufferPool()
 	var root mem.Buffer = mem.SliceBuffer(w.cur)
-	if w.pooled != nil {
-		if len(w.cur) > 0 && cap(*w.pooled) > 0 && &w.cur[:1][0] == &(*w.pooled)[:1][0] {
-			*w.pooled = w.cur
-			root = mem.NewBuffer(w.pooled, pool)
-		} else {
-			// Outgrown (a size estimate was short) or unused.
-			pool.Put(w.pooled)
-		}
+	if len(w.cur) > 0 && cap(*w.pooled) > 0 && &w.cur[:1][0] == &(*w.pooled)[:1][0] {
+		*w.pooled = w.cur
+		root = mem.NewBuffer(w.pooled, pool)
+	} else {
+		pool.Put(w.pooled) // unused: no small parts
 	}
 	bufs := make(mem.BufferSlice, 0, len(w.parts))
 	start := 0
@@ -184,82 +255,4 @@ func (w *splicer) done() mem.BufferSlice {
 	}
 	root.Free()
 	return bufs
-}
-
-// header appends the tag and length of field num holding n bytes.
-func (w *splicer) header(num protowire.Number, n int) {
-	w.cur = protowire.AppendVarint(protowire.AppendTag(w.cur, num, protowire.BytesType), uint64(n))
-}
-
-// message appends m's own encoding.
-func (w *splicer) message(m proto.Message) error {
-	b, err := proto.MarshalOptions{}.MarshalAppend(w.cur, m)
-	if err != nil {
-		return fmt.Errorf("marshal %T: %w", m, err)
-	}
-	w.cur = b
-	return nil
-}
-
-// turnState appends field num holding ts.
-func (w *splicer) turnState(num protowire.Number, ts *historydv1.TurnState) error {
-	inner, err := turnStateHead(ts)
-	if err != nil {
-		return err
-	}
-	w.header(num, len(inner)+entriesSize(ts))
-	w.small(inner)
-	w.entries(ts)
-	return nil
-}
-
-// turnStateHead encodes ts without its entries.
-func turnStateHead(ts *historydv1.TurnState) ([]byte, error) {
-	head := &historydv1.TurnState{Turn: ts.Turn, CheckpointId: ts.CheckpointId, Question: ts.Question, EndedAt: ts.EndedAt}
-	b, err := proto.Marshal(head)
-	if err != nil {
-		return nil, fmt.Errorf("marshal turn state: %w", err)
-	}
-	return b, nil
-}
-
-// turnStateEntries is TurnState.entries' field number.
-const turnStateEntries protowire.Number = 4
-
-// entryBytes is the encoding of one StateEntry: the unknown fields the
-// handlers set it from, or its marshaling when it was built otherwise.
-func entryBytes(e *historydv1.StateEntry) []byte {
-	if raw := e.ProtoReflect().GetUnknown(); len(raw) > 0 && proto.Size(e) == len(raw) {
-		return raw
-	}
-	b, _ := proto.Marshal(e) // a StateEntry built in memory always marshals
-	return b
-}
-
-func entriesSize(ts *historydv1.TurnState) int {
-	n := 0
-	for k, e := range ts.Entries {
-		n += sizeNested(mapEntrySize(k, len(entryBytes(e))))
-	}
-	return n
-}
-
-// mapEntrySize is the size of a map<string, StateEntry> entry.
-func mapEntrySize(k string, data int) int {
-	return tagSize + protowire.SizeBytes(len(k)) + sizeNested(data)
-}
-
-// entries appends ts's entries in key order.
-func (w *splicer) entries(ts *historydv1.TurnState) {
-	for _, k := range slices.Sorted(maps.Keys(ts.Entries)) {
-		data := entryBytes(ts.Entries[k])
-		w.header(turnStateEntries, mapEntrySize(k, len(data)))
-		w.cur = protowire.AppendString(protowire.AppendTag(w.cur, mapKey, protowire.BytesType), k)
-		w.header(mapValue, len(data))
-		if len(data) >= spliceMin {
-			w.large(data)
-		} else {
-			w.small(data)
-		}
-	}
 }

@@ -75,13 +75,16 @@ type stateKey struct {
 	version string
 }
 
-// ReadEncoded is Read with each state entry encoded by enc. The encodings
-// of each state version are cached (Config.CacheStateBytes), so a
-// warm read decodes nothing; states too large for the cache are decoded
-// one entry at a time, restricted to keys, and not kept. Like Read, it never
-// answers for a turn whose last checkpoint was deleted.
+// ReadEncoded derives the thread's history and reads the state of the
+// turns pick selects from it, restricted to keys, each entry encoded by enc.
+// The encodings of each state version are cached (Config.CacheStateBytes),
+// so a warm read decodes nothing; states too large for the cache are
+// decoded one entry at a time, restricted to keys, and not kept. It never
+// answers for a turn whose last checkpoint was deleted: when one turns out
+// to be gone (a deletion that spared the thread's oldest checkpoint), it
+// derives the history afresh and reads again, once.
 func (s *Store) ReadEncoded(ctx context.Context, ref Ref, pick func(*History) []Turn, keys []string, enc Encoder) (*History, []Turn, []EncodedState, error) {
-	return readFresh(ctx, s, ref, pick, true, func(ix *index, turns []Turn, pr proof) ([]EncodedState, error) {
+	return readFresh(ctx, s, ref, pick, func(ix *index, turns []Turn, pr proof) ([]EncodedState, error) {
 		return s.encodedStates(ctx, ref, ix.minID, turns, keys, enc, pr)
 	})
 }

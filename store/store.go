@@ -424,29 +424,17 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 	return placed, nil
 }
 
-// Read derives the thread's history and reads the state of the turns pick
-// selects from it, restricted to keys. When a selected turn's last
-// checkpoint turns out to have been deleted since the history was derived
-// (a deletion that spared the thread's oldest checkpoint, noticed by
-// RecountEvery's count only later), it derives the history afresh and reads
-// again, once: a deleted turn is never answered from the cache.
-func (s *Store) Read(ctx context.Context, ref Ref, pick func(*History) []Turn, keys []string) (*History, []Turn, []map[string]Entry, error) {
-	return readFresh(ctx, s, ref, pick, false, func(_ *index, turns []Turn, _ proof) ([]map[string]Entry, error) {
-		return s.States(ctx, ref, turns, keys)
-	})
-}
-
 // readFresh derives the history, picks turns and reads them with read,
-// deriving afresh and reading once more when read reports ErrStale.
-//
-// With check, the turns pick selects from the cached history are checked
-// to still exist in the same read that refreshes the history, and read
-// learns which checkpoints that read saw.
-func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History) []Turn, check bool, read func(*index, []Turn, proof) (T, error)) (*History, []Turn, T, error) {
+// deriving afresh and reading once more when read reports ErrStale: a
+// turn whose last checkpoint was deleted since the history was derived is
+// never answered from the cache. The turns pick selects from the cached
+// history are checked to still exist in the same read that refreshes the
+// history, and read learns which checkpoints that read saw.
+func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History) []Turn, read func(*index, []Turn, proof) (T, error)) (*History, []Turn, T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
 		var verify []string
-		if old, ok := s.indexes.get(ref); ok && check {
+		if old, ok := s.indexes.get(ref); ok {
 			for _, t := range pick(old.hist) {
 				if t.Retained {
 					verify = append(verify, t.End.ID)
