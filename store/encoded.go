@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Encoder turns one entry into the bytes the layer above serves. The store
@@ -170,8 +168,7 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turn
 // is ever built in memory.
 func (s *Store) encodeState(b Blob, keep map[string]bool, enc Encoder) (EncodedState, error) {
 	var st EncodedState
-	whole, _, err := lgcodec.EachEntry(b.Type, b.Data, keep, s.limits, func(k string, v any) error {
-		e := ParseEntry(v)
+	err := eachEntry(b, keep, s.limits, true, func(k string, e Entry) error {
 		data, err := enc.Encode(e)
 		if err != nil {
 			return fmt.Errorf("encode key %q: %w", k, err)
@@ -181,9 +178,6 @@ func (s *Store) encodeState(b Blob, keep map[string]bool, enc Encoder) (EncodedS
 	})
 	if err != nil {
 		return EncodedState{}, err
-	}
-	if whole != nil {
-		return EncodedState{}, fmt.Errorf("state is a %T, not a map of keys to entries", whole)
 	}
 	// A map may repeat a key; the last one stands, as when decoding to a map.
 	slices.SortStableFunc(st.Entries, func(a, b EncodedEntry) int { return strings.Compare(a.Key, b.Key) })

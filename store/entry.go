@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"math"
+
+	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Entry is one session-state key's entry in the tool_state convention: a
@@ -27,31 +29,25 @@ type Entry struct {
 	Extra map[string]any
 }
 
-// parseState turns a decoded state channel value into entries, keeping only
-// keys when keys is not empty. A channel with no value is an empty state.
-func parseState(v any, present bool, keys []string) (map[string]Entry, error) {
-	out := map[string]Entry{}
-	if !present || v == nil {
-		return out, nil
+// eachEntry decodes a state channel value one entry at a time, keeping
+// only the keys in keep (all when keep is nil), and hands fn each key with
+// its entry before decoding the next. With lazy, entry values are left
+// encoded as lgcodec.Raw (lgcodec.EachEntry), valid only during fn. A
+// channel with no value, or a null one, has no entries; any other value
+// that is not a map is an error.
+func eachEntry(b Blob, keep map[string]bool, lim lgcodec.Limits, lazy bool, fn func(string, Entry) error) error {
+	each := lgcodec.EachKey
+	if lazy {
+		each = lgcodec.EachEntry
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("state is a %T, not a map of keys to entries", v)
+	whole, _, err := each(b.Type, b.Data, keep, lim, func(k string, v any) error { return fn(k, ParseEntry(v)) })
+	if err != nil {
+		return err
 	}
-	var want map[string]bool
-	if len(keys) > 0 {
-		want = make(map[string]bool, len(keys))
-		for _, k := range keys {
-			want[k] = true
-		}
+	if whole != nil {
+		return fmt.Errorf("state is a %T, not a map of keys to entries", whole)
 	}
-	for k, raw := range m {
-		if want != nil && !want[k] {
-			continue
-		}
-		out[k] = ParseEntry(raw)
-	}
-	return out, nil
+	return nil
 }
 
 // ParseEntry reads one stored entry. A map with a "value" field is an entry

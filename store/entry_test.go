@@ -3,6 +3,8 @@ package store
 import (
 	"reflect"
 	"testing"
+
+	"github.com/historyd/historyd/store/lgcodec"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -57,22 +59,38 @@ func TestParseEntry(t *testing.T) {
 	}
 }
 
-func TestParseStateProjection(t *testing.T) {
-	state := map[string]any{
-		"a": map[string]any{"value": 1.0},
-		"b": map[string]any{"value": 2.0},
+func TestEachEntry(t *testing.T) {
+	blob := func(v any) Blob {
+		data, err := lgcodec.EncodeMsgpack(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Blob{Type: "msgpack", Data: data}
 	}
-	got, err := parseState(state, true, []string{"b", "missing"})
-	if err != nil {
-		t.Fatal(err)
+	collect := func(b Blob, keep map[string]bool, lazy bool) (map[string]Entry, error) {
+		out := map[string]Entry{}
+		err := eachEntry(b, keep, lgcodec.Limits{}, lazy, func(k string, e Entry) error {
+			out[k] = e
+			return nil
+		})
+		return out, err
 	}
-	if len(got) != 1 || got["b"].Value != 2.0 {
-		t.Errorf("projection = %+v, want only b", got)
+	state := blob(map[string]any{"a": map[string]any{"value": 1.0}, "b": map[string]any{"value": 2.0, "turn": int64(3)}})
+	got, err := collect(state, map[string]bool{"b": true, "missing": true}, false)
+	if err != nil || len(got) != 1 || got["b"].Value != 2.0 || *got["b"].Turn != 3 {
+		t.Errorf("projection = %+v, %v; want only b", got, err)
 	}
-	if got, err := parseState(nil, false, nil); err != nil || len(got) != 0 {
-		t.Errorf("absent state = %v, %v; want empty", got, err)
+	// Lazily, the value stays encoded and the bookkeeping is read.
+	got, err = collect(state, nil, true)
+	if _, raw := got["b"].Value.(lgcodec.Raw); err != nil || len(got) != 2 || !raw || *got["b"].Turn != 3 {
+		t.Errorf("lazy = %+v, %v; want both keys, values left encoded", got, err)
 	}
-	if _, err := parseState("not a map", true, nil); err == nil {
+	for _, b := range []Blob{{Type: "empty"}, {Type: "null"}} {
+		if got, err := collect(b, nil, false); err != nil || len(got) != 0 {
+			t.Errorf("%s state = %v, %v; want no entries", b.Type, got, err)
+		}
+	}
+	if _, err := collect(blob("not a map"), nil, true); err == nil {
 		t.Error("a state that is not a map was accepted")
 	}
 }

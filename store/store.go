@@ -470,10 +470,6 @@ func (s *Store) States(ctx context.Context, ref Ref, turns []Turn, keys []string
 		}
 		at[i] = t.End.ID
 	}
-	blobs, err := s.b.Values(ctx, ref, s.state, at)
-	if err != nil {
-		return nil, fmt.Errorf("read %s of thread %q: %w", s.state, ref.ThreadID, err)
-	}
 	// The projection is applied while decoding: keys not asked for are
 	// stepped over, never built.
 	var keep map[string]bool
@@ -483,22 +479,26 @@ func (s *Store) States(ctx context.Context, ref Ref, turns []Turn, keys []string
 			keep[k] = true
 		}
 	}
-	for i, b := range blobs {
+	err := s.eachValue(ctx, ref, s.state, at, func(i int, b Blob) error {
 		if b.Type == BlobMissing {
 			// The turn's end was deleted after the index was derived: never
 			// answer for it from the cache.
 			s.indexes.remove(ref)
-			return nil, fmt.Errorf("turn %d of thread %q: %w", turns[i].N, ref.ThreadID, ErrStale)
+			return fmt.Errorf("turn %d of thread %q: %w", turns[i].N, ref.ThreadID, ErrStale)
 		}
-		v, ok, err := lgcodec.DecodeKeys(b.Type, b.Data, keep, s.limits)
+		entries := map[string]Entry{}
+		err := eachEntry(b, keep, s.limits, false, func(k string, e Entry) error {
+			entries[k] = e
+			return nil
+		})
 		if err != nil {
-			return nil, &DecodeError{Ref: ref, CheckpointID: at[i], Channel: s.state, Err: err}
-		}
-		entries, err := parseState(v, ok, keys)
-		if err != nil {
-			return nil, &DecodeError{Ref: ref, CheckpointID: at[i], Channel: s.state, Err: err}
+			return &DecodeError{Ref: ref, CheckpointID: at[i], Channel: s.state, Err: err}
 		}
 		out[i] = entries
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -1,35 +1,11 @@
 package lgcodec
 
-// DecodeKeys is Decode for a value that is a map, keeping only the entries
-// whose keys are in keep. In msgpack the other entries are stepped over
-// without being built, so reading one key of a state holding megabytes of
-// geometry costs a scan of those bytes, not their decoding. A nil keep keeps
-// every entry, as Decode does. A value that is not a map is decoded whole,
-// for the caller to reject or accept.
-func DecodeKeys(blobType string, data []byte, keep map[string]bool, lim Limits) (v any, ok bool, err error) {
-	var out map[string]any
-	whole, ok, err := EachKey(blobType, data, keep, lim, func(key string, v any) error {
-		if out == nil {
-			out = map[string]any{}
-		}
-		out[key] = v
-		return nil
-	})
-	if err != nil || !ok {
-		return nil, ok, err
-	}
-	if whole != nil {
-		return whole, true, nil
-	}
-	if out == nil {
-		out = map[string]any{}
-	}
-	return out, true, nil
-}
-
 // EachKey decodes a value that is a map one entry at a time, calling fn with
 // each entry whose key is in keep (every entry when keep is nil) and
-// dropping the entry before decoding the next. Only one entry's decoded data
+// dropping the entry before decoding the next. In msgpack the entries not
+// kept are stepped over without being built, so reading one key of a state
+// holding megabytes of geometry costs a scan of those bytes, not their
+// decoding. Only one entry's decoded data
 // is alive at a time, so a caller that re-encodes each entry as it comes
 // never holds the whole value decoded. In msgpack the entries not kept are
 // stepped over without being built. Entries come in stored order; JSON has
