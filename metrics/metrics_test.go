@@ -246,3 +246,37 @@ func TestWatchStore(t *testing.T) {
 		t.Errorf("historyd_state_cache_bytes = %v, want > 0", got["historyd_state_cache_bytes"])
 	}
 }
+
+// A value the store cannot decode is not a store error; a store that fails
+// is.
+func TestValuesErrorsAreTheStores(t *testing.T) {
+	m := metrics.New()
+	mem := storetest.NewMemory()
+	ref := store.Ref{ThreadID: "t"}
+	mem.PutBlobs(ref, "1f0c-000001", time.Now(), map[string]store.Blob{"tool_state": {Type: "msgpack", Data: []byte{0x82, 0xa1}}})
+	st := store.New(store.Config{Backend: m.Backend(mem)})
+	if _, err := st.States(context.Background(), ref, []store.Turn{{N: 1, Retained: true, End: store.Placed{ID: "1f0c-000001"}}}, nil); err == nil {
+		t.Fatal("a truncated state was decoded")
+	}
+	errorsOf := func() string {
+		hs := httptest.NewServer(m.Handler(nil))
+		defer hs.Close()
+		_, body := get(t, hs.URL+"/metrics")
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, `historyd_store_query_errors_total{method="Values"}`) {
+				return line
+			}
+		}
+		return ""
+	}
+	if got := errorsOf(); !strings.HasSuffix(got, " 0") {
+		t.Errorf("after a decode failure: %q; want 0 store errors", got)
+	}
+	mem.SetErr(errors.New("down"))
+	if _, err := st.States(context.Background(), ref, []store.Turn{{N: 1, Retained: true, End: store.Placed{ID: "1f0c-000001"}}}, nil); err == nil {
+		t.Fatal("a failing store read succeeded")
+	}
+	if got := errorsOf(); !strings.HasSuffix(got, " 1") {
+		t.Errorf("after a store failure: %q; want 1 store error", got)
+	}
+}

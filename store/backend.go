@@ -79,6 +79,24 @@ type ValueStreamer interface {
 	EachValue(ctx context.Context, ref Ref, channel string, ids []string, fn func(i int, b Blob) error) error
 }
 
+// EachValue hands fn channel's value at each checkpoint in ids, through
+// b's EachValue when b is a ValueStreamer and from Values otherwise.
+func EachValue(ctx context.Context, b Backend, ref Ref, channel string, ids []string, fn func(int, Blob) error) error {
+	if vs, ok := b.(ValueStreamer); ok {
+		return vs.EachValue(ctx, ref, channel, ids, fn)
+	}
+	blobs, err := b.Values(ctx, ref, channel, ids)
+	if err != nil {
+		return err
+	}
+	for i, blob := range blobs {
+		if err := fn(i, blob); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Incremental is implemented by backends that can list only the
 // checkpoints written since a given one. Store uses it to refresh a cached
 // turn index without rereading the whole thread.

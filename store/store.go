@@ -321,19 +321,7 @@ func (s *Store) eachValue(ctx context.Context, ref Ref, channel string, ids []st
 		fnErr = fn(i, b)
 		return fnErr
 	}
-	var err error
-	if vs, ok := s.b.(ValueStreamer); ok {
-		err = vs.EachValue(ctx, ref, channel, ids, call)
-	} else {
-		var blobs []Blob
-		if blobs, err = s.b.Values(ctx, ref, channel, ids); err == nil {
-			for i, b := range blobs {
-				if err = call(i, b); err != nil {
-					break
-				}
-			}
-		}
-	}
+	err := EachValue(ctx, s.b, ref, channel, ids, call)
 	if err != nil && err != fnErr {
 		return fmt.Errorf("read %s of thread %q: %w", channel, ref.ThreadID, err)
 	}
