@@ -122,21 +122,32 @@ func (w *pbWriter) varint(num protowire.Number, v uint64) {
 	w.b = protowire.AppendVarint(w.b, v)
 }
 
-func (w *pbWriter) bytes(num protowire.Number, p []byte) {
-	w.tag(num, protowire.BytesType)
-	if w.sizing {
-		w.n += protowire.SizeBytes(len(p))
-		return
-	}
-	w.b = protowire.AppendBytes(w.b, p)
-}
-
-// text writes a string field, repairing invalid UTF-8 as proto3 requires.
+// text writes a string field held as bytes (a msgpack str), repairing
+// invalid UTF-8 as proto3 requires.
 func (w *pbWriter) text(num protowire.Number, s []byte) {
 	if !utf8.Valid(s) {
-		s = []byte(strings.ToValidUTF8(string(s), "\uFFFD"))
+		w.textString(num, strings.ToValidUTF8(string(s), "\uFFFD"))
+		return
 	}
-	w.bytes(num, s)
+	w.tag(num, protowire.BytesType)
+	if w.sizing {
+		w.n += protowire.SizeBytes(len(s))
+		return
+	}
+	w.b = protowire.AppendBytes(w.b, s)
+}
+
+// textString is text for a Go string, without converting it to bytes.
+func (w *pbWriter) textString(num protowire.Number, s string) {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	w.tag(num, protowire.BytesType)
+	if w.sizing {
+		w.n += protowire.SizeBytes(len(s))
+		return
+	}
+	w.b = protowire.AppendString(w.b, s)
 }
 
 // nested writes field num holding the message fn writes. Writing, the
@@ -171,7 +182,7 @@ func (w *pbWriter) null() { w.varint(pbNull, 0) }
 
 func (w *pbWriter) bool(b bool) { w.varint(pbBool, protowire.EncodeBool(b)) }
 
-func (w *pbWriter) str(s string) { w.text(pbString, []byte(s)) }
+func (w *pbWriter) str(s string) { w.textString(pbString, s) }
 
 func (w *pbWriter) number(f float64) {
 	switch {
@@ -268,7 +279,7 @@ func (w *pbWriter) structFields(m map[string]any) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		err := w.nested(pbStructFields, func() error {
-			w.text(pbEntryKey, []byte(k))
+			w.textString(pbEntryKey, k)
 			return w.nested(pbEntryValue, func() error { return w.value(m[k]) })
 		})
 		if err != nil {
@@ -345,7 +356,7 @@ func (d *mpDecoder) transcode(w *pbWriter, depth int) error {
 					return err
 				}
 				err = w.nested(pbStructFields, func() error {
-					w.text(pbEntryKey, []byte(key))
+					w.textString(pbEntryKey, key)
 					return w.nested(pbEntryValue, func() error { return d.transcode(w, depth+1) })
 				})
 				if err != nil {
