@@ -406,8 +406,7 @@ func (r *runner) p3Raw(ctx context.Context) error {
 		return err
 	}
 	res := load.Drive(ctx, c, 0, r.plan.opTime, func(ctx context.Context, w, _ int) error {
-		rng := rngs[w]
-		_, err := s.SnapshotRaw(ctx, load.Target{Thread: r.name(fmt.Sprintf("small%03d", rng.IntN(r.plan.smallThreads))), Turn: 1 + rng.IntN(r.plan.small.Turns)})
+		_, err := s.SnapshotRaw(ctx, r.smallTarget(rngs[w]))
 		return err
 	})
 	s1, err := r.cpuNow(ctx, s)

@@ -534,6 +534,11 @@ type opResult struct {
 	Failures string          `json:"failures,omitempty"`
 }
 
+// smallTarget picks a random turn of a random small thread.
+func (r *runner) smallTarget(rng *rand.Rand) load.Target {
+	return load.Target{Thread: r.name(fmt.Sprintf("small%03d", rng.IntN(r.plan.smallThreads))), Turn: 1 + rng.IntN(r.plan.small.Turns)}
+}
+
 // coldRuns is how many fresh processes the cold latency is the median of.
 const coldRuns = 3
 
@@ -549,9 +554,7 @@ func (r *runner) operations(ctx context.Context) error {
 		pick  func(rng *rand.Rand) load.Target
 		desc  string
 	}{
-		{"small", r.plan.smallOps, func(rng *rand.Rand) load.Target {
-			return load.Target{Thread: r.name(fmt.Sprintf("small%03d", rng.IntN(r.plan.smallThreads))), Turn: 1 + rng.IntN(r.plan.small.Turns)}
-		}, fmt.Sprintf("%d threads × %d turns, %s state", r.plan.smallThreads, r.plan.small.Turns, sizeText(r.plan.small.StateBytes))},
+		{"small", r.plan.smallOps, r.smallTarget, fmt.Sprintf("%d threads × %d turns, %s state", r.plan.smallThreads, r.plan.small.Turns, sizeText(r.plan.small.StateBytes))},
 		{"p1", r.plan.largeOps, func(rng *rand.Rand) load.Target {
 			return load.Target{Thread: r.name("p1"), Turn: 1 + rng.IntN(r.plan.p1.Turns)}
 		}, fmt.Sprintf("%d turns, %s state", r.plan.p1.Turns, sizeText(r.plan.p1.StateBytes))},
