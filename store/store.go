@@ -294,7 +294,8 @@ func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index
 	return ix, nil
 }
 
-// sharesCheckpoint reports whether any of cps is in the index.
+// sharesCheckpoint reports whether cps can be the thread the index was
+// built from: the index was empty, or one of cps is in it.
 func sharesCheckpoint(ix *index, cps []Checkpoint) bool {
 	if len(ix.placed) == 0 || len(cps) == 0 {
 		return len(ix.placed) == 0
