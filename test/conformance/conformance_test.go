@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -480,7 +481,8 @@ func serve(t *testing.T, b store.Backend) historydv1.ThreadHistoryClient {
 	t.Helper()
 	t.Cleanup(b.Close)
 	svc := service.New(service.Config{Store: store.New(store.Config{Backend: b})})
-	gs := grpc.NewServer()
+	// The server historyd serve runs: its codec and interceptor chain.
+	gs := grpc.NewServer(service.ServerOptions(service.Options{Logger: slog.New(slog.DiscardHandler)})...)
 	svc.Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -557,7 +559,7 @@ func (p pgStore) flags() []string { return []string{"--dsn", p.dsn} }
 
 func (p pgStore) open(t *testing.T, ctx context.Context, want *expectation) store.Backend {
 	t.Helper()
-	b, err := postgres.Open(ctx, postgres.Config{DSN: p.dsn, Schema: want.Schema})
+	b, err := postgres.Open(ctx, postgres.Config{DSN: p.dsn, Schema: want.Schema, Channels: []string{"messages", "tool_state"}})
 	if err != nil {
 		t.Fatalf("postgres.Open: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -435,12 +436,13 @@ func decodeFile(t *testing.T, path string, v any) {
 // tables in schema, and returns its address.
 func serve(t *testing.T, ctx context.Context, dsn, schema string) string {
 	t.Helper()
-	b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema})
+	b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: []string{"messages", "tool_state"}})
 	if err != nil {
 		t.Fatalf("postgres.Open: %v", err)
 	}
 	t.Cleanup(b.Close)
-	gs := grpc.NewServer()
+	// The server historyd serve runs: its codec and interceptor chain.
+	gs := grpc.NewServer(service.ServerOptions(service.Options{Logger: slog.New(slog.DiscardHandler)})...)
 	service.New(service.Config{Store: store.New(store.Config{Backend: b})}).Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
