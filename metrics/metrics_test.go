@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/historyd/historyd/metrics"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -136,64 +136,29 @@ func TestHealthzAndReadyz(t *testing.T) {
 	waitFor(http.StatusServiceUnavailable)
 }
 
-// incremental is a Memory that also lists checkpoints incrementally.
-type incremental struct {
-	*storetest.Memory
-	calls int
-}
-
-func (i *incremental) CheckpointsSince(ctx context.Context, ref store.Ref, q store.Since) (store.Census, []store.Checkpoint, error) {
-	after, count := q.After, q.Count
-	i.calls++
-	all, err := i.Checkpoints(ctx, ref)
-	if err != nil {
-		return store.Census{}, nil, err
-	}
-	census := store.Census{Count: -1}
-	if count {
-		census.Count = len(all)
-	}
-	var newer []store.Checkpoint
-	for _, c := range all {
-		if census.MinID == "" || c.ID < census.MinID {
-			census.MinID = c.ID
-		}
-		if c.ID > after {
-			newer = append(newer, c)
-		}
-		if slices.Contains(q.Verify, c.ID) {
-			census.Present = append(census.Present, c.ID)
-		}
-	}
-	return census, newer, nil
-}
-
-// The metered backend is incremental exactly when the inner one is, and
-// a store over it uses the incremental path.
-func TestBackendKeepsIncremental(t *testing.T) {
+// The metered backend times each read under its own name: a store's first
+// read of a thread lists it whole, the second only what is newer.
+func TestBackendTimesEachRead(t *testing.T) {
 	m := metrics.New()
-	if _, ok := m.Backend(storetest.NewMemory()).(store.Incremental); ok {
-		t.Error("wrapping a plain backend made it Incremental")
-	}
-	inner := &incremental{Memory: storetest.NewMemory()}
+	inner := storetest.NewMemory()
 	storetest.Build(inner, store.Ref{ThreadID: "t"}, storetest.Demo)
-	wrapped := m.Backend(inner)
-	if _, ok := wrapped.(store.Incremental); !ok {
-		t.Fatal("wrapping an Incremental backend hid CheckpointsSince")
-	}
-	st := store.New(store.Config{Backend: wrapped})
+	st := store.New(store.Config{Backend: m.Backend(inner)})
 	for range 2 {
 		if _, err := st.History(context.Background(), store.Ref{ThreadID: "t"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if inner.calls != 1 {
-		t.Errorf("CheckpointsSince called %d times, want 1 (the second read refreshes the cached index)", inner.calls)
-	}
 	hs := httptest.NewServer(m.Handler(nil))
 	defer hs.Close()
-	if _, body := get(t, hs.URL+"/metrics"); !strings.Contains(body, `historyd_store_query_duration_seconds_count{method="CheckpointsSince"} 1`) {
-		t.Error("CheckpointsSince not timed")
+	_, body := get(t, hs.URL+"/metrics")
+	for _, want := range []string{
+		`historyd_store_query_duration_seconds_count{method="Checkpoints"} 1`,
+		`historyd_store_query_duration_seconds_count{method="CheckpointsSince"} 1`,
+		`historyd_store_query_duration_seconds_count{method="Writes"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 	if code, _ := get(t, hs.URL+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with no readiness signal = %d, want 503", code)
@@ -254,8 +219,14 @@ func TestValuesErrorsAreTheStores(t *testing.T) {
 	mem := storetest.NewMemory()
 	ref := store.Ref{ThreadID: "t"}
 	mem.PutBlobs(ref, "1f0c-000001", time.Now(), map[string]store.Blob{"tool_state": {Type: "msgpack", Data: []byte{0x82, 0xa1}}})
-	st := store.New(store.Config{Backend: m.Backend(mem)})
-	if _, err := st.States(context.Background(), ref, []store.Turn{{N: 1, Retained: true, End: store.Placed{ID: "1f0c-000001"}}}, nil); err == nil {
+	b := m.Backend(mem)
+	decode := func() error {
+		return b.EachValue(context.Background(), ref, "tool_state", []string{"1f0c-000001"}, func(_ int, v store.Blob) error {
+			_, _, err := lgcodec.Decode(v.Type, v.Data, lgcodec.Limits{})
+			return err
+		})
+	}
+	if err := decode(); err == nil {
 		t.Fatal("a truncated state was decoded")
 	}
 	errorsOf := func() string {
@@ -273,7 +244,7 @@ func TestValuesErrorsAreTheStores(t *testing.T) {
 		t.Errorf("after a decode failure: %q; want 0 store errors", got)
 	}
 	mem.SetErr(errors.New("down"))
-	if _, err := st.States(context.Background(), ref, []store.Turn{{N: 1, Retained: true, End: store.Placed{ID: "1f0c-000001"}}}, nil); err == nil {
+	if err := decode(); err == nil {
 		t.Fatal("a failing store read succeeded")
 	}
 	if got := errorsOf(); !strings.HasSuffix(got, " 1") {

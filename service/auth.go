@@ -72,7 +72,7 @@ type isolation struct {
 }
 
 func newIsolation(log *slog.Logger) isolation {
-	empty := store.New(store.Config{Backend: noCheckpoints{}, CacheThreads: -1, CacheScans: -1})
+	empty := store.New(store.Config{Backend: store.Empty{}, CacheThreads: -1, CacheScans: -1})
 	return isolation{void: New(Config{Store: empty, Logger: log})}
 }
 
@@ -161,23 +161,3 @@ func splitMethod(full string) (service, method string) {
 	}
 	return "", full
 }
-
-// noCheckpoints is a store.Backend with no threads at all: every thread is
-// unknown. Isolation answers forbidden requests through it.
-type noCheckpoints struct{}
-
-func (noCheckpoints) Checkpoints(context.Context, store.Ref) ([]store.Checkpoint, error) {
-	return nil, nil
-}
-
-func (noCheckpoints) Values(_ context.Context, _ store.Ref, _ string, ids []string) ([]store.Blob, error) {
-	out := make([]store.Blob, len(ids))
-	for i := range out {
-		out[i] = store.Blob{Type: "empty"}
-	}
-	return out, nil
-}
-
-func (noCheckpoints) Ping(context.Context) error { return nil }
-
-func (noCheckpoints) Close() {}

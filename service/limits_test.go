@@ -126,13 +126,13 @@ type stallingBackend struct {
 	release chan struct{}
 }
 
-func (s *stallingBackend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
+func (s *stallingBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
 	s.entered.Add(1)
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return store.Census{}, ctx.Err()
 	case <-s.release:
-		return s.Backend.Checkpoints(ctx, ref)
+		return s.Backend.List(ctx, ref, q, fn)
 	}
 }
 
@@ -217,11 +217,11 @@ type panickingBackend struct {
 	panicked atomic.Bool
 }
 
-func (p *panickingBackend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
+func (p *panickingBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
 	if !p.panicked.Swap(true) {
 		panic("backend bug")
 	}
-	return p.Backend.Checkpoints(ctx, ref)
+	return p.Backend.List(ctx, ref, q, fn)
 }
 
 func TestPanicRecovered(t *testing.T) {

@@ -89,12 +89,12 @@ func (c *countingBackend) asked(thread string) int {
 	return c.asks[thread]
 }
 
-func (c *countingBackend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
+func (c *countingBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
 	c.note(ref)
-	return c.Backend.Checkpoints(ctx, ref)
+	return c.Backend.List(ctx, ref, q, fn)
 }
 
-func (c *countingBackend) Values(ctx context.Context, ref store.Ref, channel string, ids []string) ([]store.Blob, error) {
+func (c *countingBackend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
 	c.note(ref)
-	return c.Backend.Values(ctx, ref, channel, ids)
+	return c.Backend.EachValue(ctx, ref, channel, ids, fn)
 }
