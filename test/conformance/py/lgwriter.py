@@ -145,6 +145,7 @@ def publish(
 
 # Ids of the questions a scenario asks: q-<n>, n counting from 1.
 QUESTION_ID = re.compile(r"^q-(\d+)$")
+ANSWER_ID = re.compile(r"^ai-(\d+)-(\d+)$")
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -153,9 +154,10 @@ class ScriptedChatModel(BaseChatModel):
     `turns[n-1]` is question n's script: per model step, the tool calls the
     model makes (an empty list ends the turn with a plain answer). With
     by="count" (write_thread.py) question n is the number of human messages;
-    with by="id" it is the n of the last human message whose id is q-<n>, so
-    removed or summarized messages do not move it. The step is the number of
-    AI messages after that human message. Nothing depends on call order, so a
+    with by="id" it is the highest n among the human messages with id q-<n>
+    and the model's own answers (ai-<n>-<step>), so removed or summarized
+    messages do not move it. The step is the number of AI messages after
+    question n's (by="count"), or one past the latest answer to it (by="id"). Nothing depends on call order, so a
     re-run step answers the same. bind_tools returns the model itself, as
     agents built by create_agent and create_deep_agent bind their tools.
     """
@@ -174,15 +176,20 @@ class ScriptedChatModel(BaseChatModel):
         if self.by == "count":
             turn = len(humans(messages))
             last = max(i for i, m in enumerate(messages) if m.type == "human")
-        else:
-            found = [
-                (i, int(QUESTION_ID.match(m.id or "").group(1)))
-                for i, m in enumerate(messages)
-                if m.type == "human" and QUESTION_ID.match(m.id or "")
-            ]
-            last, turn = found[-1]
-        step = sum(1 for m in messages[last:] if m.type == "ai")
-        return turn, step
+            return turn, sum(1 for m in messages[last:] if m.type == "ai")
+        # By id: question n's message is q-<n>, its answers ai-<n>-<step>.
+        # A summarized thread may have lost the question's message but kept
+        # the model's last answer to it, and the reverse.
+        at = (0, 0)
+        for m in messages:
+            mid = m.id or ""
+            if m.type == "human" and (q := QUESTION_ID.match(mid)):
+                at = max(at, (int(q.group(1)), 0))
+            elif m.type == "ai" and (a := ANSWER_ID.match(mid)):
+                at = max(at, (int(a.group(1)), int(a.group(2)) + 1))
+        if at[0] == 0:
+            raise ValueError("no question (q-<n>) nor answer (ai-<n>-<step>) among the messages")
+        return at
 
     def _generate(
         self,
@@ -275,8 +282,7 @@ def channel_json(channel: str, value: Any) -> Any:
 
 
 def message_text(m: Any) -> str:
-    text = getattr(m, "text", "")
-    return str(text() if callable(text) else text)
+    return str(getattr(m, "text", ""))
 
 
 def synthetic_marker(m: Any) -> Optional[str]:
