@@ -394,9 +394,11 @@ class RawReader:
 
     stored(checkpoint_id) says, per channel of interest, how its value is
     held at that checkpoint: "snapshot" (a _DeltaSnapshot), "value" (a plain
-    value in a blob, or in SQLite in the checkpoint itself) or "inline"
-    (PostgreSQL: a primitive kept in the checkpoint's JSONB). A channel with
-    nothing stored is left out. writes(checkpoint_id) counts the writes per
+    value) or "inline" (PostgreSQL: a primitive kept in the checkpoint's
+    JSONB). In SQLite that is what the checkpoint's own serialized
+    channel_values hold; in PostgreSQL, the blob of the channel's version at
+    the checkpoint, which every checkpoint at that version shares, as
+    PostgresSaver's own reads do. A channel with nothing stored is left out. writes(checkpoint_id) counts the writes per
     channel attached to the checkpoint.
     """
 
@@ -442,20 +444,29 @@ class RawReader:
                 )
                 blob = cur.fetchone()
                 if blob is not None and blob["type"] != "empty":
+                    # The blob of this checkpoint's version, which an earlier
+                    # checkpoint may have written: PostgresSaver shares one
+                    # blob among all checkpoints at that version.
                     value = self.saver.serde.loads_typed((blob["type"], blob["blob"]))
-                    if isinstance(value, _DeltaSnapshot):
-                        # PostgresSaver leaves `true` in channel_values as the
-                        # snapshot's marker; say so if that ever changes.
-                        if inline.get(ch) is not True:
-                            raise AssertionError(
-                                f"checkpoint {checkpoint_id}: {ch} has a _DeltaSnapshot blob but inline {inline.get(ch)!r}, not the true marker"
-                            )
-                        out[ch] = "snapshot"
-                    else:
-                        out[ch] = "value"
+                    out[ch] = "snapshot" if isinstance(value, _DeltaSnapshot) else "value"
                 elif ch in inline:
                     out[ch] = "inline"
             return out
+
+    def markers(self, checkpoint_id: str) -> list[str]:
+        """PostgreSQL: the channels whose channel_values hold the inline
+        `true` PostgresSaver leaves where it stored a _DeltaSnapshot."""
+        if self.sqlite:
+            return []
+        with self.saver._cursor() as cur:
+            cur.execute(
+                "SELECT checkpoint -> 'channel_values' AS inline FROM checkpoints "
+                "WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id = %s",
+                (self.thread, checkpoint_id),
+            )
+            row = cur.fetchone()
+        inline = (row or {}).get("inline") or {}
+        return [ch for ch in self.channels if inline.get(ch) is True]
 
     def writes(self, checkpoint_id: str) -> dict[str, int]:
         if self.sqlite:
@@ -580,6 +591,7 @@ def describe_checkpoints(graph: Any, saver: Any, thread: str, served: Sequence[s
                 "metadata": meta,
                 "created_at": snap.created_at,
                 "stored": raw.stored(cid),
+                "inline_true_marker": raw.markers(cid),
                 "writes": raw.writes(cid),
                 "values": snapshot_values(snap, served),
             }

@@ -604,12 +604,16 @@ DEEP_TURNS = [
 
 def deepagents() -> Scenario:
     from deepagents import create_deep_agent
+    from langchain.agents.middleware import TodoListMiddleware
 
     def build(saver: Any) -> Any:
+        # deepagents 0.7 no longer plans with write_todos by default;
+        # langchain's TodoListMiddleware (what it used) brings the todos
+        # channel back.
         return create_deep_agent(
             model=ScriptedChatModel(turns=DEEP_TURNS, by="id"),
             tools=[sketch_catchment],
-            middleware=[SessionStateMiddleware()],
+            middleware=[SessionStateMiddleware(), TodoListMiddleware()],
             checkpointer=saver,
         )
 
@@ -620,12 +624,12 @@ def deepagents() -> Scenario:
         channels={
             "messages": messages_channel(50),
             "files": {"delta": True, "snapshot_frequency": 50, "reducer": "files"},
-            "todos": {"delta": False, "snapshot_frequency": None, "reducer": "other:last_value"},
+            "todos": {"delta": False, "snapshot_frequency": None, "reducer": "other:last_value"},  # PlanningState.todos: no reducer
             STATE: PLAIN_STATE,
         },
         served=[STATE, "files", "todos"],
         expect={"delta": ["messages", "files"], "min_snapshots": {"messages": 1}, "replayed": True, "files_changed": True},
-        notes=["create_deep_agent with its default StateBackend; the scripted model calls write_todos, write_file, edit_file and delete"],
+        notes=["create_deep_agent with its default StateBackend, plus langchain's TodoListMiddleware (deepagents 0.7 has no write_todos of its own); the scripted model calls write_todos, write_file, edit_file and delete"],
         extra_versions=["langchain", "deepagents"],
     )
 
