@@ -359,8 +359,9 @@ function snapshotValues(snap, served) {
 // does: questions numbered in the order asked; a run works on the last
 // question asked before it; a fork run belongs to no turn.
 export class Recorder {
-  constructor(graph, thread, served) {
+  constructor(graph, saver, thread, served) {
     this.graph = graph;
+    this.saver = saver;
     this.thread = thread;
     this.config = { configurable: { thread_id: thread } };
     this.served = served;
@@ -373,7 +374,11 @@ export class Recorder {
 
   async historyIds() {
     const ids = new Set();
-    for await (const s of this.graph.getStateHistory(this.config)) ids.add(s.config.configurable.checkpoint_id);
+    // The saver's own listing: the same checkpoints as getStateHistory,
+    // without rebuilding every DeltaChannel value on the way.
+    for await (const t of this.saver.list(this.config)) {
+      if ((t.config.configurable.checkpoint_ns ?? "") === "") ids.add(t.config.configurable.checkpoint_id);
+    }
     return ids;
   }
 

@@ -506,8 +506,9 @@ class Recorder:
     it work on the question they ask.
     """
 
-    def __init__(self, graph: Any, thread: str, served: Sequence[str]) -> None:
+    def __init__(self, graph: Any, saver: Any, thread: str, served: Sequence[str]) -> None:
         self.graph = graph
+        self.saver = saver
         self.thread = thread
         self.config = {"configurable": {"thread_id": thread}}
         self.served = list(served)
@@ -518,7 +519,13 @@ class Recorder:
         self.current: list[int] = []
 
     def history_ids(self) -> set[str]:
-        return {s.config["configurable"]["checkpoint_id"] for s in self.graph.get_state_history(self.config)}
+        # The saver's own listing: the same checkpoints as get_state_history,
+        # without rebuilding every DeltaChannel value on the way.
+        return {
+            t.config["configurable"]["checkpoint_id"]
+            for t in self.saver.list(self.config)
+            if t.config["configurable"].get("checkpoint_ns", "") == ""
+        }
 
     def state_after(self) -> dict[str, Any]:
         snap = self.graph.get_state(self.config)

@@ -657,7 +657,7 @@ def write(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     with open_saver(args) as saver:
         graph = sc.build(saver)
-        rec = Recorder(graph, args.thread, sc.served)
+        rec = Recorder(graph, saver, args.thread, sc.served)
         if not args.read_only:
             if graph.get_state(rec.config).values:
                 raise SystemExit(f"thread {args.thread!r} already has checkpoints")
