@@ -24,11 +24,14 @@ import (
 	"github.com/historyd/historyd/store"
 )
 
-// The channels a Server reads when Config.Store names none: LangGraph's
-// messages channel, and the channel of historyd's StateEntry convention.
+// The channels a Server reads when Config.Store names none.
 const (
+	// DefaultMessagesChannel is LangGraph's messages channel, whose human
+	// messages mark the turns.
 	DefaultMessagesChannel = "messages"
-	DefaultStateChannel    = "tool_state"
+	// DefaultStateChannel is the channel of historyd's StateEntry
+	// convention: session state, key → entry.
+	DefaultStateChannel = "tool_state"
 )
 
 // startupProbe bounds New's first probe of the store, so that a store that
