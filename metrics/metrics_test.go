@@ -5,53 +5,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/metrics"
-	"github.com/historyd/historyd/service"
+	"github.com/historyd/historyd/server"
+	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
-// setup serves b through a metered store and the full interceptor chain,
-// and the metrics handler over HTTP on 127.0.0.1.
-func setup(t *testing.T, b store.Backend) (historydv1.ThreadHistoryClient, *service.Server, string) {
+// setup serves b with historyd's server, metrics on, and its metrics
+// handler over HTTP on 127.0.0.1.
+func setup(t *testing.T, b store.Backend) (historydv1.ThreadHistoryClient, *servertest.Server, string) {
 	t.Helper()
-	m := metrics.New()
-	log := slog.New(slog.DiscardHandler)
-	svc := service.New(service.Config{
-		Store:          store.New(store.Config{Backend: m.Backend(b)}),
-		Logger:         log,
-		HealthInterval: 10 * time.Millisecond,
-	})
-	gs := grpc.NewServer(service.ServerOptions(service.Options{Logger: log, Metrics: m.GRPC})...)
-	svc.Register(gs)
-	m.GRPC.InitializeMetrics(gs)
-	lis := bufconn.Listen(1 << 20)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	hs := httptest.NewServer(m.Handler(svc.Serving))
+	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: b}, Metrics: true, HealthInterval: 10 * time.Millisecond})
+	hs := httptest.NewServer(srv.MetricsHandler())
 	t.Cleanup(hs.Close)
-	return historydv1.NewThreadHistoryClient(conn), svc, hs.URL
+	return srv.Client(t), srv, hs.URL
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -105,10 +81,7 @@ func TestMetricsExposed(t *testing.T) {
 
 func TestHealthzAndReadyz(t *testing.T) {
 	mem := storetest.NewMemory()
-	_, svc, url := setup(t, mem)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go svc.Watch(ctx)
+	_, srv, url := setup(t, mem)
 
 	waitFor := func(want int) {
 		t.Helper()
@@ -132,7 +105,7 @@ func TestHealthzAndReadyz(t *testing.T) {
 	}
 	mem.SetErr(nil)
 	waitFor(http.StatusOK)
-	svc.Shutdown()
+	srv.Shutdown(time.Second)
 	waitFor(http.StatusServiceUnavailable)
 }
 

@@ -122,12 +122,12 @@ func (s *Store) CacheStats() CacheStats {
 // Backend returns the backend the store reads through.
 func (s *Store) Backend() Backend { return s.b }
 
+// Ping reports whether the backend can be reached and holds checkpoint
+// tables the store can read; health probes ask the store, not its backend.
+func (s *Store) Ping(ctx context.Context) error { return s.b.Ping(ctx) }
+
 // StateChannel returns the name of the channel read as session state.
 func (s *Store) StateChannel() string { return s.state }
-
-// Ping reports whether the store's backend can be reached and holds
-// checkpoint tables historyd may read.
-func (s *Store) Ping(ctx context.Context) error { return s.b.Ping(ctx) }
 
 // History derives the thread's turns. A cached index is refreshed by
 // reading only checkpoints newer than the newest one seen, unless the
