@@ -1,4 +1,4 @@
-package lgsaver
+package lgwrite
 
 import (
 	"fmt"
@@ -8,14 +8,16 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
-
-	"github.com/historyd/historyd/lgwrite"
 )
 
-// pythonJSON is Python's json.dumps(v) with its defaults: ", " and ": "
-// separators, non-ASCII escaped (ensure_ascii), floats as repr writes them.
-// Python's SqliteSaver stores checkpoint metadata this way.
-func pythonJSON(v any) ([]byte, error) {
+// PythonJSON is Python's json.dumps(v) with its defaults: ", " and ": "
+// separators, non-ASCII escaped (ensure_ascii), floats as repr writes them,
+// NaN and infinities as Python's literals. Python's SqliteSaver stores
+// checkpoint metadata this way, and mcp-toolsets-runtime sizes tool_state
+// entries by it. v may hold what EncodeJSON takes but Message,
+// DeltaSnapshot and Ext; []byte is written as str(bytes) would be (json.dumps
+// with default=str), and int64 and uint64 as integers.
+func PythonJSON(v any) ([]byte, error) {
 	var b strings.Builder
 	if err := writePythonJSON(&b, v); err != nil {
 		return nil, err
@@ -35,6 +37,10 @@ func writePythonJSON(b *strings.Builder, v any) error {
 		b.WriteString(strconv.Itoa(x))
 	case int64:
 		b.WriteString(strconv.FormatInt(x, 10))
+	case uint64:
+		b.WriteString(strconv.FormatUint(x, 10))
+	case []byte:
+		writePythonString(b, pythonBytesRepr(x))
 	case float64:
 		switch {
 		case math.IsNaN(x):
@@ -46,7 +52,7 @@ func writePythonJSON(b *strings.Builder, v any) error {
 		default:
 			b.WriteString(pythonFloat(x))
 		}
-	case lgwrite.Map:
+	case Map:
 		b.WriteByte('{')
 		for i, f := range x {
 			if i > 0 {
@@ -60,9 +66,9 @@ func writePythonJSON(b *strings.Builder, v any) error {
 		}
 		b.WriteByte('}')
 	case map[string]any:
-		m := make(lgwrite.Map, 0, len(x))
+		m := make(Map, 0, len(x))
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			m = append(m, lgwrite.Field{Key: k, Value: x[k]})
+			m = append(m, Field{Key: k, Value: x[k]})
 		}
 		return writePythonJSON(b, m)
 	case []any:
@@ -77,7 +83,7 @@ func writePythonJSON(b *strings.Builder, v any) error {
 		}
 		b.WriteByte(']')
 	default:
-		return fmt.Errorf("lgsaver: %T in metadata has no JSON form", v)
+		return fmt.Errorf("lgwrite: %T has no JSON form", v)
 	}
 	return nil
 }
@@ -135,4 +141,38 @@ func writePythonString(b *strings.Builder, s string) {
 		}
 	}
 	b.WriteByte('"')
+}
+
+// pythonBytesRepr is str(b) for Python bytes: b'…' with printable ASCII as
+// is, \\, \' and \t \n \r escaped, every other byte as \xNN. (Python
+// quotes with " instead when the bytes hold a ' and no ".)
+func pythonBytesRepr(p []byte) string {
+	quote := byte('\'')
+	if strings.IndexByte(string(p), '\'') >= 0 && strings.IndexByte(string(p), '"') < 0 {
+		quote = '"'
+	}
+	var b strings.Builder
+	b.WriteString("b")
+	b.WriteByte(quote)
+	for _, c := range p {
+		switch {
+		case c == '\\':
+			b.WriteString(`\\`)
+		case c == quote:
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c < 0x20 || c >= 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte(quote)
+	return b.String()
 }
