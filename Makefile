@@ -103,5 +103,19 @@ bench:
 bench-full:
 	scripts/bench.sh --full
 
+.PHONY: image image-test
+
+## image: the container image localhost/historyd:<git describe> and :latest,
+## built with podman from a static binary compiled here (see Containerfile;
+## IMAGE, IMAGE_VERSION, IMAGE_LICENSES… in scripts/image.sh).
+image:
+	scripts/image.sh
+
+## image-test: build the image, then check its configuration, labels and
+## contents and run it (scripts/image-test.sh). Needs podman, so it is not
+## part of `make test`.
+image-test: image
+	scripts/image-test.sh $${IMAGE:-localhost/historyd}:latest
+
 clean:
 	rm -rf bin .cache var
