@@ -50,7 +50,7 @@ func TestInvariants(t *testing.T) {
 			t.Run("probes", func(t *testing.T) { checkProbes(t, c, ports) })
 			t.Run("shutdown", func(t *testing.T) { checkShutdown(t, pod, c, env) })
 			t.Run("resources", func(t *testing.T) { checkResources(t, c, env) })
-			t.Run("secrets", func(t *testing.T) { checkSecrets(t, pod, c, env) })
+			t.Run("secrets", func(t *testing.T) { checkSecrets(t, o, pod, c, env) })
 			t.Run("services", func(t *testing.T) { checkServices(t, o, pod, ports) })
 			t.Run("disruption budget", func(t *testing.T) { checkPDB(t, o, d) })
 			t.Run("autoscaler", func(t *testing.T) { checkHPA(t, o, d) })
@@ -370,7 +370,7 @@ func checkResources(t *testing.T, c corev1.Container, env map[string]envValue) {
 // key and token file from Secret volumes mounted whole (a subPath mount is
 // never updated when the Secret changes), read-only, at the paths the
 // variables name.
-func checkSecrets(t *testing.T, pod *corev1.PodTemplateSpec, c corev1.Container, env map[string]envValue) {
+func checkSecrets(t *testing.T, o *objects, pod *corev1.PodTemplateSpec, c corev1.Container, env map[string]envValue) {
 	for _, name := range []string{"HISTORYD_DSN", "HISTORYD_LOG_THREAD_SALT"} {
 		v, ok := env[name]
 		if name == "HISTORYD_DSN" && !ok {
@@ -378,6 +378,15 @@ func checkSecrets(t *testing.T, pod *corev1.PodTemplateSpec, c corev1.Container,
 		}
 		if ok && !strings.HasPrefix(v.source, "secret ") {
 			t.Errorf("%s comes from %s; it holds a secret and must come from a Secret", name, v.source)
+		}
+	}
+	// Shadowed by the Secret or not, a secret in a ConfigMap is readable by
+	// everyone who may read ConfigMaps.
+	for _, cm := range o.configMaps {
+		for _, k := range []string{"HISTORYD_DSN", "HISTORYD_LOG_THREAD_SALT"} {
+			if _, ok := cm.Data[k]; ok {
+				t.Errorf("ConfigMap %s holds %s; it belongs in a Secret", cm.Name, k)
+			}
 		}
 	}
 	volumes := map[string]corev1.Volume{}
