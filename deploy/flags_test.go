@@ -89,15 +89,16 @@ func TestSettingsAreHistorydFlags(t *testing.T) {
 				if n == 0 {
 					t.Errorf("container %s: no HISTORYD_* variables; the ConfigMap is not reaching it", c.Name)
 				}
-				// A ConfigMap is for historyd's settings; anything else (the
-				// Go runtime's) is set next to what it depends on, in the
-				// Deployment.
+				// A ConfigMap is for historyd's settings, and for the
+				// standard OpenTelemetry variables once historyd reads them;
+				// anything else (the Go runtime's) is set next to what it
+				// depends on, in the Deployment.
 				for _, from := range c.EnvFrom {
 					if from.ConfigMapRef == nil {
 						continue
 					}
 					for k := range o.configMaps[from.ConfigMapRef.Name].Data {
-						if !strings.HasPrefix(from.Prefix+k, "HISTORYD_") {
+						if name := from.Prefix + k; !strings.HasPrefix(name, "HISTORYD_") && !strings.HasPrefix(name, "OTEL_") {
 							t.Errorf("ConfigMap %s: %s is not a historyd setting", from.ConfigMapRef.Name, k)
 						}
 					}
