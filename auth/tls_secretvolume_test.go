@@ -1,9 +1,11 @@
 package auth_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/historyd/historyd/auth"
 	"github.com/historyd/historyd/auth/authtest"
@@ -37,12 +39,22 @@ func (v *secretVolume) update(files map[string][]byte) {
 	t := v.t
 	t.Helper()
 	v.version++
-	ts := filepath.Join(v.dir, "..2026_12_01_00_00_00."+string(rune('0'+v.version)))
+	ts := filepath.Join(v.dir, fmt.Sprintf("..2026_12_01_00_%02d_00.000000000", v.version))
 	if err := os.Mkdir(ts, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// historyd notices a change by the files' sizes and modification
+	// times. The kubelet writes each version when the Secret changes,
+	// minutes or more apart; here versions follow each other within
+	// milliseconds, inside one tick of the filesystem's clock, and
+	// certificates of equal size would look unchanged. So each version
+	// gets the time its directory is named after.
+	written := time.Date(2026, 12, 1, 0, v.version, 0, 0, time.UTC)
 	for name, data := range files {
 		authtest.WriteFile(t, filepath.Join(ts, name), data)
+		if err := os.Chtimes(filepath.Join(ts, name), written, written); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tmp := filepath.Join(v.dir, "..data_tmp")
 	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
