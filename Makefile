@@ -95,7 +95,7 @@ test-deps:
 ## integration, conformance and fault-injection tests against a throwaway
 ## PostgreSQL (or the one HISTORYD_TEST_DSN names), then each fuzz target
 ## for $(TEST_FUZZTIME).
-test: check-gen lint breaking build test-deps
+test: check-gen lint breaking build test-deps test-deploy
 	scripts/test.sh $(TEST_FLAGS) ./...
 	scripts/fuzz.sh $(TEST_FUZZTIME)
 
@@ -114,6 +114,28 @@ bench:
 ## profiles of missed floors.
 bench-full:
 	scripts/bench.sh --full
+
+.PHONY: test-deploy image image-test
+
+## test-deploy: render every Kubernetes overlay under deploy/ with kustomize's
+## library and check the objects strictly against the Kubernetes API types,
+## the invariants a working deployment needs, and historyd serve's own flags.
+## deploy/ is a module of its own (no go.work), so that its Kubernetes
+## dependencies stay out of historyd's.
+test-deploy:
+	cd deploy && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -race $(TEST_FLAGS) ./...
+
+## image: the container image localhost/historyd:<git describe> and :latest,
+## built with podman from a static binary compiled here (see Containerfile;
+## IMAGE, IMAGE_VERSION, IMAGE_LICENSES… in scripts/image.sh).
+image:
+	scripts/image.sh
+
+## image-test: build the image, then check its configuration, labels and
+## contents and run it (scripts/image-test.sh). Needs podman, so it is not
+## part of `make test`.
+image-test: image
+	scripts/image-test.sh $${IMAGE:-localhost/historyd}:latest
 
 ## clean: remove bin/, .cache/ (the virtualenv, the test cluster's env file) and var/.
 clean:
