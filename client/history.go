@@ -244,6 +244,9 @@ type ReadConfig struct {
 	Keys []string
 	// KeysWritten asks Turns for each turn's keys_written.
 	KeysWritten bool
+	// FromTurn makes StreamSnapshots skip retained turns before it; 0 and 1
+	// both mean from the first turn.
+	FromTurn int
 }
 
 // NewReadConfig applies opts to an empty ReadConfig.
@@ -275,4 +278,11 @@ func WithNamespace(ns string) ReadOption {
 // turn's state on the server, so it is off by default; other reads ignore it.
 func WithKeysWritten() ReadOption {
 	return func(o *ReadConfig) { o.KeysWritten = true }
+}
+
+// WithFromTurn makes Client.StreamSnapshots start at turn n, skipping the
+// retained turns before it, as when resuming a read that stopped. Other
+// reads ignore it.
+func WithFromTurn(n int) ReadOption {
+	return func(o *ReadConfig) { o.FromTurn = n }
 }
