@@ -109,7 +109,7 @@ func TestSharedCases(t *testing.T) {
 		jsDir := need(t, "HISTORYD_TEST_CLIENT_JS", "the TypeScript case runner needs client/js with its node_modules (scripts/jsclient.sh installs them)")
 		run(t, jsDir, nil, "npm", "run", "--silent", "build")
 		out := filepath.Join(t.TempDir(), "typescript.json")
-		run(t, jsDir, nil, "node", "test/run-cases.mjs", "--target", addr, "--cases", cases, "--out", out)
+		run(t, jsDir, nil, "node", "test/support/run-cases.mjs", "--target", addr, "--cases", cases, "--out", out)
 		compare(t, tab, readRunner(t, out))
 	})
 }

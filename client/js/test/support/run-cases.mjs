@@ -2,7 +2,7 @@
 // Answer the shared inspect_state cases with the TypeScript client's
 // LangChain.js tool.
 //
-//   node test/run-cases.mjs --target HOST:PORT --cases client/testdata/cases.json --out results.json
+//   node test/support/run-cases.mjs --target HOST:PORT --cases client/testdata/cases.json --out results.json
 //
 // test/clients runs this against the historyd it started and compares each
 // answer with the table's and with the Go and Python clients'. Each case is
@@ -21,8 +21,8 @@ import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { convertToOpenAITool } from "@langchain/core/utils/function_calling";
 
-import { ThreadHistory } from "../dist/index.js";
-import { inspectState } from "../dist/langchain.js";
+import { ThreadHistory } from "../../dist/index.js";
+import { inspectState } from "../../dist/langchain.js";
 
 /** A chat model that calls inspect_state with the arguments it is given. */
 class ScriptedModel extends BaseChatModel {
