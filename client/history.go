@@ -8,7 +8,10 @@
 //   - ThreadHistory is the small interface the rest of a host programs
 //     against, so tests and other transports can stand in for the service.
 //   - Client implements it over gRPC (Dial or New), with TLS, a bearer token,
-//     a per-call timeout and retries of UNAVAILABLE.
+//     a per-call timeout and retries of UNAVAILABLE, and adds Turns and
+//     StreamSnapshots (every turn, one message each, for long histories).
+//     Its defaults are the Python and TypeScript clients' too
+//     (client/testdata/defaults.json).
 //   - Snapshot keeps the three answers to "what did turn n hold" apart in its
 //     type: Found, NoSuchTurn and NoLongerRetained. A pruned turn and a turn
 //     that never happened mean opposite things to a model, so nothing here
