@@ -7,12 +7,14 @@
 SHELL := /bin/bash
 GO ?= go
 BUF := $(GO) tool -modfile=tools/go.mod buf
+STATICCHECK := $(GO) tool -modfile=tools/go.mod staticcheck
 BIN := bin/historyd
 # buf breaking compares the API with this input; override to compare with
 # another branch or tag.
 BREAKING_AGAINST ?= .git\#branch=main
-# Arguments for the go test run inside `make test`.
-TEST_FLAGS ?= -count=1
+# Arguments for the go test runs of `make test` and `make test-unit`: every
+# test runs under the race detector.
+TEST_FLAGS ?= -count=1 -race
 # How long `make fuzz` runs each fuzz target, and how long `make test` does.
 FUZZTIME ?= 60s
 TEST_FUZZTIME ?= 5s
@@ -22,10 +24,16 @@ HISTORYD_LISTEN ?= localhost:50051
 PY_GEN := client/python/src/historyd_client/gen
 TS_GEN := client/js/src/gen
 
-.PHONY: all build gen gen-go gen-python gen-ts check-gen lint breaking test test-unit test-deps test-python fuzz run clean bench bench-full
+.PHONY: all help build gen gen-go gen-python gen-ts check-gen lint breaking test test-unit test-deps test-python fuzz run clean bench bench-full
 
+## all: the default: build.
 all: build
 
+## help: list the targets and what each does.
+help:
+	@awk '/^## / { sub(/^## /, ""); if (match($$0, /^[a-z-]+: /)) { name = substr($$0, 1, RLENGTH - 2); $$0 = substr($$0, RLENGTH + 1) } else name = ""; printf "  %-12s %s\n", name, $$0 }' $(firstword $(MAKEFILE_LIST))
+
+## build: build bin/historyd.
 build:
 	$(GO) build -o $(BIN) ./cmd/historyd
 
@@ -39,11 +47,14 @@ run: build
 ## Python and TypeScript clients' stubs.
 gen: gen-go gen-python gen-ts
 
+## gen-go: regenerate gen/ (Go code and the descriptor set) from proto/.
 gen-go:
 	rm -rf gen/historyd
 	$(BUF) generate
 	$(BUF) build -o gen/descriptorset/historyd.binpb
 
+## gen-python: regenerate the Python client's stubs with the pinned
+## grpcio-tools.
 gen-python:
 	client/python/gen.sh
 
@@ -60,9 +71,10 @@ check-gen: gen
 		git status --porcelain -- gen $(PY_GEN) $(TS_GEN) >&2; git --no-pager diff --stat -- gen $(PY_GEN) $(TS_GEN) >&2; exit 1; \
 	fi
 
-## lint: go vet, gofmt and buf lint.
+## lint: go vet, staticcheck, gofmt and buf lint.
 lint:
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(BUF) lint
@@ -111,5 +123,6 @@ bench:
 bench-full:
 	scripts/bench.sh --full
 
+## clean: remove bin/, .cache/ (the virtualenv, the test cluster's env file) and var/.
 clean:
 	rm -rf bin .cache var

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"maps"
 	"math/big"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,43 +19,36 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/historyd/historyd/client"
+	"github.com/historyd/historyd/server"
+	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
 
-// server is a historyd server on an in-memory listener.
-type server struct {
-	lis *bufconn.Listener
-	mem *storetest.Memory
-}
+// running is historyd's server, serving in memory.
+type running struct{ *servertest.Server }
 
-// serve starts historyd over mem with the given server options.
-func serve(t *testing.T, mem *storetest.Memory, opts ...grpc.ServerOption) *server {
+// serve starts historyd over mem, with grpc options added to historyd's
+// own (test interceptors) and service options o.
+func serve(t *testing.T, mem *storetest.Memory, opts ...grpc.ServerOption) *running {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer(opts...)
-	service.New(service.Config{Store: store.New(store.Config{Backend: mem})}).Register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	return &server{lis: lis, mem: mem}
+	return serveWith(t, mem, service.Options{}, opts...)
 }
 
-func (s *server) dialer() grpc.DialOption {
-	return grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.lis.DialContext(ctx) })
+func serveWith(t *testing.T, mem *storetest.Memory, o service.Options, opts ...grpc.ServerOption) *running {
+	t.Helper()
+	return &running{servertest.Start(t, server.Config{Store: store.Config{Backend: mem}, Service: o, GRPCOptions: opts})}
 }
 
 // dial returns a Client over s, plaintext.
-func (s *server) dial(t *testing.T, opts ...client.Option) *client.Client {
+func (s *running) dial(t *testing.T, opts ...client.Option) *client.Client {
 	t.Helper()
-	c, err := client.Dial("passthrough:///bufnet", append([]client.Option{client.WithInsecure(), client.WithDialOptions(s.dialer())}, opts...)...)
+	c, err := client.Dial(servertest.Target, append([]client.Option{client.WithInsecure(), client.WithDialOptions(s.Dialer())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,14 +57,9 @@ func (s *server) dial(t *testing.T, opts ...client.Option) *client.Client {
 }
 
 // conn returns a plain gRPC connection to s, for New.
-func (s *server) conn(t *testing.T) *grpc.ClientConn {
+func (s *running) conn(t *testing.T) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///bufnet", s.dialer(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return s.Conn(t)
 }
 
 var demo = []storetest.Turn{
@@ -314,7 +301,7 @@ func TestRetry(t *testing.T) {
 }
 
 // New returns a Client from New over a plaintext connection to s.
-func (s *server) New(t *testing.T, opts ...client.Option) *client.Client {
+func (s *running) New(t *testing.T, opts ...client.Option) *client.Client {
 	return client.New(s.conn(t), opts...)
 }
 
@@ -361,11 +348,11 @@ func TestToken(t *testing.T) {
 	t.Run("over TLS", func(t *testing.T) {
 		cert, roots := selfSigned(t)
 		seen := &authSeen{}
-		s := serve(t, storetest.NewMemory(), grpc.Creds(credentials.NewServerTLSFromCert(&cert)), grpc.UnaryInterceptor(seen.intercept))
-		c, err := client.Dial("passthrough:///bufnet",
+		s := serveWith(t, storetest.NewMemory(), service.Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}, grpc.UnaryInterceptor(seen.intercept))
+		c, err := client.Dial(servertest.Target,
 			client.WithTLS(&tls.Config{RootCAs: roots, ServerName: "historyd.test"}),
 			client.WithToken("s3cret"),
-			client.WithDialOptions(s.dialer()))
+			client.WithDialOptions(s.Dialer()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,19 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
-	"net"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/historyd/historyd/client"
 	"github.com/historyd/historyd/client/inspect"
-	"github.com/historyd/historyd/service"
+	"github.com/historyd/historyd/server"
+	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
 
-// startDemo serves historyd from memory with two threads: "rivers", whose
+// startDemo serves historyd (its real server, in process) from memory with two threads: "rivers", whose
 // key "area" was written in turns 1 and 2, and "pruned", the same
 // conversation after the checkpointer dropped turns 1 and 2. It returns a
 // Client and a function that shuts everything down.
@@ -33,20 +30,22 @@ func startDemo() (*client.Client, func()) {
 	written := storetest.Build(mem, store.Ref{ThreadID: "pruned"}, turns)
 	mem.Delete(store.Ref{ThreadID: "pruned"}, append(written[0].IDs, written[1].IDs...))
 
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	service.New(service.Config{Store: store.New(store.Config{Backend: mem})}).Register(gs)
-	go func() { _ = gs.Serve(lis) }()
-
-	c, err := client.Dial("passthrough:///bufnet",
-		client.WithInsecure(), // in-process; use WithTLS and WithToken against a real deployment
-		client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return lis.DialContext(ctx)
-		})))
+	srv, err := servertest.New(context.Background(), server.Config{Store: store.Config{Backend: mem}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	return c, func() { c.Close(); gs.Stop() }
+	c, err := client.Dial(servertest.Target,
+		client.WithInsecure(), // in-process; use WithTLS and WithToken against a real deployment
+		client.WithDialOptions(srv.Dialer()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c, func() {
+		c.Close()
+		if err := srv.Close(); err != nil {
+			log.Fatal(err)
+		}
+	}
 }
 
 // Snapshot tells a pruned turn from one the thread never had, and never

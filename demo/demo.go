@@ -19,7 +19,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -29,12 +28,15 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"modernc.org/sqlite" // also registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/historyd/historyd/lgsaver"
 )
 
 // The demo's threads and their shape.
@@ -116,33 +118,6 @@ func build() ([]*thread, error) {
 func prune(rows []checkpointRow, through int) []checkpointRow {
 	return slices.DeleteFunc(slices.Clone(rows), func(r checkpointRow) bool { return r.humans <= through })
 }
-
-// The DDL SqliteSaver.setup runs, statement for statement and space for
-// space, so that sqlite_master reads as in a file the saver created.
-const (
-	checkpointsDDL = `CREATE TABLE IF NOT EXISTS checkpoints (
-                thread_id TEXT NOT NULL,
-                checkpoint_ns TEXT NOT NULL DEFAULT '',
-                checkpoint_id TEXT NOT NULL,
-                parent_checkpoint_id TEXT,
-                type TEXT,
-                checkpoint BLOB,
-                metadata BLOB,
-                PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-            )`
-	writesDDL = `CREATE TABLE IF NOT EXISTS writes (
-                thread_id TEXT NOT NULL,
-                checkpoint_ns TEXT NOT NULL DEFAULT '',
-                checkpoint_id TEXT NOT NULL,
-                task_id TEXT NOT NULL,
-                task_path TEXT NOT NULL DEFAULT '',
-                idx INTEGER NOT NULL,
-                channel TEXT NOT NULL,
-                type TEXT,
-                value BLOB,
-                PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-            )`
-)
 
 // storedDDL is the text SQLite keeps in sqlite_master for a statement.
 func storedDDL(ddl string) string {
@@ -308,7 +283,8 @@ func inspect(ctx context.Context, conn *sql.Conn, threads []*thread) (bool, erro
 	if err := demoRowsOnly(ctx, conn, schema); err != nil {
 		return false, err
 	}
-	if schema["checkpoints"] != storedDDL(checkpointsDDL) || schema["writes"] != storedDDL(writesDDL) {
+	ddl := lgsaver.SQLitePython.DDL("")
+	if schema["checkpoints"] != storedDDL(ddl[0]) || schema["writes"] != storedDDL(ddl[1]) {
 		return false, nil
 	}
 	return sameRows(ctx, conn, threads)
@@ -377,115 +353,79 @@ value, typeof(value) FROM writes ORDER BY rowid`
 )
 
 // sameRows compares the tables, row by row in insertion order, with what
-// replace would write.
+// replace writes: the demo written afresh into a database in memory.
 func sameRows(ctx context.Context, conn *sql.Conn, threads []*thread) (bool, error) {
-	var wantCP, wantW [][]any
-	for _, t := range threads {
-		for _, r := range t.rows {
-			parentType := "text"
-			if r.parent == "" {
-				parentType = "null"
-			}
-			wantCP = append(wantCP, []any{t.id, "", r.id, r.parent, parentType, "msgpack", r.checkpoint, "blob", r.metadata, "blob"})
-			for _, w := range r.writes {
-				wantW = append(wantW, []any{t.id, "", r.id, w.taskID, w.taskPath, int64(w.idx), w.channel, w.typ, w.value, "blob"})
-			}
-		}
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		return false, err
 	}
-	for _, c := range []struct {
-		query string
-		want  [][]any
-	}{{checkpointImageSQL, wantCP}, {writeImageSQL, wantW}} {
-		same, err := matches(ctx, conn, c.query, c.want)
-		if err != nil || !same {
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one connection: one in-memory database
+	fresh, err := db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer fresh.Close()
+	if err := replace(ctx, fresh, threads); err != nil {
+		return false, err
+	}
+	for _, query := range []string{checkpointImageSQL, writeImageSQL} {
+		want, err := image(ctx, fresh, query)
+		if err != nil {
+			return false, err
+		}
+		got, err := image(ctx, conn, query)
+		if err != nil || !reflect.DeepEqual(got, want) {
 			return false, err
 		}
 	}
 	return true, nil
 }
 
-func matches(ctx context.Context, conn *sql.Conn, query string, want [][]any) (bool, error) {
+// image reads every row query returns.
+func image(ctx context.Context, conn *sql.Conn, query string) ([][]any, error) {
 	rows, err := conn.QueryContext(ctx, query)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer rows.Close()
-	n := 0
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out [][]any
 	for rows.Next() {
-		if n == len(want) {
-			return false, nil
-		}
-		got := make([]any, len(want[n]))
-		ptrs := make([]any, len(got))
-		for i := range got {
-			ptrs[i] = &got[i]
+		row := make([]any, len(cols))
+		ptrs := make([]any, len(row))
+		for i := range row {
+			ptrs[i] = &row[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			return false, err
+			return nil, err
 		}
-		for i, w := range want[n] {
-			if !sameValue(got[i], w) {
-				return false, nil
-			}
-		}
-		n++
+		out = append(out, row)
 	}
-	return n == len(want), rows.Err()
+	return out, rows.Err()
 }
 
-// sameValue compares a scanned column with the value written.
-func sameValue(got, want any) bool {
-	switch w := want.(type) {
-	case []byte:
-		g, ok := got.([]byte)
-		return ok && bytes.Equal(g, w)
-	case string:
-		switch g := got.(type) {
-		case string:
-			return g == w
-		case []byte:
-			return string(g) == w
-		}
-		return false
-	default:
-		return got == want
-	}
-}
-
-// replace empties the database and writes the demo's tables and rows, in
-// the order LangGraph writes them: each checkpoint, then the writes of the
-// tasks that ran from it.
+// replace empties the database and writes the demo's tables and rows as
+// SqliteSaver does: each checkpoint, then the writes of the tasks that ran
+// from it.
 func replace(ctx context.Context, conn *sql.Conn, threads []*thread) error {
-	for _, stmt := range []string{"DROP TABLE IF EXISTS checkpoints", "DROP TABLE IF EXISTS writes", checkpointsDDL, writesDDL} {
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+	exec := func(ctx context.Context, q string, args ...any) error {
+		_, err := conn.ExecContext(ctx, q, args...)
+		return err
+	}
+	for _, stmt := range append([]string{"DROP TABLE IF EXISTS checkpoints", "DROP TABLE IF EXISTS writes"}, lgsaver.SQLitePython.DDL("")...) {
+		if err := exec(ctx, stmt); err != nil {
 			return err
 		}
 	}
-	insCP, err := conn.PrepareContext(ctx, `INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,
-parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer insCP.Close()
-	insW, err := conn.PrepareContext(ctx, `INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,
-task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer insW.Close()
+	w := lgsaver.NewWriter(lgsaver.SQLitePython, exec, "")
 	for _, t := range threads {
 		for _, r := range t.rows {
-			var parent any
-			if r.parent != "" {
-				parent = r.parent
-			}
-			if _, err := insCP.ExecContext(ctx, t.id, "", r.id, parent, "msgpack", r.checkpoint, r.metadata); err != nil {
+			if err := w.Put(ctx, t.id, "", r.cp); err != nil {
 				return err
-			}
-			for _, w := range r.writes {
-				if _, err := insW.ExecContext(ctx, t.id, "", r.id, w.taskID, w.taskPath, w.idx, w.channel, w.typ, w.value); err != nil {
-					return err
-				}
 			}
 		}
 	}

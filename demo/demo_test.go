@@ -18,9 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/sqlite"
+	"github.com/historyd/historyd/store/storetest"
 )
 
 func writeDemo(t *testing.T) string {
@@ -198,7 +201,8 @@ func TestWriteDecodes(t *testing.T) {
 		ddl = append(ddl, s)
 	}
 	rows.Close()
-	if !slices.Equal(ddl, []string{storedDDL(checkpointsDDL), storedDDL(writesDDL)}) {
+	saverDDL := lgsaver.SQLitePython.DDL("")
+	if !slices.Equal(ddl, []string{storedDDL(saverDDL[0]), storedDDL(saverDDL[1])}) {
 		t.Errorf("tables: %q", ddl)
 	}
 
@@ -344,21 +348,18 @@ func TestWriteServes(t *testing.T) {
 	if h.Total != Turns || !slices.Equal(h.Retained(), []int{1, 2, 3, 4}) {
 		t.Fatalf("%s: total %d, retained %v", Thread, h.Total, h.Retained())
 	}
-	states, err := s.States(ctx, h.Ref, h.Turns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, states := storetest.Read(t, s, h.Ref, storetest.Retained, nil)
 	for i, turn := range h.Turns {
 		if turn.Question != Questions()[i] {
 			t.Errorf("turn %d question %q", turn.N, turn.Question)
 		}
 		area := states[i][KeyArea]
 		want := wantState(turn.N)[KeyArea]
-		if area.Value != want.value || area.Turn == nil || *area.Turn != want.turn ||
-			area.TurnsWritten == nil || *area.TurnsWritten != want.turnsWritten || area.Seq == nil || *area.Seq != want.seq {
+		if area["value"] != want.value || area["turn"] != float64(want.turn) ||
+			area["turns_written"] != float64(want.turnsWritten) || area["seq"] != float64(want.seq) {
 			t.Errorf("turn %d: %s = %+v, want %v", turn.N, KeyArea, area, want)
 		}
-		if got := states[i][KeyName].Value; got != wantState(turn.N)[KeyName].value {
+		if got := states[i][KeyName]["value"]; got != wantState(turn.N)[KeyName].value {
 			t.Errorf("turn %d: %s = %v", turn.N, KeyName, got)
 		}
 		if len(states[i]) != 3 {
@@ -382,17 +383,12 @@ func TestWriteServes(t *testing.T) {
 	if _, look := ph.Turn(7); look != store.NoSuchTurn {
 		t.Errorf("%s turn 7: %v, want NoSuchTurn", PrunedThread, look)
 	}
-	var kept []store.Turn
-	for _, n := range ph.Retained() {
-		turn, _ := ph.Turn(n)
-		kept = append(kept, turn)
-	}
-	pstates, err := s.States(ctx, ph.Ref, kept, []string{KeyArea})
-	if err != nil {
-		t.Fatal(err)
+	_, kept, pstates := storetest.Read(t, s, ph.Ref, storetest.Retained, []string{KeyArea})
+	if len(kept) != 2 {
+		t.Fatalf("%s: read %d turns, want 2", PrunedThread, len(kept))
 	}
 	for i, st := range pstates {
-		if v := st[KeyArea].Value; v != 12935.0 || len(st) != 1 {
+		if v := st[KeyArea]["value"]; v != 12935.0 || len(st) != 1 {
 			t.Errorf("%s turn %d: %v", PrunedThread, kept[i].N, st)
 		}
 	}
@@ -561,22 +557,22 @@ func encodeTranscript(t *testing.T) []byte {
 		for _, turn := range th.transcript {
 			var steps []any
 			for _, s := range turn.steps {
-				step := lgcodec.Map{{Key: "ai", Value: s.ai}, {Key: "update", Value: nil}, {Key: "reply", Value: nil}}
+				step := lgwrite.Map{{Key: "ai", Value: s.ai}, {Key: "update", Value: nil}, {Key: "reply", Value: nil}}
 				if s.reply != nil {
 					step = step.Set("update", s.update).Set("reply", *s.reply)
 				}
 				steps = append(steps, step)
 			}
-			turns = append(turns, lgcodec.Map{{Key: "human", Value: turn.human}, {Key: "steps", Value: steps}})
+			turns = append(turns, lgwrite.Map{{Key: "human", Value: turn.human}, {Key: "steps", Value: steps}})
 		}
 		through := 0
 		if th.id == PrunedThread {
 			through = PrunedThrough
 		}
-		list = append(list, lgcodec.Map{{Key: "id", Value: th.id}, {Key: "prune_through", Value: through}, {Key: "turns", Value: turns}})
+		list = append(list, lgwrite.Map{{Key: "id", Value: th.id}, {Key: "prune_through", Value: through}, {Key: "turns", Value: turns}})
 	}
-	b, err := lgcodec.EncodeMsgpack(lgcodec.Map{
-		{Key: "metadata", Value: lgcodec.Map{{Key: generatedByKey, Value: generatedByDemo}}},
+	b, err := lgwrite.EncodeMsgpack(lgwrite.Map{
+		{Key: "metadata", Value: lgwrite.Map{{Key: generatedByKey, Value: generatedByDemo}}},
 		{Key: "threads", Value: list},
 	})
 	if err != nil {

@@ -1,12 +1,11 @@
 package demo
 
 import (
-	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/lgwrite"
 )
 
 // This file plays the demo conversation through the graph a ReAct agent
@@ -50,25 +49,12 @@ const (
 // channel_values in this order.
 var channelOrder = []string{chanMessages, chanToolState, chanStart, chanToAgent, chanToTools}
 
-// checkpointRow is one row of SqliteSaver's checkpoints table, with the
-// writes rows of the tasks that ran from it.
+// checkpointRow is one checkpoint as the loop hands it to the saver, with
+// the writes of the tasks that ran from it.
 type checkpointRow struct {
-	id         string
-	parent     string // empty for the first checkpoint: NULL
-	checkpoint []byte // msgpack
-	metadata   []byte // JSON
-	humans     int    // human messages in its messages channel
-	writes     []writeRow
-}
-
-// writeRow is one row of SqliteSaver's writes table.
-type writeRow struct {
-	taskID   string
-	taskPath string
-	idx      int
-	channel  string
-	typ      string
-	value    []byte
+	id     string
+	cp     lgsaver.Checkpoint
+	humans int // human messages in its messages channel
 }
 
 // write is one (channel, value) a task writes.
@@ -85,12 +71,12 @@ type thread struct {
 	clock time.Time
 	step  int // metadata step of the next checkpoint
 
-	versions lgcodec.Map // channel → version text, in first-write order
+	versions lgwrite.Map // channel → version text, in first-write order
 	latest   int         // the highest version number handed out
-	seen     lgcodec.Map // node → lgcodec.Map of trigger → version
+	seen     lgwrite.Map // node → lgwrite.Map of trigger → version
 
 	messages  []any       // lgcodec message Ext values
-	toolState lgcodec.Map // key → entry
+	toolState lgwrite.Map // key → entry
 	start     any         // __start__'s value, nil when empty
 	branches  map[string]bool
 
@@ -108,16 +94,16 @@ type thread struct {
 
 // turnRecord is one turn of the transcript.
 type turnRecord struct {
-	human lgcodec.Ext
+	human lgwrite.Ext
 	steps []stepRecord
 }
 
 // stepRecord is one model answer and, when it called the tool, the tool's
 // tool_state update and reply.
 type stepRecord struct {
-	ai     lgcodec.Ext
-	update lgcodec.Map
-	reply  *lgcodec.Ext
+	ai     lgwrite.Ext
+	update lgwrite.Map
+	reply  *lgwrite.Ext
 }
 
 // play runs the whole script on a fresh thread starting at base.
@@ -147,10 +133,10 @@ func (t *thread) wait(span [2]time.Duration) {
 }
 
 func (t *thread) turn(n int, turn turnScript) {
-	human := lgcodec.HumanMessage(t.rng.uuid4(), turn.question)
+	human := lgwrite.HumanMessage(t.rng.uuid4(), turn.question)
 	t.transcript = append(t.transcript, turnRecord{human: human})
 	record := &t.transcript[len(t.transcript)-1]
-	t.input(lgcodec.Map{{Key: chanMessages, Value: []any{human}}})
+	t.input(lgwrite.Map{{Key: chanMessages, Value: []any{human}}})
 	t.wait(stepLatency)
 	t.run(chanStart, chanStart, write{chanMessages, []any{human}}, write{chanToAgent, nil})
 	for i, step := range turn.steps {
@@ -158,13 +144,13 @@ func (t *thread) turn(n int, turn turnScript) {
 		meta, usage := t.modelMetadata(i, step)
 		msgID := t.rng.runMessageID(t.clock)
 		if step.call == nil {
-			ai := lgcodec.AIMessageWith(msgID, step.answer, nil, meta, usage)
+			ai := lgwrite.AIMessageWith(msgID, step.answer, nil, meta, usage)
 			record.steps = append(record.steps, stepRecord{ai: ai})
 			t.run(nodeAgent, chanToAgent, write{chanMessages, []any{ai}})
 			continue
 		}
-		call := lgcodec.ToolCall{Name: toolName, Args: step.call.arguments(), ID: t.rng.toolCallID()}
-		ai := lgcodec.AIMessageWith(msgID, "", []lgcodec.ToolCall{call}, meta, usage)
+		call := lgwrite.ToolCall{Name: toolName, Args: step.call.arguments(), ID: t.rng.toolCallID()}
+		ai := lgwrite.AIMessageWith(msgID, "", []lgwrite.ToolCall{call}, meta, usage)
 		t.run(nodeAgent, chanToAgent, write{chanMessages, []any{ai}}, write{chanToTools, nil})
 		t.wait(toolTime)
 		// ToolNode runs the tool, which answers with a Command updating
@@ -173,7 +159,7 @@ func (t *thread) turn(n int, turn turnScript) {
 		update := t.entries(n, step.call)
 		// The tool leaves the message's id unset; add_messages gives it a
 		// random one.
-		reply := lgcodec.ToolMessage(t.rng.uuid4(), step.call.report(), toolName, call.ID)
+		reply := lgwrite.ToolMessage(t.rng.uuid4(), step.call.report(), toolName, call.ID)
 		record.steps = append(record.steps, stepRecord{ai: ai, update: update, reply: &reply})
 		t.run(nodeTools, chanToTools, write{chanToolState, update}, write{chanMessages, []any{reply}}, write{chanToAgent, nil})
 	}
@@ -182,30 +168,30 @@ func (t *thread) turn(n int, turn turnScript) {
 // modelMetadata is the response and usage metadata of the model's i-th
 // answer in a turn, as a chat model reports them: why it stopped, and
 // token counts that grow with the conversation.
-func (t *thread) modelMetadata(i int, step modelStep) (response, usage lgcodec.Map) {
+func (t *thread) modelMetadata(i int, step modelStep) (response, usage lgwrite.Map) {
 	finish := "stop"
 	if step.call != nil {
 		finish = "tool_calls"
 	}
 	in := 380 + 160*len(t.messages)
 	out := 24 + 7*i + len(step.answer)/4
-	response = lgcodec.Map{{Key: "finish_reason", Value: finish}, {Key: "model_name", Value: modelName}}
-	usage = lgcodec.Map{{Key: "input_tokens", Value: in}, {Key: "output_tokens", Value: out}, {Key: "total_tokens", Value: in + out}}
+	response = lgwrite.Map{{Key: "finish_reason", Value: finish}, {Key: "model_name", Value: modelName}}
+	usage = lgwrite.Map{{Key: "input_tokens", Value: in}, {Key: "output_tokens", Value: out}, {Key: "total_tokens", Value: in + out}}
 	return response, usage
 }
 
 // entries are the tool_state entries a sketch writes in turn n, in the
 // tool_state convention: seq numbers writes across the thread, turn is the
 // turn of the write, turns_written counts the turns that wrote the key.
-func (t *thread) entries(n int, s *sketch) lgcodec.Map {
-	var out lgcodec.Map
+func (t *thread) entries(n int, s *sketch) lgwrite.Map {
+	var out lgwrite.Map
 	for _, f := range s.values() {
 		t.seq++
 		if t.lastTurn[f.Key] != n {
 			t.turnsWritten[f.Key]++
 			t.lastTurn[f.Key] = n
 		}
-		out = append(out, lgcodec.Field{Key: f.Key, Value: lgcodec.Map{
+		out = append(out, lgwrite.Field{Key: f.Key, Value: lgwrite.Map{
 			{Key: "value", Value: f.Value},
 			{Key: "tool", Value: toolName},
 			{Key: "seq", Value: t.seq},
@@ -230,7 +216,7 @@ func (t *thread) nextVersion() string {
 func (t *thread) input(value any) {
 	v := t.nextVersion()
 	if _, ok := t.seen.Get(inputTask); !ok {
-		t.seen = append(t.seen, lgcodec.Field{Key: inputTask, Value: lgcodec.Map{}})
+		t.seen = append(t.seen, lgwrite.Field{Key: inputTask, Value: lgwrite.Map{}})
 	}
 	t.start = value
 	t.versions = t.versions.Set(chanStart, v)
@@ -244,25 +230,16 @@ func (t *thread) run(node, trigger string, writes ...write) {
 	if t.err != nil {
 		return
 	}
-	parent := &t.rows[len(t.rows)-1]
+	parent := &t.rows[len(t.rows)-1].cp
 	trig, _ := t.versions.Get(trigger)
 	seen, _ := t.seen.Get(node)
-	nodeSeen, _ := seen.(lgcodec.Map)
+	nodeSeen, _ := seen.(lgwrite.Map)
 	t.seen = t.seen.Set(node, slices.Clone(nodeSeen).Set(trigger, trig))
 
 	path := "~__pregel_pull, " + node
-	task := taskID(parent.id, path)
+	task := taskID(parent.ID, path)
 	for i, w := range writes {
-		row := writeRow{taskID: task, taskPath: path, idx: i, channel: w.channel, typ: "null", value: []byte{}}
-		if w.value != nil {
-			b, err := lgcodec.EncodeMsgpack(w.value)
-			if err != nil {
-				t.err = fmt.Errorf("thread %s: write of %s: %w", t.id, w.channel, err)
-				return
-			}
-			row.typ, row.value = "msgpack", b
-		}
-		parent.writes = append(parent.writes, row)
+		parent.Writes = append(parent.Writes, lgsaver.Write{TaskID: task, TaskPath: path, Idx: i, Channel: w.channel, Value: w.value})
 	}
 
 	v := t.nextVersion()
@@ -276,7 +253,7 @@ func (t *thread) run(node, trigger string, writes ...write) {
 		case chanMessages:
 			t.messages = addMessages(t.messages, w.value.([]any))
 		case chanToolState:
-			t.toolState = mergeState(t.toolState, w.value.(lgcodec.Map))
+			t.toolState = mergeState(t.toolState, w.value.(lgwrite.Map))
 		default:
 			t.branches[w.channel] = true
 		}
@@ -314,13 +291,13 @@ func addMessages(held, added []any) []any {
 }
 
 func messageID(m any) any {
-	id, _ := m.(lgcodec.Ext).Data.(lgcodec.Map).Get("id")
+	id, _ := m.(lgwrite.Ext).Data.(lgwrite.Map).Get("id")
 	return id
 }
 
 // mergeState is the tool_state reducer: dict(old) updated with new, so a
 // rewritten key keeps its place and a new key goes last.
-func mergeState(held, update lgcodec.Map) lgcodec.Map {
+func mergeState(held, update lgwrite.Map) lgwrite.Map {
 	out := slices.Clone(held)
 	for _, f := range update {
 		out = out.Set(f.Key, f.Value)
@@ -335,7 +312,7 @@ func (t *thread) save(source string, updated []string) {
 		return
 	}
 	id := checkpointID(t.clock, t.step, t.rng.next())
-	var values lgcodec.Map
+	var values lgwrite.Map
 	for _, ch := range channelOrder {
 		// A channel appears once it has a version and only while it holds
 		// a value: consumed branch and input channels drop out.
@@ -344,40 +321,25 @@ func (t *thread) save(source string, updated []string) {
 		}
 		switch {
 		case ch == chanMessages:
-			values = append(values, lgcodec.Field{Key: ch, Value: t.messages})
+			values = append(values, lgwrite.Field{Key: ch, Value: t.messages})
 		case ch == chanToolState:
-			values = append(values, lgcodec.Field{Key: ch, Value: t.toolState})
+			values = append(values, lgwrite.Field{Key: ch, Value: t.toolState})
 		case ch == chanStart && t.start != nil:
-			values = append(values, lgcodec.Field{Key: ch, Value: t.start})
+			values = append(values, lgwrite.Field{Key: ch, Value: t.start})
 		case t.branches[ch]:
-			values = append(values, lgcodec.Field{Key: ch, Value: nil})
+			values = append(values, lgwrite.Field{Key: ch, Value: nil})
 		}
 	}
-	seen := make(lgcodec.Map, len(t.seen))
+	seen := make(lgwrite.Map, len(t.seen))
 	for i, f := range t.seen {
-		seen[i] = lgcodec.Field{Key: f.Key, Value: slices.Clone(f.Value.(lgcodec.Map))}
+		seen[i] = lgwrite.Field{Key: f.Key, Value: slices.Clone(f.Value.(lgwrite.Map))}
 	}
-	upd := make([]any, len(updated))
-	for i, u := range updated {
-		upd[i] = u
-	}
-	cp := lgcodec.Map{
-		{Key: "v", Value: checkpointV},
-		{Key: "ts", Value: lgcodec.IsoFormat(t.clock)},
-		{Key: "id", Value: id},
-		{Key: "channel_values", Value: values},
-		{Key: "channel_versions", Value: slices.Clone(t.versions)},
-		{Key: "versions_seen", Value: seen},
-		{Key: "updated_channels", Value: upd},
-	}
-	b, err := lgcodec.EncodeMsgpack(cp)
-	if err != nil {
-		t.err = fmt.Errorf("thread %s: checkpoint %s: %w", t.id, id, err)
-		return
-	}
-	row := checkpointRow{id: id, checkpoint: b, metadata: metadataJSON(source, t.step), humans: t.humans()}
+	row := checkpointRow{id: id, humans: t.humans(), cp: lgsaver.Checkpoint{
+		ID: id, TS: t.clock, Values: values, Versions: slices.Clone(t.versions), VersionsSeen: seen,
+		UpdatedChannels: slices.Clone(updated), Metadata: metadata(source, t.step),
+	}}
 	if n := len(t.rows); n > 0 {
-		row.parent = t.rows[n-1].id
+		row.cp.Parent = t.rows[n-1].id
 	}
 	t.rows = append(t.rows, row)
 	t.step++
@@ -387,18 +349,17 @@ func (t *thread) save(source string, updated []string) {
 func (t *thread) humans() int {
 	n := 0
 	for _, m := range t.messages {
-		if typ, _ := m.(lgcodec.Ext).Data.(lgcodec.Map).Get("type"); typ == "human" {
+		if typ, _ := m.(lgwrite.Ext).Data.(lgwrite.Map).Get("type"); typ == "human" {
 			n++
 		}
 	}
 	return n
 }
 
-// metadataJSON is the metadata column: SqliteSaver stores json.dumps of the
-// metadata (Python's default ", " and ": " separators), as bytes. The
-// run's config metadata adds generated_by after LangGraph's own keys; it
-// is how Write recognises a file it may rewrite.
-func metadataJSON(source string, step int) []byte {
-	return fmt.Appendf(nil, `{"source": %q, "step": %s, "parents": {}, %q: %q}`,
-		source, strconv.Itoa(step), generatedByKey, generatedByDemo)
+// metadata is the checkpoint's metadata: LangGraph's own keys, then the
+// run's config metadata, generated_by, which is how Write recognises a
+// file it may rewrite.
+func metadata(source string, step int) lgwrite.Map {
+	return lgwrite.Map{{Key: "source", Value: source}, {Key: "step", Value: step}, {Key: "parents", Value: lgwrite.Map{}},
+		{Key: generatedByKey, Value: generatedByDemo}}
 }

@@ -40,7 +40,7 @@ type Metrics struct {
 // storeMethods are the Backend methods timed, listed so that every series
 // exists from the start: a rate over a series that appears only on the
 // first error reads as no errors at all.
-var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Values", "Ping"}
+var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Values", "Writes", "Ping"}
 
 // New returns a Metrics with its collectors registered.
 func New() *Metrics {
@@ -126,15 +126,11 @@ func (m *Metrics) WatchStore(st *store.Store) {
 }
 
 // Backend wraps b so that each query's latency and failure is recorded.
-// The wrapper implements store.Incremental exactly when b does: Store
-// checks for that interface to refresh cached turn indexes cheaply, and
-// hiding it would silently turn every refresh into a full reread.
+// Only the backend's own share is counted: the time the store's callbacks
+// take (decoding what was read) is left out, and so are their errors,
+// which say nothing about the store.
 func (m *Metrics) Backend(b store.Backend) store.Backend {
-	w := &timedBackend{inner: b, m: m}
-	if inc, ok := b.(store.Incremental); ok {
-		return &timedIncremental{timedBackend: w, inc: inc}
-	}
-	return w
+	return &timedBackend{inner: b, m: m}
 }
 
 func (m *Metrics) observe(method string, start time.Time, err error) {
@@ -154,33 +150,18 @@ type timedBackend struct {
 	m     *Metrics
 }
 
-var (
-	_ store.Backend       = (*timedBackend)(nil)
-	_ store.ValueStreamer = (*timedBackend)(nil)
-)
+var _ store.Backend = (*timedBackend)(nil)
 
-func (b *timedBackend) Checkpoints(ctx context.Context, ref store.Ref) (_ []store.Checkpoint, err error) {
-	start := time.Now()
-	defer func() { b.m.observe("Checkpoints", start, err) }()
-	return b.inner.Checkpoints(ctx, ref)
-}
-
-func (b *timedBackend) Values(ctx context.Context, ref store.Ref, channel string, ids []string) (_ []store.Blob, err error) {
-	start := time.Now()
-	defer func() { b.m.observe("Values", start, err) }()
-	return b.inner.Values(ctx, ref, channel, ids)
-}
-
-// EachValue is timed as Values, since it is the same read: the time fn
-// takes (decoding what was read) is left out, and so are fn's errors, which
-// say nothing about the store.
-func (b *timedBackend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+// timed runs read, which calls its callback through the returned wrapper,
+// and records its latency under method without the callbacks' time and
+// errors.
+func (b *timedBackend) timed(method string, read func(call func(func() error) error) error) error {
 	start := time.Now()
 	var inFn time.Duration
 	var fnErr error
-	err := store.EachValue(ctx, b.inner, ref, channel, ids, func(i int, blob store.Blob) error {
+	err := read(func(fn func() error) error {
 		t := time.Now()
-		fnErr = fn(i, blob)
+		fnErr = fn()
 		inFn += time.Since(t)
 		return fnErr
 	})
@@ -188,8 +169,33 @@ func (b *timedBackend) EachValue(ctx context.Context, ref store.Ref, channel str
 	if err != nil && err == fnErr {
 		storeErr = nil
 	}
-	b.m.observeFor("Values", time.Since(start)-inFn, storeErr)
+	b.m.observeFor(method, time.Since(start)-inFn, storeErr)
 	return err
+}
+
+func (b *timedBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (census store.Census, err error) {
+	// Named for what they read: the whole thread, or what is newer.
+	method := "Checkpoints"
+	if q.After != "" {
+		method = "CheckpointsSince"
+	}
+	err = b.timed(method, func(call func(func() error) error) error {
+		census, err = b.inner.List(ctx, ref, q, func(r store.Row) error { return call(func() error { return fn(r) }) })
+		return err
+	})
+	return census, err
+}
+
+func (b *timedBackend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+	return b.timed("Values", func(call func(func() error) error) error {
+		return b.inner.EachValue(ctx, ref, channel, ids, func(i int, v store.Blob) error { return call(func() error { return fn(i, v) }) })
+	})
+}
+
+func (b *timedBackend) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
+	return b.timed("Writes", func(call func(func() error) error) error {
+		return b.inner.EachWrite(ctx, ref, channel, ids, func(w store.Write) error { return call(func() error { return fn(w) }) })
+	})
 }
 
 func (b *timedBackend) Ping(ctx context.Context) (err error) {
@@ -199,19 +205,3 @@ func (b *timedBackend) Ping(ctx context.Context) (err error) {
 }
 
 func (b *timedBackend) Close() { b.inner.Close() }
-
-type timedIncremental struct {
-	*timedBackend
-	inc store.Incremental
-}
-
-var (
-	_ store.Backend     = (*timedIncremental)(nil)
-	_ store.Incremental = (*timedIncremental)(nil)
-)
-
-func (b *timedIncremental) CheckpointsSince(ctx context.Context, ref store.Ref, q store.Since) (_ store.Census, _ []store.Checkpoint, err error) {
-	start := time.Now()
-	defer func() { b.m.observe("CheckpointsSince", start, err) }()
-	return b.inc.CheckpointsSince(ctx, ref, q)
-}

@@ -5,53 +5,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/metrics"
-	"github.com/historyd/historyd/service"
+	"github.com/historyd/historyd/server"
+	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
-// setup serves b through a metered store and the full interceptor chain,
-// and the metrics handler over HTTP on 127.0.0.1.
-func setup(t *testing.T, b store.Backend) (historydv1.ThreadHistoryClient, *service.Server, string) {
+// setup serves b with historyd's server, metrics on, and its metrics
+// handler over HTTP on 127.0.0.1.
+func setup(t *testing.T, b store.Backend) (historydv1.ThreadHistoryClient, *servertest.Server, string) {
 	t.Helper()
-	m := metrics.New()
-	log := slog.New(slog.DiscardHandler)
-	svc := service.New(service.Config{
-		Store:          store.New(store.Config{Backend: m.Backend(b)}),
-		Logger:         log,
-		HealthInterval: 10 * time.Millisecond,
-	})
-	gs := grpc.NewServer(service.ServerOptions(service.Options{Logger: log, Metrics: m.GRPC})...)
-	svc.Register(gs)
-	m.GRPC.InitializeMetrics(gs)
-	lis := bufconn.Listen(1 << 20)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	hs := httptest.NewServer(m.Handler(svc.Serving))
+	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: b}, Metrics: true, HealthInterval: 10 * time.Millisecond})
+	hs := httptest.NewServer(srv.MetricsHandler())
 	t.Cleanup(hs.Close)
-	return historydv1.NewThreadHistoryClient(conn), svc, hs.URL
+	return srv.Client(t), srv, hs.URL
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -105,10 +81,7 @@ func TestMetricsExposed(t *testing.T) {
 
 func TestHealthzAndReadyz(t *testing.T) {
 	mem := storetest.NewMemory()
-	_, svc, url := setup(t, mem)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go svc.Watch(ctx)
+	_, srv, url := setup(t, mem)
 
 	waitFor := func(want int) {
 		t.Helper()
@@ -132,68 +105,33 @@ func TestHealthzAndReadyz(t *testing.T) {
 	}
 	mem.SetErr(nil)
 	waitFor(http.StatusOK)
-	svc.Shutdown()
+	srv.Shutdown(time.Second)
 	waitFor(http.StatusServiceUnavailable)
 }
 
-// incremental is a Memory that also lists checkpoints incrementally.
-type incremental struct {
-	*storetest.Memory
-	calls int
-}
-
-func (i *incremental) CheckpointsSince(ctx context.Context, ref store.Ref, q store.Since) (store.Census, []store.Checkpoint, error) {
-	after, count := q.After, q.Count
-	i.calls++
-	all, err := i.Checkpoints(ctx, ref)
-	if err != nil {
-		return store.Census{}, nil, err
-	}
-	census := store.Census{Count: -1}
-	if count {
-		census.Count = len(all)
-	}
-	var newer []store.Checkpoint
-	for _, c := range all {
-		if census.MinID == "" || c.ID < census.MinID {
-			census.MinID = c.ID
-		}
-		if c.ID > after {
-			newer = append(newer, c)
-		}
-		if slices.Contains(q.Verify, c.ID) {
-			census.Present = append(census.Present, c.ID)
-		}
-	}
-	return census, newer, nil
-}
-
-// The metered backend is incremental exactly when the inner one is, and
-// a store over it uses the incremental path.
-func TestBackendKeepsIncremental(t *testing.T) {
+// The metered backend times each read under its own name: a store's first
+// read of a thread lists it whole, the second only what is newer.
+func TestBackendTimesEachRead(t *testing.T) {
 	m := metrics.New()
-	if _, ok := m.Backend(storetest.NewMemory()).(store.Incremental); ok {
-		t.Error("wrapping a plain backend made it Incremental")
-	}
-	inner := &incremental{Memory: storetest.NewMemory()}
+	inner := storetest.NewMemory()
 	storetest.Build(inner, store.Ref{ThreadID: "t"}, storetest.Demo)
-	wrapped := m.Backend(inner)
-	if _, ok := wrapped.(store.Incremental); !ok {
-		t.Fatal("wrapping an Incremental backend hid CheckpointsSince")
-	}
-	st := store.New(store.Config{Backend: wrapped})
+	st := store.New(store.Config{Backend: m.Backend(inner)})
 	for range 2 {
 		if _, err := st.History(context.Background(), store.Ref{ThreadID: "t"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if inner.calls != 1 {
-		t.Errorf("CheckpointsSince called %d times, want 1 (the second read refreshes the cached index)", inner.calls)
-	}
 	hs := httptest.NewServer(m.Handler(nil))
 	defer hs.Close()
-	if _, body := get(t, hs.URL+"/metrics"); !strings.Contains(body, `historyd_store_query_duration_seconds_count{method="CheckpointsSince"} 1`) {
-		t.Error("CheckpointsSince not timed")
+	_, body := get(t, hs.URL+"/metrics")
+	for _, want := range []string{
+		`historyd_store_query_duration_seconds_count{method="Checkpoints"} 1`,
+		`historyd_store_query_duration_seconds_count{method="CheckpointsSince"} 1`,
+		`historyd_store_query_duration_seconds_count{method="Writes"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 	if code, _ := get(t, hs.URL+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with no readiness signal = %d, want 503", code)
@@ -254,8 +192,14 @@ func TestValuesErrorsAreTheStores(t *testing.T) {
 	mem := storetest.NewMemory()
 	ref := store.Ref{ThreadID: "t"}
 	mem.PutBlobs(ref, "1f0c-000001", time.Now(), map[string]store.Blob{"tool_state": {Type: "msgpack", Data: []byte{0x82, 0xa1}}})
-	st := store.New(store.Config{Backend: m.Backend(mem)})
-	if _, err := st.States(context.Background(), ref, []store.Turn{{N: 1, Retained: true, End: store.Placed{ID: "1f0c-000001"}}}, nil); err == nil {
+	b := m.Backend(mem)
+	decode := func() error {
+		return b.EachValue(context.Background(), ref, "tool_state", []string{"1f0c-000001"}, func(_ int, v store.Blob) error {
+			_, _, err := lgcodec.Decode(v.Type, v.Data, lgcodec.Limits{})
+			return err
+		})
+	}
+	if err := decode(); err == nil {
 		t.Fatal("a truncated state was decoded")
 	}
 	errorsOf := func() string {
@@ -273,7 +217,7 @@ func TestValuesErrorsAreTheStores(t *testing.T) {
 		t.Errorf("after a decode failure: %q; want 0 store errors", got)
 	}
 	mem.SetErr(errors.New("down"))
-	if _, err := st.States(context.Background(), ref, []store.Turn{{N: 1, Retained: true, End: store.Placed{ID: "1f0c-000001"}}}, nil); err == nil {
+	if err := decode(); err == nil {
 		t.Fatal("a failing store read succeeded")
 	}
 	if got := errorsOf(); !strings.HasSuffix(got, " 1") {

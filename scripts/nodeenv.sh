@@ -3,7 +3,7 @@
 #
 # Runs `npm ci` in test/conformance/js, which installs exactly what
 # package-lock.json pins (@langchain/langgraph, its PostgreSQL and SQLite
-# checkpointers, @langchain/core, pg, better-sqlite3). Skipped while
+# checkpointers, @langchain/core, langchain, pg, better-sqlite3). Skipped while
 # package-lock.json, package.json and the Node major version are unchanged
 # and better-sqlite3 loads (stamp: test/conformance/js/node_modules/.historyd-stamp).
 #

@@ -54,11 +54,12 @@ func authenticate(a *auth.Authenticator) func(ctx context.Context) (context.Cont
 //
 // A request for a thread outside the tenant's prefixes is answered exactly
 // as a thread that does not exist is answered: it runs through the same
-// handler, validation included, on a Server whose store holds no
-// checkpoints. So the code, message and body are those of an unknown thread
-// by construction (total 0, no turns; Snapshot says no_such_turn with total
-// 0), malformed requests get the same InvalidArgument either way, and the
-// checkpoint store is never queried for a thread the tenant may not read.
+// handler, validation included, on unknownThreads, a second Server whose
+// store holds no checkpoints. So the code, message and body are those of an
+// unknown thread by construction (total 0, no turns; Snapshot says
+// no_such_turn with total 0), malformed requests get the same
+// InvalidArgument either way, and the checkpoint store is never queried for
+// a thread the tenant may not read.
 //
 // Server-streaming calls are routed the same way (see stream).
 //
@@ -68,12 +69,14 @@ func authenticate(a *auth.Authenticator) func(ctx context.Context) (context.Cont
 // tenant knows; nothing about other tenants' threads, their existence
 // included, can be learned from it.
 type isolation struct {
-	void *Server
+	// unknownThreads answers every denied call: the handlers of handlers.go
+	// and stream.go over a store in which no thread exists.
+	unknownThreads *Server
 }
 
 func newIsolation(log *slog.Logger) isolation {
-	empty := store.New(store.Config{Backend: noCheckpoints{}, CacheThreads: -1, CacheScans: -1})
-	return isolation{void: New(Config{Store: empty, Logger: log})}
+	empty := store.New(store.Config{Backend: store.Empty{}, CacheThreads: -1, CacheScans: -1})
+	return isolation{unknownThreads: New(Config{Store: empty, Logger: log})}
 }
 
 func (iso isolation) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -100,7 +103,7 @@ func (iso isolation) unary(ctx context.Context, req any, info *grpc.UnaryServerI
 	for _, m := range historydv1.ThreadHistory_ServiceDesc.Methods {
 		if m.MethodName == method {
 			msg := req.(proto.Message)
-			return m.Handler(iso.void, ctx, func(into any) error {
+			return m.Handler(iso.unknownThreads, ctx, func(into any) error {
 				proto.Merge(into.(proto.Message), msg)
 				return nil
 			}, nil)
@@ -137,7 +140,7 @@ func (iso isolation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	}
 	for _, d := range historydv1.ThreadHistory_ServiceDesc.Streams {
 		if d.StreamName == method {
-			return d.Handler(iso.void, ss)
+			return d.Handler(iso.unknownThreads, ss)
 		}
 	}
 	return status.Errorf(codes.PermissionDenied, "%s is not covered by tenant isolation", info.FullMethod)
@@ -161,23 +164,3 @@ func splitMethod(full string) (service, method string) {
 	}
 	return "", full
 }
-
-// noCheckpoints is a store.Backend with no threads at all: every thread is
-// unknown. Isolation answers forbidden requests through it.
-type noCheckpoints struct{}
-
-func (noCheckpoints) Checkpoints(context.Context, store.Ref) ([]store.Checkpoint, error) {
-	return nil, nil
-}
-
-func (noCheckpoints) Values(_ context.Context, _ store.Ref, _ string, ids []string) ([]store.Blob, error) {
-	out := make([]store.Blob, len(ids))
-	for i := range out {
-		out[i] = store.Blob{Type: "empty"}
-	}
-	return out, nil
-}
-
-func (noCheckpoints) Ping(context.Context) error { return nil }
-
-func (noCheckpoints) Close() {}

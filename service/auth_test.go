@@ -1,4 +1,4 @@
-package service
+package service_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/historyd/historyd/auth"
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -135,7 +136,7 @@ func sameAnswer(t *testing.T, what string, got, want answer) {
 // the store is never asked about b's thread.
 func TestTenantIsolation(t *testing.T) {
 	b, path := twoTenants(t)
-	s := serveWith(t, b, Options{Auth: newAuth(t, path)})
+	s := serveWith(t, b, service.Options{Auth: newAuth(t, path)})
 	c := s.client(t)
 	ctxA := withToken(context.Background(), "token-a")
 
@@ -182,7 +183,7 @@ func TestTenantIsolation(t *testing.T) {
 
 func TestUnauthenticated(t *testing.T) {
 	b, path := twoTenants(t)
-	s := serveWith(t, b, Options{Auth: newAuth(t, path)})
+	s := serveWith(t, b, service.Options{Auth: newAuth(t, path)})
 	c := s.client(t)
 	for name, ctx := range map[string]context.Context{
 		"no token":      context.Background(),
@@ -227,7 +228,7 @@ func listServices(conn *grpc.ClientConn) (string, error) {
 }
 
 func TestReflectionOff(t *testing.T) {
-	s := serveWith(t, storetest.NewMemory(), Options{DisableReflection: true})
+	s := serveWith(t, storetest.NewMemory(), service.Options{DisableReflection: true})
 	_, err := listServices(s.conn(t, nil))
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("reflection when off: %v, want Unimplemented", err)
@@ -239,7 +240,7 @@ func TestReflectionOff(t *testing.T) {
 func TestTokenReload(t *testing.T) {
 	b, path := twoTenants(t)
 	a := newAuth(t, path)
-	c := serveWith(t, b, Options{Auth: a}).client(t)
+	c := serveWith(t, b, service.Options{Auth: a}).client(t)
 	read := func(token string) codes.Code {
 		return ask(withToken(context.Background(), token), c, "Turns", "a/1").code
 	}
@@ -283,7 +284,7 @@ func TestClientCertificateTenants(t *testing.T) {
 		authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"token-a"}, ClientCerts: []string{"uri:spiffe://test/a", "cn:agent-a"}},
 		authtest.Tenant{Name: "b", Prefixes: []string{"b/"}, ClientCerts: []string{"dns:agent.b.internal"}},
 	))
-	s := serveWith(t, b, Options{Auth: newAuth(t, path), TLS: stls.Config()})
+	s := serveWith(t, b, service.Options{Auth: newAuth(t, path), TLS: stls.Config()})
 	dial := func(leaf *authtest.Leaf) historydv1.ThreadHistoryClient {
 		tc := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
 		if leaf != nil {
@@ -339,40 +340,3 @@ func TestClientCertificateTenants(t *testing.T) {
 		})
 	}
 }
-
-// A streaming call whose request was not read ahead (a client or
-// bidirectional stream) names no single thread, so only all_threads
-// tenants may make it.
-func TestIsolationStreamsFailClosed(t *testing.T) {
-	iso := newIsolation(nil)
-	info := &grpc.StreamServerInfo{FullMethod: "/historyd.v1.ThreadHistory/Converse", IsClientStream: true, IsServerStream: true}
-	called := false
-	handler := func(any, grpc.ServerStream) error { called = true; return nil }
-	for _, tt := range []struct {
-		tenant *auth.Tenant
-		code   codes.Code
-	}{
-		{nil, codes.Unauthenticated},
-		{&auth.Tenant{Name: "a", ThreadPrefixes: []string{"a/"}}, codes.PermissionDenied},
-		{&auth.Tenant{Name: "ops", AllThreads: true}, codes.OK},
-	} {
-		called = false
-		ctx := context.Background()
-		if tt.tenant != nil {
-			ctx = auth.WithTenant(ctx, tt.tenant)
-		}
-		err := iso.stream(nil, fakeStream{ctx}, info, handler)
-		if status.Code(err) != tt.code || called != (tt.code == codes.OK) {
-			t.Errorf("tenant %v: %v (handler called %v), want %v", tt.tenant, err, called, tt.code)
-		}
-	}
-}
-
-type fakeStream struct{ ctx context.Context }
-
-func (f fakeStream) Context() context.Context   { return f.ctx }
-func (fakeStream) SetHeader(metadata.MD) error  { return nil }
-func (fakeStream) SendHeader(metadata.MD) error { return nil }
-func (fakeStream) SetTrailer(metadata.MD)       {}
-func (fakeStream) SendMsg(any) error            { return nil }
-func (fakeStream) RecvMsg(any) error            { return nil }

@@ -31,7 +31,7 @@ func TestSpliceCodec(t *testing.T) {
 		for k, b := range entries {
 			st.Entries = append(st.Entries, store.EncodedEntry{Key: k, Data: b})
 		}
-		out := toTurnState(store.Turn{N: int(n), Question: "q ü", End: store.Placed{ID: "cp", TS: time.Unix(1e9, 0)}}, st)
+		out := toTurnState(store.Turn{N: int(n), Question: "q ü", End: store.Checkpoint{ID: "cp", TS: time.Unix(1e9, 0)}}, st)
 		return out
 	}
 	built := &historydv1.StateEntry{Value: structpb.NewStringValue("built in memory")}

@@ -1,6 +1,9 @@
 package service
 
 import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -17,6 +20,15 @@ func (entryEncoder) Encode(e store.Entry) ([]byte, error) {
 	return encodeEntry(e)
 }
 
+// toTurnState builds turn t's TurnState from its encoded state. Each
+// StateEntry is empty but for its unknown fields, which hold the entry's
+// cached encoding: marshaling (proto.Marshal, or the splicing codec, which
+// sends large entries without a copy) writes those bytes as they are, so
+// nothing is decoded again and the client receives complete entries. On
+// the server side, though, an entry's fields read as unset (GetValue() is
+// nil, GetTool() is ""), and proto.Equal tells it from the decoded entry.
+// Whatever reads entries before they are sent must decode them first, with
+// Decoded.
 func toTurnState(t store.Turn, st store.EncodedState) *historydv1.TurnState {
 	ts := &historydv1.TurnState{
 		Turn:         int32(t.N),
@@ -35,4 +47,23 @@ func toTurnState(t store.Turn, st store.EncodedState) *historydv1.TurnState {
 		ts.Entries[e.Key] = se
 	}
 	return ts
+}
+
+// Decoded returns a copy of a ThreadHistory response in which every state
+// entry's fields are decoded. The handlers' responses carry entries as
+// their encodings (see toTurnState), so that on the server side, in an
+// interceptor say, an entry's getters read as unset; read them from
+// Decoded's copy instead, and send the original. The copy costs encoding
+// and decoding the whole response.
+func Decoded[M proto.Message](m M) (M, error) {
+	out := m.ProtoReflect().New().Interface().(M)
+	b, err := proto.Marshal(m)
+	if err == nil {
+		err = proto.Unmarshal(b, out)
+	}
+	if err != nil {
+		var zero M
+		return zero, fmt.Errorf("decode %T: %w", m, err)
+	}
+	return out, nil
 }

@@ -11,7 +11,27 @@ import (
 	"github.com/historyd/historyd/store"
 )
 
-// Snapshots implements historyd.v1.ThreadHistory.Snapshots.
+// The ThreadHistory handlers, here and StreamSnapshots in stream.go, answer
+// two kinds of call:
+//
+//   - calls for threads the caller may read, on the Server that Register
+//     registered, over the deployment's store;
+//   - calls that tenant isolation denies (see isolation in auth.go): they
+//     run through these same handlers, on isolation.unknownThreads, a second
+//     Server whose store holds no checkpoints, so that a denied thread is
+//     answered exactly as a thread that does not exist.
+//
+// So what a handler answers for an unknown thread is also what a tenant
+// gets for every thread of another tenant: it must depend on the request
+// alone (validation included), never on what else the store holds.
+//
+// Responses carry each state entry as its cached encoding, in the
+// StateEntry's unknown fields (see toTurnState): on the server side an
+// entry's getters read as unset. Code between the handlers and the wire
+// that must read entries, an interceptor say, reads a copy from Decoded.
+
+// Snapshots implements historyd.v1.ThreadHistory.Snapshots. Calls denied
+// by tenant isolation reach it too, over an empty store (see above).
 func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest) (*historydv1.SnapshotsResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys())); err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
@@ -31,7 +51,8 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 	return resp, nil
 }
 
-// Snapshot implements historyd.v1.ThreadHistory.Snapshot.
+// Snapshot implements historyd.v1.ThreadHistory.Snapshot. Calls denied by
+// tenant isolation reach it too, over an empty store (see above).
 func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) (*historydv1.SnapshotResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurn(req.GetTurn()), checkKeys(req.GetKeys())); err != nil {
 		return nil, s.fail(ctx, "Snapshot", err)
@@ -63,7 +84,8 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 	return resp, nil
 }
 
-// Turns implements historyd.v1.ThreadHistory.Turns.
+// Turns implements historyd.v1.ThreadHistory.Turns. Calls denied by tenant
+// isolation reach it too, over an empty store (see above).
 func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*historydv1.TurnsResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs())); err != nil {
 		return nil, s.fail(ctx, "Turns", err)

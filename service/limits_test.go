@@ -1,4 +1,4 @@
-package service
+package service_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -22,7 +23,7 @@ import (
 // with a retry hint, while b's still pass.
 func TestRateLimitPerTenant(t *testing.T) {
 	b, path := twoTenants(t)
-	c := serveWith(t, b, Options{Auth: newAuth(t, path), RateLimit: 0.5, RateBurst: 2}).client(t)
+	c := serveWith(t, b, service.Options{Auth: newAuth(t, path), RateLimit: 0.5, RateBurst: 2}).client(t)
 	ctxA := withToken(context.Background(), "token-a")
 	for i := range 2 {
 		if got := ask(ctxA, c, "Turns", "a/1"); got.code != codes.OK {
@@ -55,12 +56,12 @@ func TestResponseTooLarge(t *testing.T) {
 	m := storetest.NewMemory()
 	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
 	ctx := context.Background()
-	full, err := serveWith(t, m, Options{}).client(t).Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: "demo"})
+	full, err := serveWith(t, m, service.Options{}).client(t).Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	limit := proto.Size(full) - 1
-	c := serveWith(t, m, Options{MaxResponseBytes: limit}).client(t)
+	c := serveWith(t, m, service.Options{MaxResponseBytes: limit}).client(t)
 
 	_, err = c.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: "demo"})
 	st := status.Convert(err)
@@ -86,7 +87,7 @@ func TestStreamMessageTooLarge(t *testing.T) {
 	m := storetest.NewMemory()
 	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
 	ctx := context.Background()
-	all, err := readStream(ctx, serveWith(t, m, Options{}).client(t), &historydv1.StreamSnapshotsRequest{ThreadId: "demo"})
+	all, err := readStream(ctx, serveWith(t, m, service.Options{}).client(t), &historydv1.StreamSnapshotsRequest{ThreadId: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestStreamMessageTooLarge(t *testing.T) {
 		}
 	}
 	limit, delivered := proto.Size(all[largest])-1, largest
-	got, err := readStream(ctx, serveWith(t, m, Options{MaxResponseBytes: limit}).client(t), &historydv1.StreamSnapshotsRequest{ThreadId: "demo"})
+	got, err := readStream(ctx, serveWith(t, m, service.Options{MaxResponseBytes: limit}).client(t), &historydv1.StreamSnapshotsRequest{ThreadId: "demo"})
 	st := status.Convert(err)
 	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), strconv.Itoa(limit)) || !strings.Contains(st.Message(), "`keys`") {
 		t.Fatalf("stream past the limit: %v, want ResourceExhausted naming %d and keys", err, limit)
@@ -110,7 +111,7 @@ func TestStreamMessageTooLarge(t *testing.T) {
 }
 
 func TestRequestTooLarge(t *testing.T) {
-	c := serveWith(t, storetest.NewMemory(), Options{MaxRequestBytes: 1024}).client(t)
+	c := serveWith(t, storetest.NewMemory(), service.Options{MaxRequestBytes: 1024}).client(t)
 	keys := []string{strings.Repeat("k", 500), strings.Repeat("l", 500), strings.Repeat("m", 500)}
 	_, err := c.Snapshots(context.Background(), &historydv1.SnapshotsRequest{ThreadId: "t", Keys: keys})
 	if status.Code(err) != codes.ResourceExhausted {
@@ -126,13 +127,13 @@ type stallingBackend struct {
 	release chan struct{}
 }
 
-func (s *stallingBackend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
+func (s *stallingBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
 	s.entered.Add(1)
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return store.Census{}, ctx.Err()
 	case <-s.release:
-		return s.Backend.Checkpoints(ctx, ref)
+		return s.Backend.List(ctx, ref, q, fn)
 	}
 }
 
@@ -140,7 +141,7 @@ func (s *stallingBackend) Checkpoints(ctx context.Context, ref store.Ref) ([]sto
 // says so; an earlier deadline of the caller's still applies.
 func TestDeadlineCap(t *testing.T) {
 	b := &stallingBackend{Backend: storetest.NewMemory(), release: make(chan struct{})}
-	c := serveWith(t, b, Options{MaxCallDuration: 100 * time.Millisecond}).client(t)
+	c := serveWith(t, b, service.Options{MaxCallDuration: 100 * time.Millisecond}).client(t)
 	for _, tt := range []struct {
 		name     string
 		deadline time.Duration // 0: none
@@ -187,7 +188,7 @@ func TestDeadlineCap(t *testing.T) {
 // instead of reaching the store.
 func TestMaxConcurrentStreams(t *testing.T) {
 	b := &stallingBackend{Backend: storetest.NewMemory(), release: make(chan struct{})}
-	c := serveWith(t, b, Options{MaxConcurrentStreams: 1}).client(t)
+	c := serveWith(t, b, service.Options{MaxConcurrentStreams: 1}).client(t)
 	first := make(chan error, 1)
 	go func() {
 		_, err := c.Turns(context.Background(), &historydv1.TurnsRequest{ThreadId: "first"})
@@ -217,15 +218,15 @@ type panickingBackend struct {
 	panicked atomic.Bool
 }
 
-func (p *panickingBackend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
+func (p *panickingBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
 	if !p.panicked.Swap(true) {
 		panic("backend bug")
 	}
-	return p.Backend.Checkpoints(ctx, ref)
+	return p.Backend.List(ctx, ref, q, fn)
 }
 
 func TestPanicRecovered(t *testing.T) {
-	c := serveWith(t, &panickingBackend{Backend: storetest.NewMemory()}, Options{}).client(t)
+	c := serveWith(t, &panickingBackend{Backend: storetest.NewMemory()}, service.Options{}).client(t)
 	_, err := c.Turns(context.Background(), &historydv1.TurnsRequest{ThreadId: "t"})
 	if st := status.Convert(err); st.Code() != codes.Internal || strings.Contains(st.Message(), "backend bug") {
 		t.Errorf("panicking call: %v, want Internal without the panic's text", err)

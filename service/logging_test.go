@@ -1,4 +1,4 @@
-package service
+package service_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -57,19 +58,19 @@ func (s *syncBuffer) String() string {
 func TestRequestLogHidesThreadIDs(t *testing.T) {
 	const thread = "customer-8812/conversation-0042"
 	for _, tt := range []struct {
-		mode  ThreadIDLogging
+		mode  service.ThreadIDLogging
 		fails error
 	}{
-		{ThreadIDsHashed, store.ErrUnavailable},
-		{ThreadIDsHashed, errors.New("driver bug")},
-		{ThreadIDsOmitted, store.ErrUnavailable},
+		{service.ThreadIDsHashed, store.ErrUnavailable},
+		{service.ThreadIDsHashed, errors.New("driver bug")},
+		{service.ThreadIDsOmitted, store.ErrUnavailable},
 	} {
 		var buf syncBuffer
-		log := RedactThreadIDs(slog.New(slog.NewJSONHandler(&buf, nil)))
+		log := service.RedactThreadIDs(slog.New(slog.NewJSONHandler(&buf, nil)))
 		m := storetest.NewMemory()
 		m.SetErr(tt.fails)
 		salt := []byte("test salt")
-		c := serveWith(t, m, Options{Logger: log, ThreadIDs: tt.mode, ThreadIDSalt: salt}).client(t)
+		c := serveWith(t, m, service.Options{Logger: log, ThreadIDs: tt.mode, ThreadIDSalt: salt}).client(t)
 		_, err := c.Snapshots(context.Background(), &historydv1.SnapshotsRequest{ThreadId: thread})
 		if err == nil {
 			t.Fatal("call against a failing store succeeded")
@@ -80,7 +81,7 @@ func TestRequestLogHidesThreadIDs(t *testing.T) {
 		if strings.Contains(buf.String(), "conversation-0042") {
 			t.Errorf("mode %v, error %v: the log shows the thread id:\n%s", tt.mode, tt.fails, buf.String())
 		}
-		want := newThreadTagger(ThreadIDsHashed, salt).tag(thread).shown
+		want := service.ShownThread(service.ThreadIDsHashed, salt, thread)
 		var calls []map[string]any
 		for _, r := range buf.records(t) {
 			if r["msg"] == "finished call" {
@@ -97,7 +98,7 @@ func TestRequestLogHidesThreadIDs(t *testing.T) {
 				}
 			}
 			switch tt.mode {
-			case ThreadIDsHashed:
+			case service.ThreadIDsHashed:
 				if finished["thread"] != want || !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(want) {
 					t.Errorf("%v: thread field = %v, want %s", finished["grpc.method"], finished["thread"], want)
 				}
@@ -110,24 +111,11 @@ func TestRequestLogHidesThreadIDs(t *testing.T) {
 				if !strings.Contains(where, "thread "+want) {
 					t.Errorf("%v: error text does not carry the hash in place of the id: %v", finished["grpc.method"], where)
 				}
-			case ThreadIDsOmitted:
+			case service.ThreadIDsOmitted:
 				if _, ok := finished["thread"]; ok || strings.Contains(buf.String(), want) {
 					t.Errorf("omitted mode logs the thread: %v", finished)
 				}
 			}
-		}
-	}
-}
-
-func TestRedactKeepsOtherValues(t *testing.T) {
-	var buf bytes.Buffer
-	log := RedactThreadIDs(slog.New(slog.NewJSONHandler(&buf, nil)))
-	ctx := context.WithValue(context.Background(), threadTagKey{}, threadTag{raw: "t-123456789", shown: "abc"})
-	log.InfoContext(ctx, `read "t-123456789"`, "n", 3, "err", errors.New("thread t-123456789 gone"), slog.Group("g", "s", "x t-123456789"))
-	got := buf.String()
-	for _, want := range []string{`"msg":"read abc"`, `"n":3`, `"err":"thread abc gone"`, `"g":{"s":"x abc"}`} {
-		if !strings.Contains(got, want) {
-			t.Errorf("log %s lacks %s", got, want)
 		}
 	}
 }

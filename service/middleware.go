@@ -90,9 +90,16 @@ type Options struct {
 //  6. reflection switch (streams only);
 //  7. authentication (not for health and reflection);
 //  8. per-tenant rate limiting (after authentication, to know the tenant);
-//  9. tenant isolation (see isolation);
+//  9. tenant isolation (see isolation), which sends denied calls to the
+//     same handlers over an empty store;
 //
-// then the handler, which validates the request.
+// then the handler, which validates the request. An interceptor added to
+// this chain sees responses whose state entries are still encoded, their
+// getters unset (see toTurnState); one that must read entries reads them
+// from a copy made with Decoded.
+//
+// server.New is the one place a grpc.Server is built with these options;
+// build servers with it rather than by hand.
 func ServerOptions(o Options) []grpc.ServerOption {
 	log := RedactThreadIDs(o.Logger)
 	tagger := newThreadTagger(o.ThreadIDs, o.ThreadIDSalt)

@@ -1,64 +1,42 @@
-package service
+package service_test
 
 import (
 	"context"
 	"crypto/tls"
-	"log/slog"
-	"net"
 	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/test/bufconn"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/server"
+	"github.com/historyd/historyd/server/servertest"
+	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 )
 
-// served is a Server behind the full option set, reachable in memory.
-type served struct {
-	svc *Server
-	lis *bufconn.Listener
-}
+// served is historyd's server with options o, reachable in memory.
+type served struct{ *servertest.Server }
 
-// serveWith serves b with ServerOptions(o) over an in-memory listener.
-func serveWith(t *testing.T, b store.Backend, o Options) *served {
+// serveWith serves b with historyd's server and the service options o.
+func serveWith(t *testing.T, b store.Backend, o service.Options) served {
 	t.Helper()
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer(ServerOptions(o)...)
-	svc := New(Config{Store: store.New(store.Config{Backend: b}), Logger: o.Logger})
-	svc.Register(gs)
-	svc.SetServing(true)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	return &served{svc: svc, lis: lis}
+	return served{servertest.Start(t, server.Config{Store: store.Config{Backend: b}, Service: o})}
 }
 
 // conn dials the server, in plaintext unless tc is given.
-func (s *served) conn(t *testing.T, tc *tls.Config) *grpc.ClientConn {
+func (s served) conn(t *testing.T, tc *tls.Config) *grpc.ClientConn {
 	t.Helper()
-	creds := insecure.NewCredentials()
-	if tc != nil {
-		creds = credentials.NewTLS(tc)
+	if tc == nil {
+		return s.Conn(t)
 	}
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return s.Conn(t, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
 }
 
-func (s *served) client(t *testing.T) historydv1.ThreadHistoryClient {
-	return historydv1.NewThreadHistoryClient(s.conn(t, nil))
+func (s served) client(t *testing.T) historydv1.ThreadHistoryClient {
+	return s.Client(t)
 }
 
 // withToken returns ctx sending token as a bearer token.
@@ -89,12 +67,12 @@ func (c *countingBackend) asked(thread string) int {
 	return c.asks[thread]
 }
 
-func (c *countingBackend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
+func (c *countingBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
 	c.note(ref)
-	return c.Backend.Checkpoints(ctx, ref)
+	return c.Backend.List(ctx, ref, q, fn)
 }
 
-func (c *countingBackend) Values(ctx context.Context, ref store.Ref, channel string, ids []string) ([]store.Blob, error) {
+func (c *countingBackend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
 	c.note(ref)
-	return c.Backend.Values(ctx, ref, channel, ids)
+	return c.Backend.EachValue(ctx, ref, channel, ids, fn)
 }

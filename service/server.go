@@ -72,7 +72,7 @@ func (s *Server) Watch(ctx context.Context) {
 	for {
 		status := healthpb.HealthCheckResponse_SERVING
 		pctx, cancel := context.WithTimeout(ctx, s.interval)
-		err := s.store.Backend().Ping(pctx)
+		err := s.store.Ping(pctx)
 		cancel()
 		if ctx.Err() != nil {
 			return

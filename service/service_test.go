@@ -1,48 +1,34 @@
-package service
+package service_test
 
 import (
 	"context"
 	"errors"
 	"io"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/server"
+	"github.com/historyd/historyd/server/servertest"
+	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
 
-// startServer serves a Server over an in-memory listener and returns a
-// client connected to it.
+// startServer serves b with historyd's server (server.New, every default)
+// in memory and returns a client connected to it.
 func startServer(t *testing.T, b store.Backend) historydv1.ThreadHistoryClient {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	svc := New(Config{Store: store.New(store.Config{Backend: b})})
-	svc.Register(gs)
-	svc.SetServing(true)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return historydv1.NewThreadHistoryClient(conn)
+	return servertest.Start(t, server.Config{Store: store.Config{Backend: b}}).Client(t)
 }
 
 var demoTurns = []storetest.Turn{
@@ -181,8 +167,8 @@ func TestTurns(t *testing.T) {
 func TestInvalidRequests(t *testing.T) {
 	c := startServer(t, storetest.NewMemory())
 	ctx := context.Background()
-	long := strings.Repeat("x", MaxThreadIDBytes+1)
-	many := make([]string, MaxKeys+1)
+	long := strings.Repeat("x", service.MaxThreadIDBytes+1)
+	many := make([]string, service.MaxKeys+1)
 	for i := range many {
 		many[i] = "k"
 	}
@@ -260,25 +246,12 @@ func TestStoreDown(t *testing.T) {
 	}
 }
 
+// Health follows the store, and reflection lists the service.
 func TestHealthAndReflection(t *testing.T) {
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
 	m := storetest.NewMemory()
-	svc := New(Config{Store: store.New(store.Config{Backend: m}), HealthInterval: 10 * 1e6})
-	svc.Register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go svc.Watch(ctx)
+	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: m}, HealthInterval: 10 * time.Millisecond})
+	hc := healthpb.NewHealthClient(srv.Conn(t))
+	ctx := t.Context()
 	waitFor := func(want healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
 		stream, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: historydv1.ThreadHistory_ServiceDesc.ServiceName})
@@ -296,19 +269,13 @@ func TestHealthAndReflection(t *testing.T) {
 		}
 	}
 	waitFor(healthpb.HealthCheckResponse_SERVING)
+	if svcs, err := listServices(srv.Conn(t)); err != nil || !strings.Contains(svcs, "historyd.v1.ThreadHistory") {
+		t.Errorf("reflection lists %q, %v; want historyd.v1.ThreadHistory", svcs, err)
+	}
 	m.SetErr(errors.New("down"))
 	waitFor(healthpb.HealthCheckResponse_NOT_SERVING)
 	m.SetErr(nil)
 	waitFor(healthpb.HealthCheckResponse_SERVING)
-}
-
-// Go clients cannot send invalid UTF-8 in a string field (protobuf refuses to
-// marshal it), so the check is exercised directly.
-func TestCheckTextUTF8(t *testing.T) {
-	err := checkThread("t", "\xff")
-	if err == nil || err.Field != "checkpoint_ns" || !strings.Contains(err.Reason, "UTF-8") {
-		t.Errorf("checkThread with invalid UTF-8 = %v", err)
-	}
 }
 
 func TestStreamSnapshots(t *testing.T) {
@@ -363,25 +330,5 @@ func TestStreamSnapshots(t *testing.T) {
 	_, err = read(&historydv1.StreamSnapshotsRequest{ThreadId: "demo", FromTurn: -1})
 	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "from_turn: ") {
 		t.Errorf("from_turn -1 = %v", err)
-	}
-}
-
-// TestReflectionShowsComments checks that reflection serves the documented
-// descriptors, so `grpcurl describe` shows the API's comments.
-func TestReflectionShowsComments(t *testing.T) {
-	d, err := loadDocumented()
-	if err != nil {
-		t.Fatal(err)
-	}
-	desc, err := d.FindDescriptorByName("historyd.v1.SnapshotRequest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	loc := desc.ParentFile().SourceLocations().ByDescriptor(desc)
-	if !strings.Contains(loc.LeadingComments, "names one turn") {
-		t.Errorf("SnapshotRequest comments = %q; want the proto's documentation", loc.LeadingComments)
-	}
-	if _, err := d.FindDescriptorByName("grpc.health.v1.HealthCheckRequest"); err != nil {
-		t.Errorf("health descriptors not resolvable: %v", err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 const streamBatch = 4
 
 // StreamSnapshots implements historyd.v1.ThreadHistory.StreamSnapshots.
+// Calls denied by tenant isolation reach it too, over an empty store (see
+// handlers.go).
 func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream historydv1.ThreadHistory_StreamSnapshotsServer) error {
 	ctx := stream.Context()
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), checkFromTurn(req.GetFromTurn())); err != nil {

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/historyd/historyd/store"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Field numbers of StateEntry and of its map entries. Every one is below
@@ -32,13 +31,13 @@ const (
 )
 
 // encodeEntry encodes e as a StateEntry message; the value mapping is
-// lgcodec.AppendProtoValue's, documented on StateEntry. Bookkeeping
+// appendProtoValue's, documented on StateEntry. Bookkeeping
 // integers that do not fit the wire's int32 are kept in extra rather than
 // truncated. The message's size is computed first and the encoding written
 // into one buffer of exactly that size: an entry can be megabytes of
 // coordinates, and growing a buffer by appending would allocate about
-// twice that on the way. A value left encoded by lgcodec.EachEntry is
-// re-encoded straight from the stored bytes.
+// twice that on the way. A value left encoded by lgcodec.EachEntry (an
+// lgcodec.Raw) is re-encoded straight from the stored bytes.
 func encodeEntry(e store.Entry) ([]byte, error) {
 	extra := e.Extra
 	keep := func(k string, v int64) {
@@ -66,7 +65,7 @@ func encodeEntry(e store.Entry) ([]byte, error) {
 	}
 	inputs := slices.Sorted(maps.Keys(e.Inputs))
 
-	valueSize, err := lgcodec.ProtoValueSize(e.Value)
+	valueSize, err := protoValueSize(e.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +87,7 @@ func encodeEntry(e store.Entry) ([]byte, error) {
 	}
 	extraSize := 0
 	if len(extra) > 0 {
-		if extraSize, err = lgcodec.ProtoStructSize(extra); err != nil {
+		if extraSize, err = protoStructSize(extra); err != nil {
 			return nil, err
 		}
 		size += sizeNested(extraSize)
@@ -96,7 +95,7 @@ func encodeEntry(e store.Entry) ([]byte, error) {
 
 	b := make([]byte, 0, size)
 	b = appendHeader(b, stateEntryValue, valueSize)
-	if b, err = lgcodec.AppendProtoValue(b, e.Value); err != nil {
+	if b, err = appendProtoValue(b, e.Value); err != nil {
 		return nil, err
 	}
 	if e.Tool != nil {
@@ -125,7 +124,7 @@ func encodeEntry(e store.Entry) ([]byte, error) {
 	}
 	if len(extra) > 0 {
 		b = appendHeader(b, stateEntryExtra, extraSize)
-		if b, err = lgcodec.AppendProtoStruct(b, extra); err != nil {
+		if b, err = appendProtoStruct(b, extra); err != nil {
 			return nil, err
 		}
 	}
@@ -139,11 +138,11 @@ func encodeEntry(e store.Entry) ([]byte, error) {
 
 // appendStateValue appends StateEntry.value holding v.
 func appendStateValue(b []byte, v any) ([]byte, error) {
-	n, err := lgcodec.ProtoValueSize(v)
+	n, err := protoValueSize(v)
 	if err != nil {
 		return nil, err
 	}
-	return lgcodec.AppendProtoValue(appendHeader(b, stateEntryValue, n), v)
+	return appendProtoValue(appendHeader(b, stateEntryValue, n), v)
 }
 
 // appendHeader appends the tag and length of field num holding n bytes.

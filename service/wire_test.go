@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/lgcodec"
 )
@@ -216,7 +217,7 @@ func FuzzEncodeEntry(f *testing.F) {
 		map[string]any{"value": map[string]any{"k": []byte{1, 2}}, "turn": 1.0, "turns_written": "no"},
 		[]any{int64(1) << 60, math.Inf(1)},
 	} {
-		b, err := lgcodec.EncodeMsgpack(v)
+		b, err := lgwrite.EncodeMsgpack(v)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -1,12 +1,15 @@
 // Package store derives a LangGraph thread's turns from its checkpoints and
-// reads the session state each turn ended on. It holds the turn rules and the
-// StateEntry convention; backends (store/postgres, store/sqlite) only answer
-// queries, and the gRPC layer above only maps results to the wire.
+// reads the session state each turn ended on. It holds the turn rules, the
+// caches and the StateEntry convention. Backends (store/postgres,
+// store/sqlite) only answer queries with rows and bytes; what those bytes
+// mean is store/lgcodec's, and the gRPC layer above only maps results to
+// the wire.
 package store
 
 import (
 	"context"
-	"time"
+
+	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Ref names the checkpoints of one thread within one checkpoint namespace.
@@ -17,103 +20,67 @@ type Ref struct {
 	Namespace string
 }
 
-// Checkpoint is what a backend lists about one checkpoint: small, with no
-// channel values beyond the primitives a saver keeps inline.
-type Checkpoint struct {
+// Row is one checkpoint as a backend read it, not parsed: what its bytes
+// say is lgcodec's to read (lgcodec.ParseCheckpoint, ParseMetadata).
+type Row struct {
 	// ID is the checkpoint id. Ids are time-ordered, so comparing them as
 	// strings orders checkpoints by time of writing.
 	ID string
-	// TS is the checkpoint's own timestamp; zero when it has none.
-	TS time.Time
-	// Versions maps each channel to the version of its value at this
-	// checkpoint. Equal versions of a channel hold equal values.
-	Versions map[string]string
-	// Delta says the checkpoint's metadata marks a graph with DeltaChannel
-	// channels, whose values are rebuilt from writes rather than stored.
-	Delta bool
+	// Parent is the parent checkpoint's id; empty for a thread's first
+	// checkpoint. Forks make the parent links, not id order, a checkpoint's
+	// history.
+	Parent string
+	// Checkpoint is the stored checkpoint, or the part of it the backend
+	// selected, in the serializer Checkpoint.Type names: a SqliteSaver row
+	// is the whole checkpoint (lgcodec.TypeMsgpack or TypeJSON); a
+	// PostgresSaver row is projected to its "ts" and "channel_versions"
+	// (TypeJSON).
+	Checkpoint Blob
+	// Metadata is the checkpoint's metadata, or the part of it the backend
+	// selected; empty when there is none.
+	Metadata Blob
 }
 
-// Blob is one channel's value at one checkpoint, still encoded as the saver
-// stored it.
+// Blob is one stored value, still encoded as the saver stored it.
 type Blob struct {
-	// Type is the saver's serializer name: "msgpack", "json", "bytes",
-	// "bytearray", "null", "empty" (no value), or a type historyd refuses to
-	// decode such as "pickle".
+	// Type is the saver's serializer name (lgcodec.TypeMsgpack,
+	// lgcodec.TypeJSON, ...), or lgcodec.TypeEmpty when the channel has
+	// no value at the checkpoint. Types historyd refuses to decode, such
+	// as "pickle", are passed on for the decoder to refuse.
 	Type string
 	// Data is the encoded value.
 	Data []byte
+	// Missing says the checkpoint itself no longer exists: it was deleted
+	// since it was listed. That is not the same as a channel without a
+	// value, and the store never answers for such a checkpoint.
+	Missing bool
 }
 
-// BlobMissing is the Blob type Values gives a checkpoint that no longer
-// exists, which is not the same as a channel without a value.
-const BlobMissing = "missing"
-
-// Backend reads LangGraph checkpoints from one kind of storage. It answers
-// queries and nothing more: turn derivation, caching and projection happen in
-// Store, once for every backend. Implementations must be safe for concurrent
-// use and must only read.
-type Backend interface {
-	// Checkpoints lists every checkpoint of the thread in the namespace, in
-	// any order. An unknown thread has none, which is not an error.
-	Checkpoints(ctx context.Context, ref Ref) ([]Checkpoint, error)
-	// Values returns channel's encoded value at each of the checkpoints of
-	// the thread named by ids, in the same order. A checkpoint where the
-	// channel has no value gets a Blob of type "empty"; one that no longer
-	// exists gets BlobMissing.
-	Values(ctx context.Context, ref Ref, channel string, ids []string) ([]Blob, error)
-	// Ping reports whether the storage can be reached.
-	Ping(ctx context.Context) error
-	// Close releases the backend's connections.
-	Close()
+// Write is one task's write to a channel, as LangGraph's checkpoint_writes
+// (SqliteSaver: writes) table keeps it: attached to the checkpoint the task
+// ran from. A DeltaChannel's value is rebuilt from these.
+type Write struct {
+	// CheckpointID is the checkpoint the write is attached to.
+	CheckpointID string
+	// TaskID is the writing task's id; graph input, update_state and
+	// Command updates use the all-zero id.
+	TaskID string
+	// TaskPath is the task's path; empty where the saver keeps none.
+	TaskPath string
+	// Idx is the write's index within the task; negative for LangGraph's
+	// special writes (errors, interrupts, resumes).
+	Idx int
+	// Value is the written value.
+	Value Blob
 }
 
-// ValueStreamer is implemented by backends that can hand each value over
-// while it is still in the driver's buffer, which saves a copy of every
-// blob read: a state of megabytes is then in memory once while it is
-// decoded, not twice.
-type ValueStreamer interface {
-	// EachValue is Values with a callback: fn gets the index in ids and
-	// the value of each checkpoint, in any order, exactly once per index.
-	// The Blob's Data is only valid until fn returns. An error from fn
-	// ends the read and is returned.
-	EachValue(ctx context.Context, ref Ref, channel string, ids []string, fn func(i int, b Blob) error) error
-}
-
-// EachValue hands fn channel's value at each checkpoint in ids, through
-// b's EachValue when b is a ValueStreamer and from Values otherwise.
-func EachValue(ctx context.Context, b Backend, ref Ref, channel string, ids []string, fn func(int, Blob) error) error {
-	if vs, ok := b.(ValueStreamer); ok {
-		return vs.EachValue(ctx, ref, channel, ids, fn)
-	}
-	blobs, err := b.Values(ctx, ref, channel, ids)
-	if err != nil {
-		return err
-	}
-	for i, blob := range blobs {
-		if err := fn(i, blob); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Incremental is implemented by backends that can list only the
-// checkpoints written since a given one. Store uses it to refresh a cached
-// turn index without rereading the whole thread.
-type Incremental interface {
-	// CheckpointsSince returns, in one consistent read, a census of the
-	// thread's checkpoints in the namespace and those whose id is greater
-	// than q.After, in any order.
-	CheckpointsSince(ctx context.Context, ref Ref, q Since) (Census, []Checkpoint, error)
-}
-
-// Since is what CheckpointsSince is asked.
-type Since struct {
-	// After is the newest checkpoint id already known; newer ones are
-	// listed.
+// Query is what List is asked.
+type Query struct {
+	// After, when set, lists only the checkpoints whose id is greater:
+	// the newest id already known. Empty lists the whole thread.
 	After string
-	// Count asks for the census's Count. Counting costs time in proportion
-	// to the thread's length, the rest of the census does not, so it is
+	// Count asks for Census.Count. Counting costs time in proportion to
+	// the thread's length, the rest of the census does not, so it is
 	// asked for only now and then.
 	Count bool
 	// Verify names checkpoints whose existence the census reports in
@@ -122,13 +89,94 @@ type Since struct {
 }
 
 // Census is what Store checks a cached index against to notice deleted
-// checkpoints.
+// checkpoints. It comes from the same consistent read as the rows.
 type Census struct {
 	// Count is how many checkpoints the thread has; -1 when not counted.
 	Count int
 	// MinID is the smallest checkpoint id; empty when there are none.
 	MinID string
-	// Present holds the checkpoints of Since.Verify that exist, in any
+	// Present holds the checkpoints of Query.Verify that exist, in any
 	// order.
 	Present []string
 }
+
+// Backend reads LangGraph checkpoints from one kind of storage. It answers
+// queries with rows and bytes and nothing more: parsing, turn derivation,
+// caching and projection happen above it, once for every backend.
+// Implementations must be safe for concurrent use and must only read.
+//
+// Every method hands its results to a callback whose arguments are only
+// valid until it returns, so that values are read straight out of the
+// driver's buffers: a state of megabytes is then in memory once while it
+// is decoded, not twice. An error from the callback ends the read and is
+// returned as is.
+type Backend interface {
+	// List hands fn every checkpoint of the thread in the namespace, or
+	// with q.After set those with a greater id, in any order, and takes the
+	// census q asks for in the same consistent read. An unknown thread has
+	// none, which is not an error.
+	List(ctx context.Context, ref Ref, q Query, fn func(Row) error) (Census, error)
+	// EachValue hands fn channel's value at each checkpoint of ids: its
+	// index in ids and the value, in any order, exactly once per index. A
+	// checkpoint where the channel has no value gets a Blob of type
+	// lgcodec.TypeEmpty; one that no longer exists a Missing Blob.
+	EachValue(ctx context.Context, ref Ref, channel string, ids []string, fn func(i int, b Blob) error) error
+	// EachWrite hands fn every write to channel attached to the checkpoints
+	// of ids, in any order.
+	EachWrite(ctx context.Context, ref Ref, channel string, ids []string, fn func(Write) error) error
+	// Ping reports whether the storage can be reached and holds checkpoint
+	// tables historyd may read.
+	Ping(ctx context.Context) error
+	// Close releases the backend's connections.
+	Close()
+}
+
+// Empty is the backend of a store that holds no checkpoints at all: every
+// thread is unknown. Tenant isolation answers a thread the tenant may not
+// read through a store over it, exactly as an unknown thread is answered.
+type Empty struct{}
+
+var _ Backend = Empty{}
+
+// List implements Backend: there are no checkpoints.
+func (Empty) List(context.Context, Ref, Query, func(Row) error) (Census, error) {
+	return Census{Count: 0}, nil
+}
+
+// EachValue implements Backend: every checkpoint is missing.
+func (Empty) EachValue(_ context.Context, _ Ref, _ string, ids []string, fn func(int, Blob) error) error {
+	for i := range ids {
+		if err := fn(i, Blob{Missing: true}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EachWrite implements Backend: there are no writes.
+func (Empty) EachWrite(context.Context, Ref, string, []string, func(Write) error) error { return nil }
+
+// Ping implements Backend: an empty store is always reachable.
+func (Empty) Ping(context.Context) error { return nil }
+
+// Close implements Backend.
+func (Empty) Close() {}
+
+// Values collects channel's values at the checkpoints of ids, in the order
+// of ids, each copied out of the backend's buffers: a convenience for
+// tests and tools; the store streams.
+func Values(ctx context.Context, b Backend, ref Ref, channel string, ids []string) ([]Blob, error) {
+	out := make([]Blob, len(ids))
+	err := b.EachValue(ctx, ref, channel, ids, func(i int, v Blob) error {
+		v.Data = append([]byte(nil), v.Data...)
+		out[i] = v
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// emptyBlob is a channel without a value.
+var emptyBlob = Blob{Type: lgcodec.TypeEmpty}

@@ -110,14 +110,14 @@ type scanKey struct {
 	version string
 }
 
-// index is a thread's checkpoints as last read, placed for derivation.
+// index is a thread's checkpoints as last read, counted for derivation.
 // It is immutable once cached; a refresh builds a new one.
 type index struct {
-	placed    []Placed
-	minID     string
-	maxID     string
-	hist      *History
-	questions []string
+	checkpoints []Checkpoint
+	minID       string
+	maxID       string
+	hist        *History
+	questions   []string
 	// counted is when the checkpoints were last counted, which is what
 	// notices a deletion that spared the oldest checkpoint.
 	counted time.Time

@@ -1,15 +1,20 @@
 package store
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
-// Placed is one checkpoint reduced to what turn derivation needs: its id,
-// time and messages version, and how many messages and human messages its
-// messages channel holds. Counts, not messages: a thread of hundreds of
+// Checkpoint is one checkpoint reduced to what turn derivation needs: its
+// id, time and messages version, and how many messages and human messages
+// its messages channel holds. Counts, not messages: a thread of hundreds of
 // turns has thousands of checkpoints, and only the richest one's questions
 // are ever shown.
-type Placed struct {
+type Checkpoint struct {
 	// ID is the checkpoint id.
 	ID string
+	// Parent is the parent checkpoint's id; empty for a thread's first.
+	Parent string
 	// TS is the checkpoint's timestamp, zero when unknown.
 	TS time.Time
 	// Version is the checkpoint's version of the messages channel.
@@ -33,7 +38,7 @@ type Turn struct {
 	// Retained says whether some checkpoint of the turn is still stored.
 	Retained bool
 	// End is the checkpoint the turn ended on; only set when Retained.
-	End Placed
+	End Checkpoint
 }
 
 // History is a thread's turns: every turn from 1 to Total, retained or not.
@@ -48,7 +53,7 @@ type History struct {
 	// Richest is the checkpoint holding the most human messages (the
 	// greatest id among equals); its messages give every turn's question.
 	// Zero when Total is 0.
-	Richest Placed
+	Richest Checkpoint
 }
 
 // SetQuestions fills each turn's question from the richest checkpoint's
@@ -61,12 +66,14 @@ func (h *History) SetQuestions(humans []string) {
 	}
 }
 
-// Lookup is the outcome of asking a History for one turn.
-type Lookup int
+// Outcome is which of the three answers a request for one turn gets. The
+// service and the clients name them the same way. The zero value is not an
+// outcome, so a result never filled in cannot pass for a found turn.
+type Outcome int
 
 const (
-	// Found means the turn is retained.
-	Found Lookup = iota
+	// Found means the turn is retained: its state can be read.
+	Found Outcome = iota + 1
 	// NoSuchTurn means the thread never had the turn: n < 1 or n > Total.
 	NoSuchTurn
 	// NoLongerRetained means the turn existed but none of its checkpoints are
@@ -74,8 +81,22 @@ const (
 	NoLongerRetained
 )
 
-// Turn returns turn n and whether it can be read.
-func (h *History) Turn(n int) (Turn, Lookup) {
+// String returns the outcome as the API spells it: "found",
+// "no_such_turn" or "no_longer_retained".
+func (o Outcome) String() string {
+	switch o {
+	case Found:
+		return "found"
+	case NoSuchTurn:
+		return "no_such_turn"
+	case NoLongerRetained:
+		return "no_longer_retained"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Turn returns turn n and which of the three answers it gets.
+func (h *History) Turn(n int) (Turn, Outcome) {
 	if n < 1 || n > h.Total {
 		return Turn{N: n}, NoSuchTurn
 	}
@@ -112,9 +133,9 @@ func (h *History) Retained() []int {
 //     SetQuestions).
 //
 // The result does not depend on the order of cps.
-func Derive(ref Ref, cps []Placed) *History {
-	var richest *Placed
-	ends := map[int]*Placed{}
+func Derive(ref Ref, cps []Checkpoint) *History {
+	var richest *Checkpoint
+	ends := map[int]*Checkpoint{}
 	for i := range cps {
 		c := &cps[i]
 		n := c.Humans
@@ -151,7 +172,7 @@ func Derive(ref Ref, cps []Placed) *History {
 // endsLater reports whether c sits later in its turn than held. Within a turn
 // the message list only grows, so more messages is later; a super-step that
 // left the messages alone is placed by its time-ordered id.
-func endsLater(c, held *Placed) bool {
+func endsLater(c, held *Checkpoint) bool {
 	if c.Messages != held.Messages {
 		return c.Messages > held.Messages
 	}

@@ -14,16 +14,16 @@ import (
 // there are (0..15). Ids are unique within a thread, as the checkpoint
 // table's key makes them, so a repeated id byte is skipped. Equal counts get
 // equal messages versions, as equal message lists do.
-func fuzzCheckpoints(data []byte) []Placed {
+func fuzzCheckpoints(data []byte) []Checkpoint {
 	seen := map[byte]bool{}
-	var out []Placed
+	var out []Checkpoint
 	for i := 0; i+3 <= len(data); i += 3 {
 		id, humans, others := data[i], int(data[i+1]%32), int(data[i+2]%16)
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
-		out = append(out, Placed{
+		out = append(out, Checkpoint{
 			ID:       fmt.Sprintf("1f0c-%02x", id),
 			TS:       time.Unix(int64(id), 0).UTC(),
 			Version:  fmt.Sprintf("%d/%d", humans, humans+others),
@@ -60,7 +60,7 @@ func FuzzDerive(f *testing.F) {
 		shuffled := slices.Clone(cps)
 		r := rand.New(rand.NewPCG(uint64(len(data)), 1))
 		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		for name, order := range map[string][]Placed{"reversed": reversed, "shuffled": shuffled} {
+		for name, order := range map[string][]Checkpoint{"reversed": reversed, "shuffled": shuffled} {
 			if got := Derive(ref, order); !reflect.DeepEqual(got, h) {
 				t.Fatalf("%s input: %+v\nin given order: %+v", name, got, h)
 			}
@@ -83,7 +83,7 @@ func FuzzDerive(f *testing.F) {
 	})
 }
 
-func checkDerived(t *testing.T, ref Ref, cps []Placed, h *History) {
+func checkDerived(t *testing.T, ref Ref, cps []Checkpoint, h *History) {
 	t.Helper()
 	if h == nil {
 		t.Fatal("Derive returned nil")
@@ -102,11 +102,11 @@ func checkDerived(t *testing.T, ref Ref, cps []Placed, h *History) {
 		t.Fatalf("%d turns for a total of %d", len(h.Turns), total)
 	}
 	if total == 0 {
-		if h.Richest != (Placed{}) {
+		if h.Richest != (Checkpoint{}) {
 			t.Fatalf("richest = %+v with no turns", h.Richest)
 		}
 	} else {
-		var richest Placed
+		var richest Checkpoint
 		for _, c := range cps {
 			if c.Humans == total && c.ID > richest.ID {
 				richest = c
@@ -121,7 +121,7 @@ func checkDerived(t *testing.T, ref Ref, cps []Placed, h *History) {
 		if turn.N != i+1 {
 			t.Fatalf("Turns[%d].N = %d", i, turn.N)
 		}
-		var end Placed
+		var end Checkpoint
 		found := false
 		for _, c := range cps {
 			if c.Humans != turn.N {
@@ -136,7 +136,7 @@ func checkDerived(t *testing.T, ref Ref, cps []Placed, h *History) {
 			t.Fatalf("turn %d retained = %v, but a checkpoint with %d human messages exists: %v", turn.N, turn.Retained, turn.N, found)
 		}
 		if !found {
-			if turn.End != (Placed{}) {
+			if turn.End != (Checkpoint{}) {
 				t.Fatalf("turn %d is not retained but ends at %+v", turn.N, turn.End)
 			}
 			if _, l := h.Turn(turn.N); l != NoLongerRetained {

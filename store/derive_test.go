@@ -11,10 +11,10 @@ import (
 
 // cp builds a placed checkpoint holding msgs messages, len(humans) of them
 // human; the questions go with the checkpoint's messages version.
-func cp(id string, msgs int, humans ...string) Placed {
+func cp(id string, msgs int, humans ...string) Checkpoint {
 	v := strings.Join(humans, "|")
 	questions[v] = humans
-	return Placed{ID: id, Messages: msgs, Humans: len(humans), Version: v}
+	return Checkpoint{ID: id, Messages: msgs, Humans: len(humans), Version: v}
 }
 
 // questions maps a test messages version to its human messages.
@@ -22,7 +22,7 @@ var questions = map[string][]string{}
 
 // derive runs Derive and fills the questions from the richest checkpoint,
 // as Store does.
-func derive(cps []Placed) *History {
+func derive(cps []Checkpoint) *History {
 	h := Derive(Ref{ThreadID: "t"}, cps)
 	h.SetQuestions(questions[h.Richest.Version])
 	return h
@@ -30,9 +30,9 @@ func derive(cps []Placed) *History {
 
 // thread is a four-turn conversation: each turn's checkpoints add the
 // question, then an AI tool call, a tool result and an answer.
-func thread() []Placed {
+func thread() []Checkpoint {
 	qs := []string{"q1", "q2", "q3", "q4"}
-	var out []Placed
+	var out []Checkpoint
 	msgs := 0
 	for t := 1; t <= 4; t++ {
 		for step := 0; step < 3; step++ {
@@ -64,7 +64,7 @@ func TestDerive(t *testing.T) {
 	full := thread()
 	tests := []struct {
 		name  string
-		cps   []Placed
+		cps   []Checkpoint
 		total int
 		want  []turnWant
 	}{
@@ -84,12 +84,12 @@ func TestDerive(t *testing.T) {
 		},
 		{
 			name:  "only checkpoints without a human message",
-			cps:   []Placed{cp("a", 0), cp("b", 1)},
+			cps:   []Checkpoint{cp("a", 0), cp("b", 1)},
 			total: 0,
 		},
 		{
 			name: "oldest turns deleted keep the total",
-			cps: slices.DeleteFunc(slices.Clone(full), func(p Placed) bool {
+			cps: slices.DeleteFunc(slices.Clone(full), func(p Checkpoint) bool {
 				return p.Humans <= 2
 			}),
 			total: 4,
@@ -100,7 +100,7 @@ func TestDerive(t *testing.T) {
 		},
 		{
 			name:  "only the newest checkpoint",
-			cps:   []Placed{cp("z", 9, "q1", "q2", "q3")},
+			cps:   []Checkpoint{cp("z", 9, "q1", "q2", "q3")},
 			total: 3,
 			want: []turnWant{
 				{1, false, "", "q1"}, {2, false, "", "q2"}, {3, true, "z", "q3"},
@@ -108,7 +108,7 @@ func TestDerive(t *testing.T) {
 		},
 		{
 			name: "equal message counts go to the greater id",
-			cps: []Placed{
+			cps: []Checkpoint{
 				cp("1ef-a", 2, "q1"), cp("1ef-c", 2, "q1"), cp("1ef-b", 2, "q1"),
 			},
 			total: 1,
@@ -116,7 +116,7 @@ func TestDerive(t *testing.T) {
 		},
 		{
 			name: "more messages beats a greater id",
-			cps: []Placed{
+			cps: []Checkpoint{
 				cp("1ef-9", 2, "q1"), cp("1ef-1", 3, "q1"),
 			},
 			total: 1,
@@ -124,7 +124,7 @@ func TestDerive(t *testing.T) {
 		},
 		{
 			name: "a gap in the middle",
-			cps: []Placed{
+			cps: []Checkpoint{
 				cp("a", 1, "q1"), cp("c", 5, "q1", "q2", "q3"),
 			},
 			total: 3,
@@ -135,10 +135,10 @@ func TestDerive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			orders := map[string][]Placed{
+			orders := map[string][]Checkpoint{
 				"as given":   tt.cps,
-				"ascending":  sortedBy(tt.cps, func(a, b Placed) int { return cmpStr(a.ID, b.ID) }),
-				"descending": sortedBy(tt.cps, func(a, b Placed) int { return cmpStr(b.ID, a.ID) }),
+				"ascending":  sortedBy(tt.cps, func(a, b Checkpoint) int { return cmpStr(a.ID, b.ID) }),
+				"descending": sortedBy(tt.cps, func(a, b Checkpoint) int { return cmpStr(b.ID, a.ID) }),
 			}
 			for seed := range uint64(5) {
 				s := slices.Clone(tt.cps)
@@ -160,10 +160,10 @@ func TestDerive(t *testing.T) {
 }
 
 func TestHistoryTurn(t *testing.T) {
-	h := derive([]Placed{cp("b", 4, "q1", "q2"), cp("c", 6, "q1", "q2", "q3")})
+	h := derive([]Checkpoint{cp("b", 4, "q1", "q2"), cp("c", 6, "q1", "q2", "q3")})
 	tests := []struct {
 		n    int
-		want Lookup
+		want Outcome
 	}{
 		{-1, NoSuchTurn}, {0, NoSuchTurn}, {1, NoLongerRetained}, {2, Found}, {3, Found}, {4, NoSuchTurn},
 	}
@@ -181,7 +181,7 @@ func TestHistoryTurn(t *testing.T) {
 	}
 }
 
-func sortedBy(cps []Placed, cmp func(a, b Placed) int) []Placed {
+func sortedBy(cps []Checkpoint, cmp func(a, b Checkpoint) int) []Checkpoint {
 	s := slices.Clone(cps)
 	slices.SortFunc(s, cmp)
 	return s

@@ -12,7 +12,7 @@ import (
 // returns under the Encoder, so Encode's result must depend on the entry
 // alone, and an Encoder must be comparable (a struct or a pointer, not a
 // func or a map). The entry's Value may be an lgcodec.Raw, the stored
-// value not decoded yet (lgcodec.AppendProtoValue re-encodes it, its
+// value not decoded yet (lgcodec.Walk reads it without building it, its
 // Decode method builds it); it is only valid during Encode.
 type Encoder interface {
 	Encode(Entry) ([]byte, error)
@@ -82,22 +82,22 @@ type stateKey struct {
 // to be gone (a deletion that spared the thread's oldest checkpoint), it
 // derives the history afresh and reads again, once.
 func (s *Store) ReadEncoded(ctx context.Context, ref Ref, pick func(*History) []Turn, keys []string, enc Encoder) (*History, []Turn, []EncodedState, error) {
-	return readFresh(ctx, s, ref, pick, func(ix *index, turns []Turn, pr proof) ([]EncodedState, error) {
-		return s.encodedStates(ctx, ref, ix.minID, turns, keys, enc, pr)
+	return readFresh(ctx, s, ref, pick, func(ix *index, turns []Turn, sn seen) ([]EncodedState, error) {
+		return s.encodedStates(ctx, ref, ix.minID, turns, keys, enc, sn)
 	})
 }
 
 // encodedStates reads the turns' states from the cache when the refresh
-// that derived them saw their last checkpoints (pr), and from the backend
+// that derived them saw their last checkpoints (sn), and from the backend
 // otherwise, which is also what notices a last checkpoint since deleted.
-func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turns []Turn, keys []string, enc Encoder, pr proof) ([]EncodedState, error) {
+func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turns []Turn, keys []string, enc Encoder, sn seen) ([]EncodedState, error) {
 	out := make([]EncodedState, len(turns))
 	var miss []int
 	for i, t := range turns {
 		if !t.Retained {
 			return nil, fmt.Errorf("turn %d of thread %q is not retained", t.N, ref.ThreadID)
 		}
-		if pr.has(t.End.ID) {
+		if sn.has(t.End.ID) {
 			if t.End.State == "" {
 				continue // no value yet: an empty state
 			}
@@ -128,7 +128,7 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turn
 	decoded := map[string]EncodedState{}
 	each := func(j int, b Blob) error {
 		t := turns[miss[j]]
-		if b.Type == BlobMissing {
+		if b.Missing {
 			s.indexes.remove(ref)
 			return fmt.Errorf("turn %d of thread %q: %w", t.N, ref.ThreadID, ErrStale)
 		}
@@ -168,7 +168,7 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turn
 // is ever built in memory.
 func (s *Store) encodeState(b Blob, keep map[string]bool, enc Encoder) (EncodedState, error) {
 	var st EncodedState
-	err := eachEntry(b, keep, s.limits, true, func(k string, e Entry) error {
+	err := eachEntry(b, keep, s.limits, func(k string, e Entry) error {
 		data, err := enc.Encode(e)
 		if err != nil {
 			return fmt.Errorf("encode key %q: %w", k, err)

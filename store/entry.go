@@ -29,18 +29,19 @@ type Entry struct {
 	Extra map[string]any
 }
 
+// valueField is the field of a stored entry that holds its value in the
+// tool_state convention; it is left encoded until the layer above
+// re-encodes it.
+const valueField = "value"
+
 // eachEntry decodes a state channel value one entry at a time, keeping
 // only the keys in keep (all when keep is nil), and hands fn each key with
-// its entry before decoding the next. With lazy, entry values are left
-// encoded as lgcodec.Raw (lgcodec.EachEntry), valid only during fn. A
-// channel with no value, or a null one, has no entries; any other value
-// that is not a map is an error.
-func eachEntry(b Blob, keep map[string]bool, lim lgcodec.Limits, lazy bool, fn func(string, Entry) error) error {
-	each := lgcodec.EachKey
-	if lazy {
-		each = lgcodec.EachEntry
-	}
-	whole, _, err := each(b.Type, b.Data, keep, lim, func(k string, v any) error { return fn(k, ParseEntry(v)) })
+// its entry before decoding the next. Entry values are left encoded as
+// lgcodec.Raw (lgcodec.EachEntry), valid only during fn. A channel with no
+// value, or a null one, has no entries; any other value that is not a map
+// is an error.
+func eachEntry(b Blob, keep map[string]bool, lim lgcodec.Limits, fn func(string, Entry) error) error {
+	whole, _, err := lgcodec.EachEntry(b.Type, b.Data, keep, valueField, lim, func(k string, v any) error { return fn(k, ParseEntry(v)) })
 	if err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func ParseEntry(raw any) Entry {
 	if !ok {
 		return Entry{Value: raw}
 	}
-	val, ok := m["value"]
+	val, ok := m[valueField]
 	if !ok {
 		return Entry{Value: raw}
 	}
@@ -70,7 +71,7 @@ func ParseEntry(raw any) Entry {
 	}
 	for k, v := range m {
 		switch k {
-		case "value":
+		case valueField:
 		case "tool":
 			if s, ok := v.(string); ok {
 				e.Tool = &s

@@ -14,9 +14,11 @@ var ErrUnavailable = errors.New("checkpoint store unavailable")
 // or file), or its role lacks SELECT on them.
 var ErrNotCheckpointStore = errors.New("cannot read LangGraph checkpoint tables")
 
-// ErrStale is returned by States when a turn's last checkpoint has been
-// deleted since its History was derived. The cached index is dropped, so
-// deriving the History again and rereading gives the current answer.
+// ErrStale marks a read that found a turn's last checkpoint deleted since
+// its History was derived. The cached index is dropped, so deriving the
+// History again and rereading gives the current answer; ReadEncoded does
+// that once itself, so callers see ErrStale only when the thread kept
+// changing.
 var ErrStale = errors.New("thread changed while it was read; read it again")
 
 // DecodeError reports a stored value that could not be decoded, and where it

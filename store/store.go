@@ -122,6 +122,10 @@ func (s *Store) CacheStats() CacheStats {
 // Backend returns the backend the store reads through.
 func (s *Store) Backend() Backend { return s.b }
 
+// Ping reports whether the backend can be reached and holds checkpoint
+// tables the store can read; health probes ask the store, not its backend.
+func (s *Store) Ping(ctx context.Context) error { return s.b.Ping(ctx) }
+
 // StateChannel returns the name of the channel read as session state.
 func (s *Store) StateChannel() string { return s.state }
 
@@ -132,35 +136,29 @@ func (s *Store) StateChannel() string { return s.state }
 // one thread share one read. No session state is decoded. The History is
 // shared with other callers and must not be modified.
 func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
-	ix, err := s.index(ctx, ref)
+	ix, _, err := s.indexChecking(ctx, ref, nil)
 	if err != nil {
 		return nil, err
 	}
 	return ix.hist, nil
 }
 
-// index is History's work: the thread's refreshed index.
-func (s *Store) index(ctx context.Context, ref Ref) (*index, error) {
-	ix, _, err := s.indexChecking(ctx, ref, nil)
-	return ix, err
-}
-
 // indexChecking refreshes the thread's index and, in the same read, checks
-// which of the checkpoints in verify still exist; the proof says which
+// which of the checkpoints in verify still exist; seen says which
 // checkpoints the read saw. Concurrent calls with nothing to verify share
 // one read.
-func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (*index, proof, error) {
+func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (*index, seen, error) {
 	if len(verify) > 0 {
 		return s.refresh(ctx, ref, verify)
 	}
 	type result struct {
-		ix *index
-		pr proof
+		ix   *index
+		seen seen
 	}
 	key := ref.ThreadID + "\x00" + ref.Namespace
 	v, err, _ := s.flight.Do(key, func() (any, error) {
-		ix, pr, err := s.refresh(ctx, ref, nil)
-		return result{ix, pr}, err
+		ix, sn, err := s.refresh(ctx, ref, nil)
+		return result{ix, sn}, err
 	})
 	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// The shared read ended with another caller's context; ours still
@@ -168,14 +166,15 @@ func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (*i
 		return s.refresh(ctx, ref, nil)
 	}
 	if err != nil {
-		return nil, proof{}, err
+		return nil, seen{}, err
 	}
 	r := v.(result)
-	return r.ix, r.pr, nil
+	return r.ix, r.seen, nil
 }
 
-// proof is what one refresh saw of a thread's checkpoints.
-type proof struct {
+// seen is what one refresh saw of a thread's checkpoints: a cached state is
+// served only for a checkpoint the same read saw exist.
+type seen struct {
 	// all says the whole thread was listed.
 	all bool
 	// after: every checkpoint with a greater id was listed.
@@ -185,26 +184,63 @@ type proof struct {
 }
 
 // has reports whether the refresh saw checkpoint id exist.
-func (p proof) has(id string) bool {
+func (p seen) has(id string) bool {
 	return p.all || (p.after != "" && id > p.after) || p.present[id]
 }
 
-func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, proof, error) {
+// listed is one checkpoint row, parsed: what derivation and delta
+// detection read of it.
+type listed struct {
+	id, parent string
+	ts         time.Time
+	versions   map[string]string
+	delta      bool
+}
+
+// list reads the thread's checkpoints through the backend and parses each
+// row as it comes, keeping only the versions of the channels the store
+// reads.
+func (s *Store) list(ctx context.Context, ref Ref, q Query) (Census, []listed, error) {
+	var out []listed
+	keep := func(ch string) bool { return ch == s.messages || ch == s.state }
+	census, err := s.b.List(ctx, ref, q, func(r Row) error {
+		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, keep)
+		if err != nil {
+			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "checkpoint", Err: err}
+		}
+		md, err := lgcodec.ParseMetadata(r.Metadata.Type, r.Metadata.Data)
+		if err != nil {
+			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "metadata", Err: err}
+		}
+		out = append(out, listed{id: r.ID, parent: r.Parent, ts: cp.TS, versions: cp.Versions, delta: md.Delta})
+		return nil
+	})
+	if err != nil {
+		var de *DecodeError
+		if errors.As(err, &de) {
+			return Census{}, nil, err
+		}
+		return Census{}, nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
+	}
+	return census, out, nil
+}
+
+func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, seen, error) {
 	old, cached := s.indexes.get(ref)
-	if inc, ok := s.b.(Incremental); ok && cached {
+	if cached {
 		now := time.Now()
 		count := s.recount < 0 || now.Sub(old.counted) >= s.recount
-		census, newer, err := inc.CheckpointsSince(ctx, ref, Since{After: old.maxID, Count: count, Verify: verify})
+		census, newer, err := s.list(ctx, ref, Query{After: old.maxID, Count: count, Verify: verify})
 		if err != nil {
-			return nil, proof{}, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
+			return nil, seen{}, err
 		}
-		pr := proof{after: old.maxID, present: make(map[string]bool, len(census.Present))}
+		sn := seen{after: old.maxID, present: make(map[string]bool, len(census.Present))}
 		for _, id := range census.Present {
-			pr.present[id] = true
+			sn.present[id] = true
 		}
 		// A checked checkpoint the index holds and the storage no longer
 		// does is a deletion, noticed at once.
-		intact := census.MinID == old.minID && (!count || census.Count == len(old.placed)+len(newer)) &&
+		intact := census.MinID == old.minID && (!count || census.Count == len(old.checkpoints)+len(newer)) &&
 			len(census.Present) == len(verify)
 		if intact {
 			counted := old.counted
@@ -218,25 +254,25 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 					ix := *old
 					ix.counted = counted
 					s.indexes.put(ref, &ix)
-					return &ix, pr, nil
+					return &ix, sn, nil
 				}
-				return old, pr, nil
+				return old, sn, nil
 			}
-			placed, err := s.place(ctx, ref, newer)
+			counts, err := s.count(ctx, ref, newer)
 			if err != nil {
-				return nil, proof{}, err
+				return nil, seen{}, err
 			}
-			// old.placed is shared with readers of the old index: append
-			// to a copy.
-			all := append(slices.Clip(old.placed), placed...)
+			// old.checkpoints is shared with readers of the old index:
+			// append to a copy.
+			all := append(slices.Clip(old.checkpoints), counts...)
 			ix, err := s.build(ctx, ref, all, old, counted)
-			return ix, pr, err
+			return ix, sn, err
 		}
 	}
 	counted := time.Now()
-	cps, err := s.b.Checkpoints(ctx, ref)
+	_, cps, err := s.list(ctx, ref, Query{})
 	if err != nil {
-		return nil, proof{}, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
+		return nil, seen{}, err
 	}
 	if cached && !sharesCheckpoint(old, cps) {
 		// Not one checkpoint survived: the thread was deleted and written
@@ -247,26 +283,26 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 		s.scans.removeIf(func(k scanKey) bool { return k.ref == ref })
 		old = nil // nor are its questions
 	}
-	placed, err := s.place(ctx, ref, cps)
+	counts, err := s.count(ctx, ref, cps)
 	if err != nil {
-		return nil, proof{}, err
+		return nil, seen{}, err
 	}
-	ix, err := s.build(ctx, ref, placed, old, counted)
-	return ix, proof{all: true}, err
+	ix, err := s.build(ctx, ref, counts, old, counted)
+	return ix, seen{all: true}, err
 }
 
-// build derives the history of placed, reads the questions from the
-// richest checkpoint (reusing prev's when the richest is unchanged), and
-// caches the result.
-func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index, counted time.Time) (*index, error) {
-	h := Derive(ref, placed)
+// build derives the history of cps, reads the questions from the richest
+// checkpoint (reusing prev's when the richest is unchanged), and caches the
+// result.
+func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, prev *index, counted time.Time) (*index, error) {
+	h := Derive(ref, cps)
 	var questions []string
 	if h.Total > 0 {
 		if prev != nil && prev.hist.Total > 0 && prev.hist.Richest.Version == h.Richest.Version {
 			questions = prev.questions
 		} else {
 			err := s.eachValue(ctx, ref, s.messages, []string{h.Richest.ID}, func(_ int, b Blob) error {
-				if b.Type == BlobMissing {
+				if b.Missing {
 					s.indexes.remove(ref)
 					return fmt.Errorf("thread %q: %w", ref.ThreadID, ErrStale)
 				}
@@ -283,11 +319,11 @@ func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index
 		}
 		h.SetQuestions(questions)
 	}
-	ix := &index{placed: placed, hist: h, questions: questions, counted: counted}
-	for i, p := range placed {
-		ix.maxID = max(ix.maxID, p.ID)
-		if i == 0 || p.ID < ix.minID {
-			ix.minID = p.ID
+	ix := &index{checkpoints: cps, hist: h, questions: questions, counted: counted}
+	for i, c := range cps {
+		ix.maxID = max(ix.maxID, c.ID)
+		if i == 0 || c.ID < ix.minID {
+			ix.minID = c.ID
 		}
 	}
 	s.indexes.put(ref, ix)
@@ -295,17 +331,19 @@ func (s *Store) build(ctx context.Context, ref Ref, placed []Placed, prev *index
 }
 
 // sharesCheckpoint reports whether cps can be the thread the index was
-// built from: the index was empty, or one of cps is in it.
-func sharesCheckpoint(ix *index, cps []Checkpoint) bool {
-	if len(ix.placed) == 0 || len(cps) == 0 {
-		return len(ix.placed) == 0
+// built from: the index was empty, or one of cps is in it. An empty index
+// shares with anything, since there was nothing of an earlier conversation
+// to hold on to.
+func sharesCheckpoint(ix *index, cps []listed) bool {
+	if len(ix.checkpoints) == 0 || len(cps) == 0 {
+		return len(ix.checkpoints) == 0
 	}
-	ids := make(map[string]bool, len(ix.placed))
-	for _, p := range ix.placed {
-		ids[p.ID] = true
+	ids := make(map[string]bool, len(ix.checkpoints))
+	for _, c := range ix.checkpoints {
+		ids[c.ID] = true
 	}
 	for _, c := range cps {
-		if ids[c.ID] {
+		if ids[c.id] {
 			return true
 		}
 	}
@@ -313,16 +351,15 @@ func sharesCheckpoint(ix *index, cps []Checkpoint) bool {
 }
 
 // eachValue hands fn each of channel's values at the checkpoints in ids,
-// straight from the driver's buffer when the backend can stream them (the
-// blob is then only valid during fn). Errors other than fn's own are
-// wrapped with what was being read.
+// straight from the driver's buffer (the blob is only valid during fn).
+// Errors other than fn's own are wrapped with what was being read.
 func (s *Store) eachValue(ctx context.Context, ref Ref, channel string, ids []string, fn func(int, Blob) error) error {
 	var fnErr error
 	call := func(i int, b Blob) error {
 		fnErr = fn(i, b)
 		return fnErr
 	}
-	err := EachValue(ctx, s.b, ref, channel, ids, call)
+	err := s.b.EachValue(ctx, ref, channel, ids, call)
 	if err != nil && err != fnErr {
 		return fmt.Errorf("read %s of thread %q: %w", channel, ref.ThreadID, err)
 	}
@@ -335,10 +372,10 @@ const scanBatch = 16
 // refuseDelta reports a thread whose graph uses DeltaChannel: its
 // checkpoints leave such channels out between snapshots, so counting their
 // messages would derive wrong turns.
-func refuseDelta(ref Ref, cps []Checkpoint, channel string) error {
+func refuseDelta(ref Ref, cps []listed, channel string) error {
 	for _, c := range cps {
-		if c.Delta {
-			return &DecodeError{Ref: ref, CheckpointID: c.ID, Channel: channel, Err: &lgcodec.UnsupportedError{
+		if c.delta {
+			return &DecodeError{Ref: ref, CheckpointID: c.id, Channel: channel, Err: &lgcodec.UnsupportedError{
 				Format: "checkpoint", Feature: "DeltaChannel", Offset: -1,
 				Reason: "the thread's graph stores channels as deltas rebuilt from writes; historyd reads stored values only",
 			}}
@@ -347,9 +384,9 @@ func refuseDelta(ref Ref, cps []Checkpoint, channel string) error {
 	return nil
 }
 
-// place counts the messages of each checkpoint, reading and scanning each
+// count counts the messages of each checkpoint, reading and scanning each
 // distinct messages version once, and not at all when a scan is cached.
-func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed, error) {
+func (s *Store) count(ctx context.Context, ref Ref, cps []listed) ([]Checkpoint, error) {
 	if err := refuseDelta(ref, cps, s.messages); err != nil {
 		return nil, err
 	}
@@ -357,11 +394,11 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 	var missing []string // checkpoint ids, one per unscanned version
 	var missingVersion []string
 	for _, c := range cps {
-		v, ok := c.Versions[s.messages]
+		v, ok := c.versions[s.messages]
 		if !ok {
 			continue
 		}
-		if _, seen := found[v]; seen {
+		if _, done := found[v]; done {
 			continue
 		}
 		if n, ok := s.scans.get(scanKey{ref, v}); ok {
@@ -369,7 +406,7 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 			continue
 		}
 		found[v] = counts{}
-		missing = append(missing, c.ID)
+		missing = append(missing, c.id)
 		missingVersion = append(missingVersion, v)
 	}
 	// Every messages version holds the whole conversation so far, so a long
@@ -379,10 +416,11 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 		end := min(start+scanBatch, len(missing))
 		err := s.eachValue(ctx, ref, s.messages, missing[start:end], func(j int, b Blob) error {
 			i := start + j
-			if b.Type == BlobMissing {
-				// Deleted since it was listed: count it as empty now; the
-				// next refresh notices the deletion.
-				b.Type = "empty"
+			if b.Missing {
+				// Deleted since it was listed: counted as no messages for
+				// now, and not cached, since that is not the version's
+				// value. The next refresh notices the deletion.
+				return nil
 			}
 			m, err := lgcodec.CountMessages(b.Type, b.Data, s.limits)
 			if err != nil {
@@ -390,27 +428,23 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 			}
 			n := counts{m.Count, m.HumanCount}
 			found[missingVersion[i]] = n
-			// A checkpoint deleted between listing and reading reads as
-			// empty; that is not the version's value, so it is not cached.
-			if b.Type != "empty" {
-				s.scans.put(scanKey{ref, missingVersion[i]}, n)
-			}
+			s.scans.put(scanKey{ref, missingVersion[i]}, n)
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	placed := make([]Placed, len(cps))
+	out := make([]Checkpoint, len(cps))
 	for i, c := range cps {
-		p := Placed{ID: c.ID, TS: c.TS, State: c.Versions[s.state]}
-		if v, ok := c.Versions[s.messages]; ok {
+		p := Checkpoint{ID: c.id, Parent: c.parent, TS: c.ts, State: c.versions[s.state]}
+		if v, ok := c.versions[s.messages]; ok {
 			n := found[v]
 			p.Version, p.Messages, p.Humans = v, n.messages, n.humans
 		}
-		placed[i] = p
+		out[i] = p
 	}
-	return placed, nil
+	return out, nil
 }
 
 // readFresh derives the history, picks turns and reads them with read,
@@ -419,7 +453,7 @@ func (s *Store) place(ctx context.Context, ref Ref, cps []Checkpoint) ([]Placed,
 // never answered from the cache. The turns pick selects from the cached
 // history are checked to still exist in the same read that refreshes the
 // history, and read learns which checkpoints that read saw.
-func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History) []Turn, read func(*index, []Turn, proof) (T, error)) (*History, []Turn, T, error) {
+func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History) []Turn, read func(*index, []Turn, seen) (T, error)) (*History, []Turn, T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
 		var verify []string
@@ -430,11 +464,11 @@ func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History
 				}
 			}
 		}
-		ix, pr, err := s.indexChecking(ctx, ref, verify)
+		ix, sn, err := s.indexChecking(ctx, ref, verify)
 		if err == nil {
 			turns := pick(ix.hist)
 			var out T
-			if out, err = read(ix, turns, pr); err == nil {
+			if out, err = read(ix, turns, sn); err == nil {
 				return ix.hist, turns, out, nil
 			}
 		}
@@ -442,52 +476,4 @@ func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History
 			return nil, nil, zero, err
 		}
 	}
-}
-
-// States reads the session state each of the given turns ended on, restricted
-// to keys when keys is not empty. Turns must be retained turns of a History
-// of ref. The result is in the order of turns.
-func (s *Store) States(ctx context.Context, ref Ref, turns []Turn, keys []string) ([]map[string]Entry, error) {
-	out := make([]map[string]Entry, len(turns))
-	if len(turns) == 0 {
-		return out, nil
-	}
-	at := make([]string, len(turns))
-	for i, t := range turns {
-		if !t.Retained {
-			return nil, fmt.Errorf("turn %d of thread %q is not retained", t.N, ref.ThreadID)
-		}
-		at[i] = t.End.ID
-	}
-	// The projection is applied while decoding: keys not asked for are
-	// stepped over, never built.
-	var keep map[string]bool
-	if len(keys) > 0 {
-		keep = make(map[string]bool, len(keys))
-		for _, k := range keys {
-			keep[k] = true
-		}
-	}
-	err := s.eachValue(ctx, ref, s.state, at, func(i int, b Blob) error {
-		if b.Type == BlobMissing {
-			// The turn's end was deleted after the index was derived: never
-			// answer for it from the cache.
-			s.indexes.remove(ref)
-			return fmt.Errorf("turn %d of thread %q: %w", turns[i].N, ref.ThreadID, ErrStale)
-		}
-		entries := map[string]Entry{}
-		err := eachEntry(b, keep, s.limits, false, func(k string, e Entry) error {
-			entries[k] = e
-			return nil
-		})
-		if err != nil {
-			return &DecodeError{Ref: ref, CheckpointID: at[i], Channel: s.state, Err: err}
-		}
-		out[i] = entries
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }

@@ -42,7 +42,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/lgwrite"
 )
 
 // Params shape one thread.
@@ -344,7 +344,7 @@ func build(threadID string, p Params, opt Options, out sink) (*Summary, error) {
 func (t *thread) turn(n, rounds int) error {
 	t.now = t.now.Add(45 * time.Second)
 	question := fmt.Sprintf("Turn %d: how does the region outline compare with the one you found earlier?", n)
-	human, err := lgcodec.EncodeMsgpack(lgcodec.HumanMessage(t.uuid4(), question))
+	human, err := lgwrite.EncodeMsgpack(lgwrite.HumanMessage(t.uuid4(), question))
 	if err != nil {
 		return err
 	}
@@ -377,11 +377,11 @@ func (t *thread) turn(n, rounds int) error {
 		} else {
 			t.rr++
 		}
-		args := lgcodec.Map{{Key: "regions", Value: target}, {Key: "vertices", Value: t.points()}}
-		aiCall, err := lgcodec.EncodeMsgpack(lgcodec.AIMessageWith("lc_run--"+t.uuid4(), "",
-			[]lgcodec.ToolCall{{Name: "sketch_polygon", Args: args, ID: call}},
-			lgcodec.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "tool_calls"}},
-			lgcodec.Map{{Key: "input_tokens", Value: 900 + 40*n}, {Key: "output_tokens", Value: 32}, {Key: "total_tokens", Value: 932 + 40*n}}))
+		args := lgwrite.Map{{Key: "regions", Value: target}, {Key: "vertices", Value: t.points()}}
+		aiCall, err := lgwrite.EncodeMsgpack(lgwrite.AIMessageWith("lc_run--"+t.uuid4(), "",
+			[]lgwrite.ToolCall{{Name: "sketch_polygon", Args: args, ID: call}},
+			lgwrite.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "tool_calls"}},
+			lgwrite.Map{{Key: "input_tokens", Value: 900 + 40*n}, {Key: "output_tokens", Value: 32}, {Key: "total_tokens", Value: 932 + 40*n}}))
 		if err != nil {
 			return err
 		}
@@ -396,7 +396,7 @@ func (t *thread) turn(n, rounds int) error {
 		t.putMessages()
 
 		// tools is triggered: it answers and rewrites tool_state.
-		toolMsg, err := lgcodec.EncodeMsgpack(lgcodec.ToolMessage(t.uuid4(), "[state updated: "+joinKeys(target)+"]", "sketch_polygon", call))
+		toolMsg, err := lgwrite.EncodeMsgpack(lgwrite.ToolMessage(t.uuid4(), "[state updated: "+joinKeys(target)+"]", "sketch_polygon", call))
 		if err != nil {
 			return err
 		}
@@ -421,10 +421,10 @@ func (t *thread) turn(n, rounds int) error {
 	}
 
 	// agent is triggered: it answers.
-	answer, err := lgcodec.EncodeMsgpack(lgcodec.AIMessageWith("lc_run--"+t.uuid4(),
+	answer, err := lgwrite.EncodeMsgpack(lgwrite.AIMessageWith("lc_run--"+t.uuid4(),
 		fmt.Sprintf("Turn %d: the outline now has %d vertices; the earlier one is still in session state.", n, t.points()), nil,
-		lgcodec.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "stop"}},
-		lgcodec.Map{{Key: "input_tokens", Value: 1000 + 40*n}, {Key: "output_tokens", Value: 24}, {Key: "total_tokens", Value: 1024 + 40*n}}))
+		lgwrite.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "stop"}},
+		lgwrite.Map{{Key: "input_tokens", Value: 1000 + 40*n}, {Key: "output_tokens", Value: 24}, {Key: "total_tokens", Value: 1024 + 40*n}}))
 	if err != nil {
 		return err
 	}
@@ -486,7 +486,7 @@ func (t *thread) emit(source string, inline map[string]any, writes []pendingWrit
 	cp, err := json.Marshal(map[string]any{
 		"v":                4,
 		"id":               id,
-		"ts":               lgcodec.IsoFormat(t.now),
+		"ts":               lgwrite.IsoFormat(t.now),
 		"versions_seen":    seen,
 		"channel_values":   inline,
 		"channel_versions": versions,
@@ -564,15 +564,15 @@ func (t *thread) rewrite(n int, target []string) ([]byte, func(), error) {
 			turns++
 		}
 		feature := t.feature(k, n)
-		entry := lgcodec.Map{
+		entry := lgwrite.Map{
 			{Key: "value", Value: feature},
 			{Key: "tool", Value: "sketch_polygon"},
 			{Key: "seq", Value: seq},
-			{Key: "inputs", Value: lgcodec.Map{{Key: "region", Value: "model"}, {Key: "vertices", Value: "model"}}},
+			{Key: "inputs", Value: lgwrite.Map{{Key: "region", Value: "model"}, {Key: "vertices", Value: "model"}}},
 			{Key: "turn", Value: n},
 			{Key: "turns_written", Value: turns},
 		}
-		enc, err := lgcodec.EncodeMsgpack(entry)
+		enc, err := lgwrite.EncodeMsgpack(entry)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -636,7 +636,7 @@ func (t *thread) points() int {
 
 // feature is a closed GeoJSON polygon of points() vertices around a
 // centre that depends on the key and the turn.
-func (t *thread) feature(key string, n int) lgcodec.Map {
+func (t *thread) feature(key string, n int) lgwrite.Map {
 	pts := t.points()
 	ring := make([][2]float64, pts)
 	lon0 := -3 + 6*t.rng.Float64()
@@ -647,21 +647,21 @@ func (t *thread) feature(key string, n int) lgcodec.Map {
 		ring[i] = [2]float64{round7(lon0 + 1.2*r*math.Cos(a)), round7(lat0 + 0.5*r*math.Sin(a))}
 	}
 	ring[pts-1] = ring[0]
-	return lgcodec.Map{
+	return lgwrite.Map{
 		{Key: "type", Value: "Feature"},
-		{Key: "properties", Value: lgcodec.Map{{Key: "name", Value: key}, {Key: "turn", Value: n}, {Key: "vertices", Value: pts}}},
-		{Key: "geometry", Value: lgcodec.Map{{Key: "type", Value: "Polygon"}, {Key: "coordinates", Value: [][][2]float64{ring}}}},
+		{Key: "properties", Value: lgwrite.Map{{Key: "name", Value: key}, {Key: "turn", Value: n}, {Key: "vertices", Value: pts}}},
+		{Key: "geometry", Value: lgwrite.Map{{Key: "type", Value: "Polygon"}, {Key: "coordinates", Value: [][][2]float64{ring}}}},
 	}
 }
 
 func round7(f float64) float64 { return math.Round(f*1e7) / 1e7 }
 
 // plainFeature is a feature as JSON-like data.
-func plainFeature(m lgcodec.Map) map[string]any {
+func plainFeature(m lgwrite.Map) map[string]any {
 	out := map[string]any{}
 	for _, f := range m {
 		switch v := f.Value.(type) {
-		case lgcodec.Map:
+		case lgwrite.Map:
 			out[f.Key] = plainFeature(v)
 		case [][][2]float64:
 			rings := make([]any, len(v))
@@ -758,7 +758,7 @@ func mapHeader(n int) []byte {
 }
 
 func mustEncode(v any) []byte {
-	b, err := lgcodec.EncodeMsgpack(v)
+	b, err := lgwrite.EncodeMsgpack(v)
 	if err != nil {
 		panic(err)
 	}

@@ -58,7 +58,7 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 			if got, want := len(m.order), p.Turns*p.CheckpointsPerTurn; got != want {
 				t.Fatalf("%d checkpoints, want %d", got, want)
 			}
-			var placed []store.Placed
+			var placed []store.Checkpoint
 			for i, id := range m.order {
 				if i > 0 && id <= m.order[i-1] {
 					t.Fatalf("checkpoint ids out of order: %s after %s", id, m.order[i-1])
@@ -67,7 +67,7 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 					t.Errorf("checkpoint %d has step %d", i, step)
 				}
 				versions := m.cps[id]["channel_versions"].(map[string]any)
-				pl := store.Placed{ID: id}
+				pl := store.Checkpoint{ID: id}
 				if v, ok := versions["messages"].(string); ok {
 					blob, ok := m.blobs[[2]string{"messages", v}]
 					if !ok {

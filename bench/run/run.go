@@ -60,28 +60,27 @@ type Config struct {
 
 // plan is what a mode measures.
 type plan struct {
-	mode          string
-	warm          gen.Params
-	small         gen.Params
-	smallThreads  int
-	p1            gen.Params
-	p1Turns       []int
-	p1Repeat      int // reference calls per turn
-	p1Warm        int // historyd sequential requests per turn after the cold one
-	p2Short       gen.Params
-	p2Long        gen.Params
-	p2Rounds      int // rounds of 50+50 interleaved requests
-	p4            gen.Params
-	p4Turns       []int
-	p4Reference   bool
-	tracemalloc   bool
-	opTime        time.Duration // per warm load run
-	pgbenchTime   time.Duration
-	noopTime      time.Duration
-	profileTime   time.Duration
-	largeOps      []load.Op
-	smallOps      []load.Op
-	seconds1Limit int
+	mode         string
+	warm         gen.Params
+	small        gen.Params
+	smallThreads int
+	p1           gen.Params
+	p1Turns      []int
+	p1Repeat     int // reference calls per turn
+	p1Warm       int // historyd sequential requests per turn after the cold one
+	p2Short      gen.Params
+	p2Long       gen.Params
+	p2Rounds     int // rounds of 50+50 interleaved requests
+	p4           gen.Params
+	p4Turns      []int
+	p4Reference  bool
+	tracemalloc  bool
+	opTime       time.Duration // per warm load run
+	pgbenchTime  time.Duration
+	noopTime     time.Duration
+	profileTime  time.Duration
+	largeOps     []load.Op
+	smallOps     []load.Op
 }
 
 func newPlan(full bool) plan {

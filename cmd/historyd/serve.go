@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -17,15 +16,12 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/historyd/historyd/auth"
-	"github.com/historyd/historyd/metrics"
+	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
-	"github.com/historyd/historyd/store/postgres"
-	"github.com/historyd/historyd/store/sqlite"
 )
 
 const serveHelp = `Usage: historyd serve [flags]
@@ -55,8 +51,8 @@ var serveCommand = command{
 		c.listen = stringFlag(fs, "listen", "HISTORYD_LISTEN", "localhost:50051", "address to serve gRPC on")
 		c.dsn = stringFlag(fs, "dsn", "HISTORYD_DSN", "", "checkpoint store: postgres://…, postgresql://…, sqlite:///path/file.db or a .db file path (required)")
 		c.schema = stringFlag(fs, "schema", "HISTORYD_SCHEMA", "", "PostgreSQL schema holding the checkpoint tables (default: the search_path)")
-		c.messages = stringFlag(fs, "messages-channel", "HISTORYD_MESSAGES_CHANNEL", "messages", "channel holding the conversation's messages")
-		c.state = stringFlag(fs, "state-channel", "HISTORYD_STATE_CHANNEL", "tool_state", "channel holding session state (key → entry)")
+		c.messages = stringFlag(fs, "messages-channel", "HISTORYD_MESSAGES_CHANNEL", server.DefaultMessagesChannel, "channel holding the conversation's messages")
+		c.state = stringFlag(fs, "state-channel", "HISTORYD_STATE_CHANNEL", server.DefaultStateChannel, "channel holding session state (key → entry)")
 		c.logFormat = stringFlag(fs, "log-format", "HISTORYD_LOG_FORMAT", "text", "log format: text or json")
 		c.logThreadIDs = stringFlag(fs, "log-thread-ids", "HISTORYD_LOG_THREAD_IDS", "hash", "how logs show thread ids: hash (first 12 hex digits of HMAC-SHA256 with --log-thread-salt) or omit; never as sent")
 		c.logThreadSalt = stringFlag(fs, "log-thread-salt", "HISTORYD_LOG_THREAD_SALT", "", "key of the thread id hash in logs, to find a thread's calls across restarts (default: random per process; prefer the environment variable)")
@@ -124,7 +120,7 @@ func offIfZero(n int) int {
 
 // Test hooks: tests serve from memory on port 0 and need the addresses.
 var (
-	newBackend  = openBackend
+	newBackend  = server.OpenBackend
 	servingHook func(grpcAddr, metricsAddr string)
 )
 
@@ -141,21 +137,19 @@ func (c serveConfig) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	backend, err := newBackend(ctx, *c.dsn, *c.schema, []string{*c.messages, *c.state})
+	cfg := server.Config{
+		Store: store.Config{
+			MessagesChannel: *c.messages, StateChannel: *c.state,
+			CacheThreads: offIfZero(*c.cacheThreads), CacheStateBytes: offIfZero(int(*c.cacheState)),
+		},
+		Metrics: true,
+	}
+	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels())
 	if err != nil {
 		return err
 	}
 	defer backend.Close()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = backend.Ping(pctx)
-	cancel()
-	if err != nil {
-		if errors.Is(err, store.ErrNotCheckpointStore) {
-			return fmt.Errorf("store %s: %v; point --dsn/--schema at the database LangGraph's checkpointer writes", redactDSN(*c.dsn), err)
-		}
-		// The database may come up later; serve and report NOT_SERVING until then.
-		log.Warn("store unreachable at start; serving NOT_SERVING until it answers", "dsn", redactDSN(*c.dsn), "err", err)
-	}
+	cfg.Store.Backend = backend
 
 	var reload []func() error
 	if *c.authTokens != "" {
@@ -182,26 +176,19 @@ func (c serveConfig) run(ctx context.Context) error {
 		log.Warn("--tls-client-ca without --auth-tokens: every client with a certificate from that CA reads every thread")
 	}
 
-	m := metrics.New()
-	opts.Metrics = m.GRPC
-	st := store.New(store.Config{
-		Backend: m.Backend(backend), MessagesChannel: *c.messages, StateChannel: *c.state,
-		CacheThreads: offIfZero(*c.cacheThreads), CacheStateBytes: offIfZero(int(*c.cacheState)),
-	})
-	m.WatchStore(st)
-	svc := service.New(service.Config{Store: st, Logger: log})
-	gs := grpc.NewServer(service.ServerOptions(opts)...)
-	svc.Register(gs)
-	m.GRPC.InitializeMetrics(gs)
+	cfg.Service = opts
+	srv, err := server.New(ctx, cfg)
+	if errors.Is(err, store.ErrNotCheckpointStore) {
+		return fmt.Errorf("store %s: %v; point --dsn/--schema at the database LangGraph's checkpointer writes", server.RedactDSN(*c.dsn), err)
+	}
+	if err != nil {
+		return err
+	}
 
 	lis, err := net.Listen("tcp", *c.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *c.listen, err)
 	}
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go svc.Watch(wctx)
-
 	served := make(chan error, 2)
 	var hs *http.Server
 	metricsAddr := ""
@@ -212,14 +199,14 @@ func (c serveConfig) run(ctx context.Context) error {
 			return fmt.Errorf("--metrics-listen %s: %w", *c.metricsListen, err)
 		}
 		metricsAddr = mlis.Addr().String()
-		hs = &http.Server{Handler: m.Handler(svc.Serving), ReadHeaderTimeout: 5 * time.Second}
+		hs = &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := hs.Serve(mlis); !errors.Is(err, http.ErrServerClosed) {
 				served <- fmt.Errorf("metrics listener: %w", err)
 			}
 		}()
 	}
-	go func() { served <- gs.Serve(lis) }()
+	go func() { served <- srv.Serve(lis) }()
 
 	// SIGHUP is only taken over when there is something to reread; with
 	// nothing configured it keeps its default meaning.
@@ -228,10 +215,12 @@ func (c serveConfig) run(ctx context.Context) error {
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 	}
+	rctx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
 	go func() {
 		for {
 			select {
-			case <-wctx.Done():
+			case <-rctx.Done():
 				return
 			case <-hup:
 				log.Info("SIGHUP: rereading token file and TLS files")
@@ -242,7 +231,7 @@ func (c serveConfig) run(ctx context.Context) error {
 		}
 	}()
 
-	log.Info("historyd serving", "addr", lis.Addr().String(), "store", redactDSN(*c.dsn),
+	log.Info("historyd serving", "addr", lis.Addr().String(), "store", server.RedactDSN(*c.dsn),
 		"messages_channel", *c.messages, "state_channel", *c.state,
 		"tls", serverTLS != nil, "client_certs", serverTLS != nil && serverTLS.ClientAuth(),
 		"auth", opts.Auth != nil, "metrics", metricsAddr, "reflection", *c.reflection)
@@ -255,16 +244,7 @@ func (c serveConfig) run(ctx context.Context) error {
 	case serveErr = <-served:
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", *c.grace)
-	svc.Shutdown()
-	done := make(chan struct{})
-	go func() { gs.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(*c.grace):
-		log.Warn("grace period over; cancelling in-flight RPCs")
-		gs.Stop()
-	}
+	srv.Shutdown(*c.grace)
 	if hs != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = hs.Shutdown(sctx)
@@ -336,55 +316,6 @@ func newLogger(format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
-}
-
-// openBackend picks the backend from the DSN's form. A DSN that is wrong
-// (unknown form, missing SQLite file, a file without checkpoint tables)
-// fails here, at start; a PostgreSQL server that is merely down does not,
-// since it may come up later.
-// Only channels' versions are listed (PostgreSQL; the SQLite saver keeps
-// them inside the checkpoint blob, read whole anyway).
-func openBackend(ctx context.Context, dsn, schema string, channels []string) (store.Backend, error) {
-	switch {
-	case dsn == "":
-		return nil, errors.New("no store: set --dsn or HISTORYD_DSN to the checkpointer's database, e.g. postgres://user@localhost:5432/app or sqlite:///path/checkpoints.db")
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: channels})
-		if err != nil {
-			return nil, fmt.Errorf("store %s: %w", redactDSN(dsn), err)
-		}
-		return b, nil
-	}
-	if path, ok := sqlite.ParseDSN(dsn); ok {
-		if schema != "" {
-			return nil, fmt.Errorf("store %s: --schema applies to PostgreSQL only; SQLite files have none", dsn)
-		}
-		b, err := sqlite.Open(ctx, sqlite.Config{Path: path})
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return nil, fmt.Errorf("store %s: no such file; point --dsn at the file LangGraph's SqliteSaver writes, or run `historyd demo` to create a demo file", dsn)
-		case errors.Is(err, store.ErrNotCheckpointStore):
-			return nil, fmt.Errorf("store %s: %w; point --dsn at the file LangGraph's SqliteSaver writes", dsn, err)
-		case err != nil:
-			return nil, fmt.Errorf("store %s: %w", dsn, err)
-		}
-		return b, nil
-	}
-	return nil, fmt.Errorf("store %s: unrecognised DSN; use postgres://…, postgresql://…, sqlite:///path/file.db or a path ending in .db, .sqlite or .sqlite3", redactDSN(dsn))
-}
-
-// redactDSN hides a URL DSN's password so it can be logged.
-func redactDSN(dsn string) string {
-	at := strings.LastIndex(dsn, "@")
-	scheme := strings.Index(dsn, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return dsn
-	}
-	userinfo := dsn[scheme+3 : at]
-	if i := strings.Index(userinfo, ":"); i >= 0 {
-		return dsn[:scheme+3] + userinfo[:i] + ":xxxxx" + dsn[at:]
-	}
-	return dsn
 }
 
 // envFlags defines typed flags whose defaults come from environment

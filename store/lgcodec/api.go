@@ -139,15 +139,22 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Blob types written by the LangGraph savers.
+// The blob types the LangGraph savers write, as they name them in their
+// type columns.
 const (
-	typeMsgpack   = "msgpack"
-	typeJSON      = "json"
-	typeBytes     = "bytes"
-	typeBytearray = "bytearray"
-	typeNull      = "null"
-	typeEmpty     = "empty"
-	typePickle    = "pickle"
+	// TypeMsgpack is Python's JsonPlusSerializer.
+	TypeMsgpack = "msgpack"
+	// TypeJSON is LangChain.js, and Python before msgpack.
+	TypeJSON = "json"
+	// TypeBytes and TypeBytearray are raw bytes values.
+	TypeBytes     = "bytes"
+	TypeBytearray = "bytearray"
+	// TypeNull is a None value.
+	TypeNull = "null"
+	// TypeEmpty marks a channel that has no value.
+	TypeEmpty = "empty"
+	// TypePickle is the opt-in pickle fallback, never decoded.
+	TypePickle = "pickle"
 )
 
 // Decode decodes one stored value of the given LangGraph blob type into plain data.
@@ -157,18 +164,18 @@ const (
 func Decode(blobType string, data []byte, lim Limits) (v any, ok bool, err error) {
 	lim = lim.withDefaults()
 	switch blobType {
-	case typeEmpty:
+	case TypeEmpty:
 		return nil, false, nil
-	case typeNull:
+	case TypeNull:
 		return nil, true, nil
 	}
 	if err := checkDecodable(blobType, data, lim); err != nil {
 		return nil, false, err
 	}
 	switch blobType {
-	case typeMsgpack:
+	case TypeMsgpack:
 		v, err = decodeMsgpack(data, lim)
-	case typeJSON:
+	case TypeJSON:
 		v, err = decodeJSON(data, lim)
 	default: // bytes, bytearray
 		v = append([]byte{}, data...)
@@ -183,8 +190,8 @@ func Decode(blobType string, data []byte, lim Limits) (v any, ok bool, err error
 // MaxBytes, before any byte of the blob is looked at.
 func checkDecodable(blobType string, data []byte, lim Limits) error {
 	switch blobType {
-	case typeMsgpack, typeJSON, typeBytes, typeBytearray:
-	case typePickle:
+	case TypeMsgpack, TypeJSON, TypeBytes, TypeBytearray:
+	case TypePickle:
 		return &UnsupportedError{Format: blobType, Offset: -1,
 			Reason: "pickle can only be read by running Python code; historyd does not decode it"}
 	default:
@@ -238,18 +245,18 @@ func CountMessages(blobType string, data []byte, lim Limits) (Messages, error) {
 func scanMessages(blobType string, data []byte, lim Limits, texts bool) (Messages, error) {
 	lim = lim.withDefaults()
 	switch blobType {
-	case typeEmpty:
+	case TypeEmpty:
 		return Messages{}, nil
-	case typeNull:
+	case TypeNull:
 		return Messages{}, &MalformedError{Format: blobType, Offset: 0, Reason: "messages value is null, not a list"}
 	}
 	if err := checkDecodable(blobType, data, lim); err != nil {
 		return Messages{}, err
 	}
 	switch blobType {
-	case typeMsgpack:
+	case TypeMsgpack:
 		return scanMsgpackMessages(data, lim, texts)
-	case typeJSON:
+	case TypeJSON:
 		v, err := decodeJSON(data, lim)
 		if err != nil {
 			return Messages{}, err

@@ -33,7 +33,7 @@ func decodeJSON(data []byte, lim Limits) (any, error) {
 	if p.pos != len(p.data) {
 		return nil, p.malformed(p.pos, "unexpected %s after the value", p.describe())
 	}
-	r := &reviver{keys: newKeyBudget(typeJSON, len(data))}
+	r := &reviver{keys: newKeyBudget(TypeJSON, len(data))}
 	v = r.revive(v, false)
 	if r.err != nil {
 		return nil, r.err
@@ -42,7 +42,7 @@ func decodeJSON(data []byte, lim Limits) (any, error) {
 }
 
 func (p *jsonParser) malformed(off int, format string, args ...any) error {
-	return &MalformedError{Format: typeJSON, Offset: off, Reason: fmt.Sprintf(format, args...)}
+	return &MalformedError{Format: TypeJSON, Offset: off, Reason: fmt.Sprintf(format, args...)}
 }
 
 func (p *jsonParser) describe() string {
@@ -180,7 +180,7 @@ func (p *jsonParser) object(depth int) (any, error) {
 			p.pos++
 			if isLC(out, 2) && out["type"] == "delta_snapshot" {
 				if _, ok := out["value"]; ok {
-					return nil, &UnsupportedError{Format: typeJSON, Feature: "delta_snapshot record", Offset: start,
+					return nil, &UnsupportedError{Format: TypeJSON, Feature: "delta_snapshot record", Offset: start,
 						Reason: "the channel is a DeltaChannel; its value must be rebuilt from the writes of earlier checkpoints"}
 				}
 			}

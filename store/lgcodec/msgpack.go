@@ -71,11 +71,11 @@ type mpDecoder struct {
 }
 
 func newMsgpackDecoder(data []byte, lim Limits) *mpDecoder {
-	return &mpDecoder{buf: data, end: len(data), maxDepth: lim.MaxDepth, keys: newKeyBudget(typeMsgpack, len(data))}
+	return &mpDecoder{buf: data, end: len(data), maxDepth: lim.MaxDepth, keys: newKeyBudget(TypeMsgpack, len(data))}
 }
 
 func (d *mpDecoder) malformed(off int, format string, args ...any) error {
-	return &MalformedError{Format: typeMsgpack, Offset: off, Reason: fmt.Sprintf(format, args...)}
+	return &MalformedError{Format: TypeMsgpack, Offset: off, Reason: fmt.Sprintf(format, args...)}
 }
 
 func (d *mpDecoder) truncated(off, need int) error {
@@ -368,10 +368,10 @@ func validString(b []byte) string {
 
 func (d *mpDecoder) unsupportedExt(t mpToken) error {
 	if t.code == extDeltaSnapshot {
-		return &UnsupportedError{Format: typeMsgpack, Feature: "ext 7 (delta snapshot)", Offset: t.off,
+		return &UnsupportedError{Format: TypeMsgpack, Feature: "ext 7 (delta snapshot)", Offset: t.off,
 			Reason: "the channel is a DeltaChannel; its value must be rebuilt from the writes of earlier checkpoints"}
 	}
-	return &UnsupportedError{Format: typeMsgpack, Feature: fmt.Sprintf("ext %d", t.code), Offset: t.off,
+	return &UnsupportedError{Format: TypeMsgpack, Feature: fmt.Sprintf("ext %d", t.code), Offset: t.off,
 		Reason: "extension code not written by LangGraph's serializer"}
 }
 

@@ -2,20 +2,19 @@ package lgcodec
 
 // EachKey decodes a value that is a map one entry at a time, calling fn with
 // each entry whose key is in keep (every entry when keep is nil) and
-// dropping the entry before decoding the next. In msgpack the entries not
+// dropping the entry before decoding the next. Only one entry's decoded
+// data is alive at a time, so a caller that re-encodes each entry as it
+// comes never holds the whole value decoded. In msgpack the entries not
 // kept are stepped over without being built, so reading one key of a state
 // holding megabytes of geometry costs a scan of those bytes, not their
-// decoding. Only one entry's decoded data
-// is alive at a time, so a caller that re-encodes each entry as it comes
-// never holds the whole value decoded. In msgpack the entries not kept are
-// stepped over without being built. Entries come in stored order; JSON has
-// no lengths to skip by, so a "json" value is decoded whole first.
+// decoding. Entries come in stored order; JSON has no lengths to skip by,
+// so a "json" value is decoded whole first.
 //
-// ok is false when the type is "empty". A value that is not a map is
+// ok is false when the type is TypeEmpty. A value that is not a map is
 // decoded whole and returned as whole without calling fn, for the caller
 // to reject or accept. An error from fn ends the walk and is returned.
 func EachKey(blobType string, data []byte, keep map[string]bool, lim Limits, fn func(key string, v any) error) (whole any, ok bool, err error) {
-	if blobType != typeMsgpack {
+	if blobType != TypeMsgpack {
 		v, ok, err := Decode(blobType, data, lim)
 		if err != nil || !ok {
 			return nil, ok, err
@@ -41,7 +40,7 @@ func EachKey(blobType string, data []byte, keep map[string]bool, lim Limits, fn 
 // eachMsgpackKey walks a msgpack map, reading each kept entry's value with
 // entry and handing it to fn.
 func eachMsgpackKey(data []byte, keep map[string]bool, lim Limits, entry func(*mpDecoder) (any, error), fn func(string, any) error) (whole any, ok bool, err error) {
-	if err := checkDecodable(typeMsgpack, data, lim); err != nil {
+	if err := checkDecodable(TypeMsgpack, data, lim); err != nil {
 		return nil, false, err
 	}
 	d := newMsgpackDecoder(data, lim)

@@ -3,6 +3,8 @@ package lgcodec
 import (
 	"reflect"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // decodeKeys collects what EachKey hands over into a map, or returns the
@@ -27,7 +29,7 @@ func TestEachKey(t *testing.T) {
 			"type": "Polygon", "coordinates": []any{[]any{[]any{-3.1, 52.4}, []any{-2.9, 52.5}}},
 		}},
 	}
-	data, err := EncodeMsgpack(state)
+	data, err := msgpack.Marshal(state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +65,12 @@ func TestEachKey(t *testing.T) {
 	if _, _, err := decodeKeys("msgpack", bad, map[string]bool{"name": true}, Limits{}); err == nil {
 		t.Error("truncated blob accepted")
 	}
-	deep, _ := EncodeMsgpack(map[string]any{"a": nest(10)})
+	deep, _ := msgpack.Marshal(map[string]any{"a": nest(10)})
 	if _, _, err := decodeKeys("msgpack", deep, map[string]bool{"b": true}, Limits{MaxDepth: 5}); err == nil {
 		t.Error("a skipped entry deeper than MaxDepth was accepted")
 	}
 	// A value that is not a map is decoded whole.
-	list, _ := EncodeMsgpack([]any{"x"})
+	list, _ := msgpack.Marshal([]any{"x"})
 	if v, ok, err := decodeKeys("msgpack", list, map[string]bool{"x": true}, Limits{}); err != nil || !ok || !reflect.DeepEqual(v, []any{"x"}) {
 		t.Errorf("EachKey of a list = %v, %v, %v", v, ok, err)
 	}

@@ -57,7 +57,7 @@ func (d *mpDecoder) scanList(depth int, out *Messages) error {
 			if err != nil {
 				return err
 			}
-			*out, err = messagesFromValue(typeMsgpack, v, !d.noText)
+			*out, err = messagesFromValue(TypeMsgpack, v, !d.noText)
 			var me *MalformedError
 			if errors.As(err, &me) {
 				me.Offset = t.off

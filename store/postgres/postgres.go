@@ -5,20 +5,19 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"time"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Config configures a Backend.
@@ -47,14 +46,14 @@ type Backend struct {
 	sinceSQL  string
 	countSQL  string
 	valuesSQL string
+	writesSQL [2]string // without and with task_path
 	schema    string
+	// taskPath says whether checkpoint_writes has Python's task_path
+	// column (LangGraph.js's table has none): 0 unknown, 1 no, 2 yes.
+	taskPath atomic.Int32
 }
 
-var (
-	_ store.Backend       = (*Backend)(nil)
-	_ store.Incremental   = (*Backend)(nil)
-	_ store.ValueStreamer = (*Backend)(nil)
-)
+var _ store.Backend = (*Backend)(nil)
 
 // Open parses cfg and creates the pool. It does not wait for the database:
 // connections are made on first use, so a database that is down at start is
@@ -97,6 +96,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	checkpoints := table(cfg.Schema, "checkpoints")
 	blobs := table(cfg.Schema, "checkpoint_blobs")
+	writes := table(cfg.Schema, "checkpoint_writes")
 	versions, err := versionsSQL(cfg.Channels)
 	if err != nil {
 		pool.Close()
@@ -108,13 +108,13 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	// with the thread.
 	present := `(SELECT array_agg(want.id) FROM unnest($4::text[]) AS want(id) WHERE (SELECT true FROM ` + checkpoints + ` p
  WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = want.id))`
+	// Each row: the id, the parent, the checkpoint projected to what
+	// historyd reads of it, and the same of its metadata, both JSON text.
+	row := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', ` + versions + `)::text, ` + metadataSQL
 	return &Backend{
-		pool:   pool,
-		schema: cfg.Schema,
-		// LangGraph marks graphs with DeltaChannel channels in checkpoint
-		// metadata; such threads are refused rather than misread.
-		listSQL: `SELECT c.checkpoint_id, c.checkpoint->>'ts', ` + versions + `, ` + deltaSQL + `
-FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
+		pool:    pool,
+		schema:  cfg.Schema,
+		listSQL: `SELECT ` + row + ` FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
 		// The census and the newer rows come from one statement, hence one
 		// snapshot. The smallest id is an index probe; the count reads the
 		// thread's index entries, so it is asked for only now and then.
@@ -124,10 +124,10 @@ FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
 		probeSQL: `SELECT min(checkpoint_id), max(checkpoint_id), ` + strings.Replace(present, "$4", "$3", 1) + `
 FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2`,
 		sinceSQL: `WITH n AS (SELECT min(checkpoint_id) AS lo, ` + present + ` AS present FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
-SELECT -1, n.lo, n.present, c.checkpoint_id, c.checkpoint->>'ts', ` + versions + `, coalesce(` + deltaSQL + `, false)
+SELECT -1, n.lo, n.present, ` + row + `
 FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
 		countSQL: `WITH n AS (SELECT count(*) AS n, min(checkpoint_id) AS lo, ` + present + ` AS present FROM ` + checkpoints + ` WHERE thread_id = $1 AND checkpoint_ns = $2)
-SELECT n.n, n.lo, n.present, c.checkpoint_id, c.checkpoint->>'ts', ` + versions + `, coalesce(` + deltaSQL + `, false)
+SELECT n.n, n.lo, n.present, ` + row + `
 FROM n LEFT JOIN ` + checkpoints + ` c ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id > $3`,
 		// A channel's value is its blob at the checkpoint's version of the
 		// channel; primitives Python keeps inline in channel_values have no
@@ -143,8 +143,21 @@ CROSS JOIN LATERAL (SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id,
   FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = want.id LIMIT 1) c
 LEFT JOIN ` + blobs + ` b
   ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = $3 AND b.version = c.version`,
+		writesSQL: [2]string{
+			`SELECT checkpoint_id, task_id, '', idx, type, blob FROM ` + writes + `
+WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = $3 AND checkpoint_id = ANY($4)`,
+			`SELECT checkpoint_id, task_id, task_path, idx, type, blob FROM ` + writes + `
+WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = $3 AND checkpoint_id = ANY($4)`,
+		},
 	}, nil
 }
+
+// metadataSQL projects checkpoint c's metadata to what historyd reads of
+// it, as JSON text: the step, the source, and whether it marks a graph
+// with DeltaChannel channels (the markers' contents are not needed).
+const metadataSQL = `jsonb_strip_nulls(jsonb_build_object('step', c.metadata->'step', 'source', c.metadata->'source',
+ 'counters_since_delta_snapshot', CASE WHEN c.metadata ? 'counters_since_delta_snapshot' THEN true END,
+ 'delta_writes_versioned', CASE WHEN c.metadata ? 'delta_writes_versioned' THEN true END))::text`
 
 // versionsSQL selects checkpoint c's channel_versions, or only those of
 // channels when there are any. Channel names are written into the
@@ -167,10 +180,6 @@ func versionsSQL(channels []string) (string, error) {
 	return `jsonb_strip_nulls(jsonb_build_object(` + strings.Join(pairs, ", ") + `))`, nil
 }
 
-// deltaSQL says whether checkpoint c's metadata marks a graph with
-// DeltaChannel channels, as LangGraph's savers write it.
-const deltaSQL = `(c.metadata ? 'counters_since_delta_snapshot' OR c.metadata ? 'delta_writes_versioned')`
-
 func table(schema, name string) string {
 	if schema == "" {
 		return pgx.Identifier{name}.Sanitize()
@@ -178,162 +187,126 @@ func table(schema, name string) string {
 	return pgx.Identifier{schema, name}.Sanitize()
 }
 
-// Checkpoints lists the thread's checkpoints with their channel versions.
-func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
-	// Planned with the thread's own statistics, like CheckpointsSince.
-	rows, err := b.pool.Query(ctx, b.listSQL, pgx.QueryExecModeSimpleProtocol, ref.ThreadID, ref.Namespace)
-	if err != nil {
-		return nil, b.classify(ctx, err)
-	}
-	defer rows.Close()
-	var out []store.Checkpoint
-	for rows.Next() {
-		var (
-			id       string
-			ts       *string
-			versions []byte
-			delta    bool
-		)
-		if err := rows.Scan(&id, &ts, &versions, &delta); err != nil {
-			return nil, b.classify(ctx, err)
-		}
-		c, err := checkpoint(ref, id, ts, versions, delta)
+// List hands fn the thread's checkpoints, all of them or those newer than
+// q.After, with the census q asks for, from one statement.
+func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+	if q.After == "" {
+		// Planned with the thread's own statistics (the simple protocol),
+		// like the incremental listing.
+		rows, err := b.pool.Query(ctx, b.listSQL, pgx.QueryExecModeSimpleProtocol, ref.ThreadID, ref.Namespace)
 		if err != nil {
-			return nil, err
+			return store.Census{}, b.classify(ctx, err)
 		}
-		out = append(out, c)
+		defer rows.Close()
+		census := store.Census{Count: 0}
+		want := make(map[string]bool, len(q.Verify))
+		for _, id := range q.Verify {
+			want[id] = true
+		}
+		for rows.Next() {
+			var r rowCols
+			if err := rows.Scan(&r.id, &r.parent, &r.checkpoint, &r.metadata); err != nil {
+				return store.Census{}, b.classify(ctx, err)
+			}
+			census.Count++
+			if census.MinID == "" || r.id < census.MinID {
+				census.MinID = r.id
+			}
+			if want[r.id] {
+				census.Present = append(census.Present, r.id)
+			}
+			if err := fn(r.row()); err != nil {
+				return store.Census{}, err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return store.Census{}, b.classify(ctx, err)
+		}
+		return census, nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, b.classify(ctx, err)
-	}
-	return out, nil
-}
-
-// CheckpointsSince takes the thread's census and lists the checkpoints
-// newer than after, in one statement. Without a count, a probe comes
-// first, and when it finds nothing newer it is the whole answer.
-func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, since store.Since) (store.Census, []store.Checkpoint, error) {
-	q := b.sinceSQL
-	if since.Count {
-		q = b.countSQL
-	}
-	verify := since.Verify
+	verify := q.Verify
 	if verify == nil {
 		verify = []string{}
 	}
-	if !since.Count {
+	if !q.Count {
 		var lo, hi *string
-		var present []string
-		err := b.pool.QueryRow(ctx, b.probeSQL, ref.ThreadID, ref.Namespace, verify).Scan(&lo, &hi, &present)
+		var found []string
+		err := b.pool.QueryRow(ctx, b.probeSQL, ref.ThreadID, ref.Namespace, verify).Scan(&lo, &hi, &found)
 		if err != nil {
-			return store.Census{}, nil, b.classify(ctx, err)
+			return store.Census{}, b.classify(ctx, err)
 		}
-		if hi == nil || *hi <= since.After {
-			census := store.Census{Count: -1, Present: present}
+		if hi == nil || *hi <= q.After {
+			census := store.Census{Count: -1, Present: found}
 			if lo != nil {
 				census.MinID = *lo
 			}
-			return census, nil, nil
+			return census, nil
 		}
+	}
+	sql := b.sinceSQL
+	if q.Count {
+		sql = b.countSQL
 	}
 	// Planned with the actual arguments every time (the simple protocol): a
 	// generic plan cannot tell that "newer than the newest seen" is a
 	// handful of rows, and on a table holding few threads it scans the
 	// whole table instead of the index, which makes a read cost the
 	// thread's length.
-	rows, err := b.pool.Query(ctx, q, pgx.QueryExecModeSimpleProtocol, ref.ThreadID, ref.Namespace, since.After, verify)
+	rows, err := b.pool.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol, ref.ThreadID, ref.Namespace, q.After, verify)
 	if err != nil {
-		return store.Census{}, nil, b.classify(ctx, err)
+		return store.Census{}, b.classify(ctx, err)
 	}
 	defer rows.Close()
-	var (
-		census store.Census
-		out    []store.Checkpoint
-	)
+	var census store.Census
 	for rows.Next() {
 		var (
-			n        int
-			lo       *string
-			present  []string
-			id       *string
-			ts       *string
-			versions []byte
-			delta    bool
+			n     int
+			lo    *string
+			found []string
+			r     rowCols
+			id    *string
 		)
-		if err := rows.Scan(&n, &lo, &present, &id, &ts, &versions, &delta); err != nil {
-			return store.Census{}, nil, b.classify(ctx, err)
+		if err := rows.Scan(&n, &lo, &found, &id, &r.parent, &r.checkpoint, &r.metadata); err != nil {
+			return store.Census{}, b.classify(ctx, err)
 		}
 		census.Count = n
 		if census.Present == nil {
-			census.Present = present
+			census.Present = found
 		}
 		if lo != nil {
 			census.MinID = *lo
 		}
 		if id == nil {
-			continue
+			continue // the census alone: nothing newer
 		}
-		c, err := checkpoint(ref, *id, ts, versions, delta)
-		if err != nil {
-			return store.Census{}, nil, err
+		r.id = *id
+		if err := fn(r.row()); err != nil {
+			return store.Census{}, err
 		}
-		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return store.Census{}, nil, b.classify(ctx, err)
+		return store.Census{}, b.classify(ctx, err)
 	}
-	return census, out, nil
+	return census, nil
 }
 
-func checkpoint(ref store.Ref, id string, ts *string, versions []byte, delta bool) (store.Checkpoint, error) {
-	c := store.Checkpoint{ID: id, Delta: delta}
-	if ts != nil {
-		if t, err := time.Parse(time.RFC3339Nano, *ts); err == nil {
-			c.TS = t
-		}
-	}
-	var err error
-	if c.Versions, err = parseVersions(versions); err != nil {
-		return c, &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "channel_versions", Err: err}
-	}
-	return c, nil
+// rowCols are the columns of one listed checkpoint.
+type rowCols struct {
+	id                   string
+	parent               *string
+	checkpoint, metadata []byte
 }
 
-// parseVersions reads channel_versions, whose values are strings in Python
-// and numbers or strings in JavaScript. A number is kept as its JSON text,
-// which is what the blob table's version column holds.
-func parseVersions(raw []byte) (map[string]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return map[string]string{}, nil
+func (r rowCols) row() store.Row {
+	out := store.Row{
+		ID:         r.id,
+		Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: r.checkpoint},
+		Metadata:   store.Blob{Type: lgcodec.TypeJSON, Data: r.metadata},
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("channel_versions is not an object: %w", err)
+	if r.parent != nil {
+		out.Parent = *r.parent
 	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		var s string
-		if err := json.Unmarshal(v, &s); err == nil {
-			out[k] = s
-			continue
-		}
-		out[k] = string(v)
-	}
-	return out, nil
-}
-
-// Values reads channel's value at each checkpoint in ids.
-func (b *Backend) Values(ctx context.Context, ref store.Ref, channel string, ids []string) ([]store.Blob, error) {
-	out := make([]store.Blob, len(ids))
-	err := b.EachValue(ctx, ref, channel, ids, func(i int, blob store.Blob) error {
-		blob.Data = bytes.Clone(blob.Data)
-		out[i] = blob
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out
 }
 
 // EachValue reads channel's value at each checkpoint in ids, handing each
@@ -366,12 +339,12 @@ func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, 
 		seen[id] = true
 		var blob store.Blob
 		switch {
-		case typ != nil && *typ != "empty":
+		case typ != nil && *typ != lgcodec.TypeEmpty:
 			blob = store.Blob{Type: *typ, Data: rows.RawValues()[2]}
 		case inline != nil:
-			blob = store.Blob{Type: "json", Data: inline}
+			blob = store.Blob{Type: lgcodec.TypeJSON, Data: inline}
 		default:
-			blob = store.Blob{Type: "empty"}
+			blob = store.Blob{Type: lgcodec.TypeEmpty}
 		}
 		for _, i := range at[id] {
 			if err := fn(i, blob); err != nil {
@@ -384,7 +357,7 @@ func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, 
 	}
 	for i, id := range ids {
 		if !seen[id] {
-			if err := fn(i, store.Blob{Type: store.BlobMissing}); err != nil {
+			if err := fn(i, store.Blob{Missing: true}); err != nil {
 				return err
 			}
 		}
@@ -392,15 +365,74 @@ func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, 
 	return nil
 }
 
+// EachWrite hands fn channel's writes attached to the checkpoints of ids,
+// each value straight from the row buffer.
+func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
+	withPath, err := b.hasTaskPath(ctx)
+	if err != nil {
+		return err
+	}
+	sql := b.writesSQL[0]
+	if withPath {
+		sql = b.writesSQL[1]
+	}
+	rows, err := b.pool.Query(ctx, sql, ref.ThreadID, ref.Namespace, channel, ids)
+	if err != nil {
+		return b.classify(ctx, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			w   store.Write
+			typ string
+		)
+		// The blob column is read raw below: bytea's binary format is the
+		// bytes themselves.
+		if err := rows.Scan(&w.CheckpointID, &w.TaskID, &w.TaskPath, &w.Idx, &typ, nil); err != nil {
+			return b.classify(ctx, err)
+		}
+		w.Value = store.Blob{Type: typ, Data: rows.RawValues()[5]}
+		if err := fn(w); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return b.classify(ctx, err)
+	}
+	return nil
+}
+
+// hasTaskPath reports whether checkpoint_writes has Python's task_path
+// column, asking the database once.
+func (b *Backend) hasTaskPath(ctx context.Context) (bool, error) {
+	switch b.taskPath.Load() {
+	case 1:
+		return false, nil
+	case 2:
+		return true, nil
+	}
+	var exists *bool
+	err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'task_path' AND NOT attisdropped)
+ WHERE to_regclass($1) IS NOT NULL`, b.name("checkpoint_writes")).Scan(&exists)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("%w: no checkpoint_writes table in %s; LangGraph's savers create it with the others", store.ErrNotCheckpointStore, b.where())
+	}
+	if err != nil {
+		return false, b.classify(ctx, err)
+	}
+	if *exists {
+		b.taskPath.Store(2)
+	} else {
+		b.taskPath.Store(1)
+	}
+	return *exists, nil
+}
+
 // Ping checks that the database answers and that the checkpoint tables are
 // where the configuration says.
 func (b *Backend) Ping(ctx context.Context) error {
 	var ok bool
-	name, blobs := "checkpoints", "checkpoint_blobs"
-	if b.schema != "" {
-		name = pgx.Identifier{b.schema, "checkpoints"}.Sanitize()
-		blobs = pgx.Identifier{b.schema, "checkpoint_blobs"}.Sanitize()
-	}
+	name, blobs := b.name("checkpoints"), b.name("checkpoint_blobs")
 	var canRead bool
 	err := b.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL,
   coalesce(has_table_privilege(to_regclass($1), 'SELECT') AND has_table_privilege(to_regclass($2), 'SELECT'), false)`,
@@ -409,16 +441,28 @@ func (b *Backend) Ping(ctx context.Context) error {
 		return b.classify(ctx, err)
 	}
 	if !ok {
-		where := "the search_path"
-		if b.schema != "" {
-			where = fmt.Sprintf("schema %q", b.schema)
-		}
-		return fmt.Errorf("%w: no checkpoints and checkpoint_blobs tables in %s", store.ErrNotCheckpointStore, where)
+		return fmt.Errorf("%w: no checkpoints and checkpoint_blobs tables in %s", store.ErrNotCheckpointStore, b.where())
 	}
 	if !canRead {
 		return fmt.Errorf("%w: the role may not SELECT from %s and %s; grant it SELECT on both", store.ErrNotCheckpointStore, name, blobs)
 	}
 	return nil
+}
+
+// name is a checkpoint table's name as to_regclass takes it.
+func (b *Backend) name(table string) string {
+	if b.schema == "" {
+		return table
+	}
+	return pgx.Identifier{b.schema, table}.Sanitize()
+}
+
+// where says where the backend looks for the tables.
+func (b *Backend) where() string {
+	if b.schema == "" {
+		return "the search_path"
+	}
+	return fmt.Sprintf("schema %q", b.schema)
 }
 
 // Close closes the pool.

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
@@ -34,72 +35,26 @@ func testDSN(t *testing.T) string {
 	return dsn
 }
 
-// schemaDDL creates the tables LangGraph's PostgresSaver migrations create.
-const schemaDDL = `
-CREATE TABLE %[1]s.checkpoints (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    checkpoint_id TEXT NOT NULL,
-    parent_checkpoint_id TEXT,
-    type TEXT,
-    checkpoint JSONB NOT NULL,
-    metadata JSONB NOT NULL DEFAULT '{}',
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-);
-CREATE TABLE %[1]s.checkpoint_blobs (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    channel TEXT NOT NULL,
-    version TEXT NOT NULL,
-    type TEXT NOT NULL,
-    blob BYTEA,
-    PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
-);`
-
-// pgWriter writes checkpoints the way Python's PostgresSaver splits them:
-// primitives inline in the checkpoint's channel_values, everything else a
-// blob (here in the "json" format LangGraph.js uses).
-type pgWriter struct {
-	t      *testing.T
-	pool   *pgxpool.Pool
-	schema string
-}
-
-func (w *pgWriter) Put(ref store.Ref, id string, ts time.Time, values map[string]any) {
-	ctx := context.Background()
-	cp := map[string]any{"v": 4, "id": id, "ts": ts.Format(time.RFC3339Nano), "channel_values": map[string]any{}, "channel_versions": map[string]any{}, "versions_seen": map[string]any{}}
-	for ch, v := range values {
-		blob := storetest.JSON(v)
-		version := storetest.Version(blob.Data)
-		cp["channel_versions"].(map[string]any)[ch] = version
-		switch v.(type) {
-		case nil, string, bool, int, int64, float64:
-			cp["channel_values"].(map[string]any)[ch] = v
-			continue
-		}
-		_, err := w.pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.checkpoint_blobs VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, w.schema),
-			ref.ThreadID, ref.Namespace, ch, version, blob.Type, blob.Data)
-		if err != nil {
-			w.t.Fatal(err)
-		}
+// newWriter writes checkpoints into schema in saver's layout, through the
+// admin connection, failing t on errors.
+func newWriter(t *testing.T, admin *pgxpool.Pool, schema string, saver lgsaver.Saver) *storetest.SaverWriter {
+	exec := func(ctx context.Context, q string, args ...any) error {
+		_, err := admin.Exec(ctx, q, args...)
+		return err
 	}
-	raw, _ := json.Marshal(cp)
-	if _, err := w.pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint) VALUES ($1, $2, $3, $4)`, w.schema),
-		ref.ThreadID, ref.Namespace, id, raw); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-func (w *pgWriter) Delete(ref store.Ref, ids []string) {
-	if _, err := w.pool.Exec(context.Background(), fmt.Sprintf(`DELETE FROM %s.checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($3)`, w.schema),
-		ref.ThreadID, ref.Namespace, ids); err != nil {
-		w.t.Fatal(err)
-	}
+	return storetest.NewSaverWriter(t, lgsaver.NewWriter(saver, exec, pgx.Identifier{schema}.Sanitize()))
 }
 
 // newSchema creates a fresh schema holding empty LangGraph tables, and a
 // role that may only SELECT from them.
 func newSchema(t *testing.T) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
+	t.Helper()
+	return newSchemaFor(t, lgsaver.PostgresPython)
+}
+
+// newSchemaFor is newSchema with the tables as saver's migrations leave
+// them.
+func newSchemaFor(t *testing.T, saver lgsaver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	t.Helper()
 	dsn := testDSN(t)
 	ctx := context.Background()
@@ -114,11 +69,18 @@ func newSchema(t *testing.T) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	r := pgx.Identifier{role}.Sanitize()
 	for _, stmt := range []string{
 		"CREATE SCHEMA " + q,
-		fmt.Sprintf(schemaDDL, q),
-		"CREATE ROLE " + r + " LOGIN",
-		"GRANT USAGE ON SCHEMA " + q + " TO " + r,
-		"GRANT SELECT ON ALL TABLES IN SCHEMA " + q + " TO " + r,
 	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	// Both savers' migrations leave the same tables, but Python's adds
+	// task_path to checkpoint_writes.
+	for _, stmt := range append(saver.DDL(q),
+		"CREATE ROLE "+r+" LOGIN",
+		"GRANT USAGE ON SCHEMA "+q+" TO "+r,
+		"GRANT SELECT ON ALL TABLES IN SCHEMA "+q+" TO "+r,
+	) {
 		if _, err := pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
@@ -150,13 +112,15 @@ func openBackend(t *testing.T, dsn, schema string, channels ...string) *Backend 
 // historyd serve opens the backend, listing only the versions of the
 // channels it reads, and listing them all.
 func TestSuite(t *testing.T) {
-	for name, channels := range map[string][]string{"two channels": {"messages", "tool_state"}, "all channels": nil} {
-		t.Run(name, func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
-				admin, schema, ro := newSchema(t)
-				return openBackend(t, ro, schema, channels...), &pgWriter{t: t, pool: admin, schema: pgx.Identifier{schema}.Sanitize()}
+	for _, saver := range []lgsaver.Saver{lgsaver.PostgresPython, lgsaver.PostgresJS} {
+		for name, channels := range map[string][]string{"two channels": {"messages", "tool_state"}, "all channels": nil} {
+			t.Run(saver.String()+"/"+name, func(t *testing.T) {
+				storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
+					admin, schema, ro := newSchemaFor(t, saver)
+					return openBackend(t, ro, schema, channels...), newWriter(t, admin, schema, saver)
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -164,18 +128,24 @@ func TestSuite(t *testing.T) {
 // cannot be are refused when the backend is opened.
 func TestChannelNames(t *testing.T) {
 	admin, schema, ro := newSchema(t)
-	w := &pgWriter{t: t, pool: admin, schema: pgx.Identifier{schema}.Sanitize()}
+	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
 	ref := store.Ref{ThreadID: "quoted"}
 	storetest.Build(w, ref, storetest.Demo[:1])
 	b := openBackend(t, ro, schema, "it's", "messages")
-	cps, err := b.Checkpoints(context.Background(), ref)
-	if err != nil || len(cps) == 0 {
-		t.Fatalf("listing with a quoted channel name: %v, %v", cps, err)
-	}
-	for _, c := range cps {
-		if _, ok := c.Versions["tool_state"]; ok || len(c.Versions) > 1 {
-			t.Errorf("checkpoint %s lists %v; want at most the messages version", c.ID, c.Versions)
+	n := 0
+	_, err := b.List(context.Background(), ref, store.Query{}, func(r store.Row) error {
+		n++
+		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
+		if err != nil {
+			return err
 		}
+		if _, ok := cp.Versions["tool_state"]; ok || len(cp.Versions) > 1 {
+			t.Errorf("checkpoint %s lists %v; want at most the messages version", r.ID, cp.Versions)
+		}
+		return nil
+	})
+	if err != nil || n == 0 {
+		t.Fatalf("listing with a quoted channel name: %d rows, %v", n, err)
 	}
 	for _, bad := range []string{"", "a\\b", "nul\x00"} {
 		if _, err := Open(context.Background(), Config{DSN: ro, Schema: schema, Channels: []string{bad}}); err == nil {
@@ -187,24 +157,31 @@ func TestChannelNames(t *testing.T) {
 func TestInlineAndEmptyValues(t *testing.T) {
 	admin, schema, ro := newSchema(t)
 	b := openBackend(t, ro, schema)
-	w := &pgWriter{t: t, pool: admin, schema: pgx.Identifier{schema}.Sanitize()}
+	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
 	ref := store.Ref{ThreadID: "inline"}
-	w.Put(ref, "c1", time.Now(), map[string]any{"title": "Severn", "count": 3.0, "tool_state": map[string]any{"a": 1.0}})
+	w.Put(ref, lgsaver.Checkpoint{ID: "c1", TS: time.Now(), Values: lgwrite.Map{
+		{Key: "title", Value: "Severn"}, {Key: "count", Value: 3.5}, {Key: "tool_state", Value: map[string]any{"a": 1.0}},
+		{Key: "snapshot", Value: lgwrite.DeltaSnapshot{Value: []any{"x"}}},
+	}})
 	ctx := context.Background()
 	// An "empty" blob row with an inline value falls back to the inline
 	// reading, as LangGraph's loader does.
 	if _, err := admin.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.checkpoint_blobs VALUES ('inline', '', 'title', (SELECT checkpoint->'channel_versions'->>'title' FROM %[1]s.checkpoints WHERE checkpoint_id = 'c1'), 'empty', NULL)`, pgx.Identifier{schema}.Sanitize())); err != nil {
 		t.Fatal(err)
 	}
+	ts, _ := lgwrite.EncodeMsgpack(map[string]any{"a": 1.0})
+	snap, _ := lgwrite.EncodeMsgpack(lgwrite.DeltaSnapshot{Value: []any{"x"}})
 	for _, tt := range []struct {
 		channel, typ, data string
 	}{
 		{"title", "json", `"Severn"`},
-		{"count", "json", `3`},
-		{"tool_state", "json", `{"a":1}`},
+		{"count", "json", `3.5`},
+		{"tool_state", "msgpack", string(ts)},
+		// A snapshot's blob wins over the marker Python leaves inline.
+		{"snapshot", "msgpack", string(snap)},
 		{"absent", "empty", ``},
 	} {
-		blobs, err := b.Values(ctx, ref, tt.channel, []string{"c1"})
+		blobs, err := store.Values(ctx, b, ref, tt.channel, []string{"c1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,16 +198,19 @@ func TestWrongSchemaAndDownDatabase(t *testing.T) {
 	if err := b.Ping(ctx); !errors.Is(err, store.ErrNotCheckpointStore) {
 		t.Errorf("Ping with a wrong schema = %v, want ErrNotCheckpointStore", err)
 	}
-	if _, err := b.Checkpoints(ctx, store.Ref{ThreadID: "t"}); !errors.Is(err, store.ErrNotCheckpointStore) {
-		t.Errorf("Checkpoints with a wrong schema = %v, want ErrNotCheckpointStore", err)
+	if _, err := b.List(ctx, store.Ref{ThreadID: "t"}, store.Query{}, func(store.Row) error { return nil }); !errors.Is(err, store.ErrNotCheckpointStore) {
+		t.Errorf("List with a wrong schema = %v, want ErrNotCheckpointStore", err)
+	}
+	if err := b.EachWrite(ctx, store.Ref{ThreadID: "t"}, "messages", []string{"x"}, func(store.Write) error { return nil }); !errors.Is(err, store.ErrNotCheckpointStore) {
+		t.Errorf("EachWrite with a wrong schema = %v, want ErrNotCheckpointStore", err)
 	}
 	// Nothing listens on port 1.
 	down := openBackend(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", "")
 	if err := down.Ping(ctx); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Ping of a down database = %v, want ErrUnavailable", err)
 	}
-	if _, err := down.Checkpoints(ctx, store.Ref{ThreadID: "t"}); !errors.Is(err, store.ErrUnavailable) {
-		t.Errorf("Checkpoints of a down database = %v, want ErrUnavailable", err)
+	if _, err := down.List(ctx, store.Ref{ThreadID: "t"}, store.Query{}, func(store.Row) error { return nil }); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("List of a down database = %v, want ErrUnavailable", err)
 	}
 }
 
@@ -254,7 +234,7 @@ func TestPingWithoutGrants(t *testing.T) {
 	if !errors.Is(err, store.ErrNotCheckpointStore) || !strings.Contains(err.Error(), "SELECT") {
 		t.Errorf("Ping without SELECT on checkpoint_blobs = %v; want ErrNotCheckpointStore saying to grant SELECT", err)
 	}
-	w := &pgWriter{t: t, pool: admin, schema: q}
+	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
 	storetest.Build(w, store.Ref{ThreadID: "t"}, storetest.Demo[:1])
 	_, err = store.New(store.Config{Backend: b}).History(context.Background(), store.Ref{ThreadID: "t"})
 	if !errors.Is(err, store.ErrNotCheckpointStore) {
@@ -268,7 +248,7 @@ func TestPingWithoutGrants(t *testing.T) {
 func TestHostileThreadIDs(t *testing.T) {
 	admin, schema, ro := newSchema(t)
 	b := openBackend(t, ro, schema)
-	w := &pgWriter{t: t, pool: admin, schema: pgx.Identifier{schema}.Sanitize()}
+	w := newWriter(t, admin, schema, lgsaver.PostgresJS)
 	st := store.New(store.Config{Backend: b})
 	ids := []string{
 		`'; DROP TABLE checkpoints; --`, `" OR 1=1 --`, `\'`, `%`, `_`, `$1`, "tab\tnew\nline",
@@ -299,7 +279,7 @@ func TestDeltaChannelRefused(t *testing.T) {
 	admin, schema, ro := newSchema(t)
 	b := openBackend(t, ro, schema)
 	q := pgx.Identifier{schema}.Sanitize()
-	w := &pgWriter{t: t, pool: admin, schema: q}
+	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
 	ref := store.Ref{ThreadID: "delta"}
 	written := storetest.Build(w, ref, storetest.Demo[:2])
 	st := store.New(store.Config{Backend: b})

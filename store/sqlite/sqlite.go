@@ -20,7 +20,6 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -30,6 +29,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,7 +38,18 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/lgcodec"
 )
+
+// blobType names the serializer of a row. A NULL or empty type is read as
+// JSON, as the JavaScript saver itself reads it: such rows predate the type
+// column and were written as JSON.
+func blobType(t *string) string {
+	if t == nil || *t == "" {
+		return lgcodec.TypeJSON
+	}
+	return *t
+}
 
 // Config configures a Backend.
 type Config struct {
@@ -79,28 +90,23 @@ type Backend struct {
 	closed bool
 }
 
-var (
-	_ store.Backend     = (*Backend)(nil)
-	_ store.Incremental = (*Backend)(nil)
-)
+var _ store.Backend = (*Backend)(nil)
 
 const (
-	// deltaSQL says whether a checkpoint's metadata marks a graph with
-	// DeltaChannel channels (JSON in current savers, msgpack in old ones:
-	// the key's bytes appear as is in both).
-	deltaSQL = `coalesce(instr(c.metadata, 'counters_since_delta_snapshot') > 0 OR instr(c.metadata, 'delta_writes_versioned') > 0, 0)`
-	listSQL  = `SELECT c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + ` FROM checkpoints AS c
+	// rowSQL are the columns of one listed checkpoint.
+	rowSQL  = `c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata`
+	listSQL = `SELECT ` + rowSQL + ` FROM checkpoints AS c
 WHERE c.thread_id = ? AND c.checkpoint_ns = ? ORDER BY c.checkpoint_id`
 	// sinceSQL and countSQL take the thread's census and list the newer
 	// checkpoints in one statement, so both come from one snapshot of the
 	// file. The census sits in a one-row subquery so that it is there with
 	// no newer rows; the smallest id is an index probe, the count a walk of
 	// the thread's index entries, asked for only now and then.
-	sinceSQL = `SELECT -1, n.lo, n.present, c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + `
+	sinceSQL = `SELECT -1, n.lo, n.present, ` + rowSQL + `
 FROM (SELECT min(checkpoint_id) AS lo, ` + presentSQL + ` AS present FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
 LEFT JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id > ?
 ORDER BY c.checkpoint_id`
-	countSQL = `SELECT n.n, n.lo, n.present, c.checkpoint_id, c.type, c.checkpoint, ` + deltaSQL + `
+	countSQL = `SELECT n.n, n.lo, n.present, ` + rowSQL + `
 FROM (SELECT count(*) AS n, min(checkpoint_id) AS lo, ` + presentSQL + ` AS present FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?) AS n
 LEFT JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id > ?
 ORDER BY c.checkpoint_id`
@@ -110,6 +116,10 @@ ORDER BY c.checkpoint_id`
  WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (SELECT value FROM json_each(?)))`
 	valuesSQL = `SELECT checkpoint_id, type, checkpoint FROM checkpoints
 WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (`
+	// writesSQL reads a channel's writes; %s is the task path column, or
+	// '' for LangChain.js's table, which has none.
+	writesSQL = `SELECT checkpoint_id, task_id, %s, idx, type, value FROM writes
+WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? AND checkpoint_id IN (`
 	// checkSQL names every column historyd reads, so that a table that
 	// only shares the name is found out when it is compiled.
 	checkSQL = `SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata FROM checkpoints LIMIT 0`
@@ -236,109 +246,104 @@ func (b *Backend) check(ctx context.Context, db *sql.DB) error {
 	return b.classify(ctx, rows.Close())
 }
 
-// Checkpoints lists the thread's checkpoints, reading from each serialized
-// checkpoint only its timestamp and channel versions. The id is the row's
-// checkpoint_id, the key Values looks checkpoints up by.
-func (b *Backend) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
+// List hands fn the thread's checkpoint rows, each row's checkpoint
+// handed over whole, straight from the driver's buffer: the file keeps the
+// whole checkpoint, channel values included, in one column, so listing only
+// the new ones is what keeps refreshing a long thread cheap. The census
+// and the rows come from one statement, so from one snapshot of the file.
+func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
 	db, err := b.pool()
 	if err != nil {
-		return nil, err
+		return store.Census{}, err
 	}
-	rows, err := db.QueryContext(ctx, listSQL, ref.ThreadID, ref.Namespace)
+	var rows *sql.Rows
+	if q.After == "" {
+		rows, err = db.QueryContext(ctx, listSQL, ref.ThreadID, ref.Namespace)
+	} else {
+		stmt := sinceSQL
+		if q.Count {
+			stmt = countSQL
+		}
+		verify, jerr := json.Marshal(nonNil(q.Verify))
+		if jerr != nil {
+			return store.Census{}, fmt.Errorf("sqlite: encode checkpoint ids: %w", jerr)
+		}
+		rows, err = db.QueryContext(ctx, stmt, ref.ThreadID, ref.Namespace, string(verify), ref.ThreadID, ref.Namespace,
+			ref.ThreadID, ref.Namespace, q.After)
+	}
 	if err != nil {
-		return nil, b.classify(ctx, err)
+		return store.Census{}, b.classify(ctx, err)
 	}
 	defer rows.Close()
-	var out []store.Checkpoint
+	census := store.Census{Count: -1}
+	want := map[string]bool{}
+	if q.After == "" {
+		census.Count = 0
+		for _, id := range q.Verify {
+			want[id] = true
+		}
+	}
 	for rows.Next() {
 		var (
-			id    string
-			typ   *string
-			data  sql.RawBytes // parsed in place: the blob is never kept
-			delta bool
+			r        store.Row
+			id       *string
+			parent   *string
+			typ      *string
+			data, md sql.RawBytes // handed over in place: never kept
 		)
-		if err := rows.Scan(&id, &typ, &data, &delta); err != nil {
-			return nil, b.classify(ctx, err)
+		if q.After == "" {
+			err = rows.Scan(&id, &parent, &typ, &data, &md)
+		} else {
+			var (
+				n       int
+				lo      *string
+				present *string
+			)
+			err = rows.Scan(&n, &lo, &present, &id, &parent, &typ, &data, &md)
+			census.Count = n
+			if present != nil && census.Present == nil {
+				if err := json.Unmarshal([]byte(*present), &census.Present); err != nil {
+					return store.Census{}, fmt.Errorf("sqlite: read checked checkpoint ids: %w", err)
+				}
+				if len(census.Present) == 0 {
+					census.Present = nil
+				}
+			}
+			if lo != nil {
+				census.MinID = *lo
+			}
 		}
-		c, err := summary(ref, id, typ, data)
-		c.Delta = delta
 		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, b.classify(ctx, err)
-	}
-	return out, nil
-}
-
-// CheckpointsSince takes the thread's census and lists the checkpoints
-// whose id is greater than after. Every listed checkpoint is read whole, channel
-// values and all, so listing only the new ones is what keeps refreshing a
-// long thread cheap.
-func (b *Backend) CheckpointsSince(ctx context.Context, ref store.Ref, since store.Since) (store.Census, []store.Checkpoint, error) {
-	db, err := b.pool()
-	if err != nil {
-		return store.Census{}, nil, err
-	}
-	q := sinceSQL
-	if since.Count {
-		q = countSQL
-	}
-	verify, err := json.Marshal(nonNil(since.Verify))
-	if err != nil {
-		return store.Census{}, nil, fmt.Errorf("sqlite: encode checkpoint ids: %w", err)
-	}
-	rows, err := db.QueryContext(ctx, q, ref.ThreadID, ref.Namespace, string(verify), ref.ThreadID, ref.Namespace,
-		ref.ThreadID, ref.Namespace, since.After)
-	if err != nil {
-		return store.Census{}, nil, b.classify(ctx, err)
-	}
-	defer rows.Close()
-	var (
-		census store.Census
-		out    []store.Checkpoint
-	)
-	for rows.Next() {
-		var (
-			n       int
-			lo      *string
-			present *string
-			id      *string
-			typ     *string
-			data    sql.RawBytes
-			delta   bool
-		)
-		if err := rows.Scan(&n, &lo, &present, &id, &typ, &data, &delta); err != nil {
-			return store.Census{}, nil, b.classify(ctx, err)
-		}
-		census.Count = n
-		if present != nil && census.Present == nil {
-			if err := json.Unmarshal([]byte(*present), &census.Present); err != nil {
-				return store.Census{}, nil, fmt.Errorf("sqlite: read checked checkpoint ids: %w", err)
-			}
-			if len(census.Present) == 0 {
-				census.Present = nil
-			}
-		}
-		if lo != nil {
-			census.MinID = *lo
+			return store.Census{}, b.classify(ctx, err)
 		}
 		if id == nil { // the census alone: nothing newer
 			continue
 		}
-		c, err := summary(ref, *id, typ, data)
-		if err != nil {
-			return store.Census{}, nil, err
+		r.ID = *id
+		if parent != nil {
+			r.Parent = *parent
 		}
-		c.Delta = delta
-		out = append(out, c)
+		if q.After == "" {
+			census.Count++
+			if census.MinID == "" || r.ID < census.MinID {
+				census.MinID = r.ID
+			}
+			if want[r.ID] {
+				census.Present = append(census.Present, r.ID)
+			}
+		}
+		// The metadata column does not name its serializer; lgcodec tells
+		// JSON from msgpack by its first byte.
+		r.Checkpoint = store.Blob{Type: blobType(typ), Data: data}
+		r.Metadata = store.Blob{Data: md}
+		if err := fn(r); err != nil {
+			return store.Census{}, err
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return store.Census{}, nil, b.classify(ctx, err)
+		return store.Census{}, b.classify(ctx, err)
 	}
-	return census, out, nil
+	return census, nil
 }
 
 func nonNil(ids []string) []string {
@@ -348,61 +353,18 @@ func nonNil(ids []string) []string {
 	return ids
 }
 
-// summary reads what Checkpoints lists from one row.
-func summary(ref store.Ref, id string, typ *string, data []byte) (store.Checkpoint, error) {
-	h, err := parseHeader(blobType(typ), data)
-	if err != nil {
-		return store.Checkpoint{}, &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "checkpoint", Err: err}
-	}
-	return store.Checkpoint{ID: id, TS: h.ts, Versions: h.versions}, nil
-}
-
-// Values cuts channel's value out of each checkpoint in ids, still encoded,
-// with the checkpoint's own type. Checkpoints are read in batches, one
-// statement per batch.
-func (b *Backend) Values(ctx context.Context, ref store.Ref, channel string, ids []string) ([]store.Blob, error) {
-	out := make([]store.Blob, len(ids))
-	for i := range out {
-		out[i] = store.Blob{Type: store.BlobMissing}
-	}
-	if len(ids) == 0 {
-		return out, nil
-	}
+// EachValue cuts channel's value out of each checkpoint in ids, still
+// encoded, with the checkpoint's own type, and hands it to fn straight
+// from the driver's buffer. Checkpoints are read in batches, one statement
+// per batch.
+func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+	at, uniq := positions(ids)
 	db, err := b.pool()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	at := make(map[string][]int, len(ids)) // id → its places in ids
-	var uniq []string
-	for i, id := range ids {
-		if _, seen := at[id]; !seen {
-			uniq = append(uniq, id)
-		}
-		at[id] = append(at[id], i)
-	}
-	for len(uniq) > 0 {
-		batch := uniq[:min(len(uniq), idsPerQuery)]
-		uniq = uniq[len(batch):]
-		args := make([]any, 0, 2+len(batch))
-		args = append(args, ref.ThreadID, ref.Namespace)
-		for _, id := range batch {
-			args = append(args, id)
-		}
-		q := valuesSQL + strings.TrimSuffix(strings.Repeat("?,", len(batch)), ",") + ")"
-		if err := b.values(ctx, db, q, args, ref, channel, at, out); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-func (b *Backend) values(ctx context.Context, db *sql.DB, q string, args []any, ref store.Ref, channel string, at map[string][]int, out []store.Blob) error {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return b.classify(ctx, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	seen := make(map[string]bool, len(uniq))
+	err = b.batches(ctx, db, valuesSQL, []any{ref.ThreadID, ref.Namespace}, uniq, func(rows *sql.Rows) error {
 		var (
 			id   string
 			typ  *string
@@ -411,28 +373,139 @@ func (b *Backend) values(ctx context.Context, db *sql.DB, q string, args []any, 
 		if err := rows.Scan(&id, &typ, &data); err != nil {
 			return b.classify(ctx, err)
 		}
+		if seen[id] {
+			return nil
+		}
+		seen[id] = true
 		t := blobType(typ)
-		val, ok, err := channelValue(t, data, channel)
+		val, ok, err := lgcodec.ChannelValue(t, data, channel)
 		if err != nil {
 			return &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "checkpoint", Err: err}
 		}
+		blob := store.Blob{Type: t, Data: val}
 		if !ok {
-			for _, i := range at[id] {
-				out[i] = store.Blob{Type: "empty"}
-			}
-			continue
+			blob = store.Blob{Type: lgcodec.TypeEmpty}
 		}
-		// Copied: data is reused by the next row, and a copy of the one
-		// value lets the rest of the checkpoint go.
-		blob := store.Blob{Type: t, Data: bytes.Clone(val)}
 		for _, i := range at[id] {
-			out[i] = blob
+			if err := fn(i, blob); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	if err := rows.Err(); err != nil {
-		return b.classify(ctx, err)
+	for _, id := range uniq {
+		if !seen[id] {
+			for _, i := range at[id] {
+				if err := fn(i, store.Blob{Missing: true}); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return nil
+}
+
+// EachWrite hands fn channel's writes attached to the checkpoints of ids,
+// straight from the driver's buffer.
+func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
+	_, uniq := positions(ids)
+	db, err := b.pool()
+	if err != nil {
+		return err
+	}
+	path, err := b.taskPathColumn(ctx, db)
+	if err != nil {
+		return err
+	}
+	return b.batches(ctx, db, fmt.Sprintf(writesSQL, path), []any{ref.ThreadID, ref.Namespace, channel}, uniq, func(rows *sql.Rows) error {
+		var (
+			w    store.Write
+			typ  *string
+			data sql.RawBytes
+		)
+		if err := rows.Scan(&w.CheckpointID, &w.TaskID, &w.TaskPath, &w.Idx, &typ, &data); err != nil {
+			return b.classify(ctx, err)
+		}
+		w.Value = store.Blob{Type: blobType(typ), Data: data}
+		return fn(w)
+	})
+}
+
+// taskPathColumn names the writes table's task path column for a query:
+// Python's SqliteSaver has one, LangChain.js's does not.
+func (b *Backend) taskPathColumn(ctx context.Context, db *sql.DB) (string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('writes')`)
+	if err != nil {
+		return "", b.classify(ctx, err)
+	}
+	defer rows.Close()
+	found, path := false, false
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return "", b.classify(ctx, err)
+		}
+		found = true
+		path = path || name == "task_path"
+	}
+	if err := rows.Err(); err != nil {
+		return "", b.classify(ctx, err)
+	}
+	if !found {
+		return "", fmt.Errorf("%w: no SqliteSaver writes table in %s", store.ErrNotCheckpointStore, b.path)
+	}
+	if path {
+		return "task_path", nil
+	}
+	return "''", nil
+}
+
+// positions maps each id to its places in ids, and lists the distinct ids.
+func positions(ids []string) (map[string][]int, []string) {
+	at := make(map[string][]int, len(ids))
+	var uniq []string
+	for i, id := range ids {
+		if _, seen := at[id]; !seen {
+			uniq = append(uniq, id)
+		}
+		at[id] = append(at[id], i)
+	}
+	return at, uniq
+}
+
+// batches runs stmt, an IN list left open, once per batch of ids, with args
+// before the ids, calling each for every row.
+func (b *Backend) batches(ctx context.Context, db *sql.DB, stmt string, args []any, ids []string, each func(*sql.Rows) error) error {
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), idsPerQuery)]
+		ids = ids[len(batch):]
+		all := append(slices.Clip(args), make([]any, 0, len(batch))...)
+		for _, id := range batch {
+			all = append(all, id)
+		}
+		q := stmt + strings.TrimSuffix(strings.Repeat("?,", len(batch)), ",") + ")"
+		if err := b.query(ctx, db, q, all, each); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Backend) query(ctx context.Context, db *sql.DB, q string, args []any, each func(*sql.Rows) error) error {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return b.classify(ctx, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return b.classify(ctx, rows.Err())
 }
 
 // Ping checks that the file is still there, can be read, and has the

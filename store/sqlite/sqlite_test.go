@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,122 +17,93 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
-// pythonDDL is the schema Python's SqliteSaver.setup() creates, and
-// jsDDL the one LangChain.js's SqliteSaver creates; they differ only in the
-// writes table. Both savers switch the file to WAL first.
-const (
-	pythonDDL = `PRAGMA journal_mode=WAL;
-CREATE TABLE IF NOT EXISTS checkpoints (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    checkpoint_id TEXT NOT NULL,
-    parent_checkpoint_id TEXT,
-    type TEXT,
-    checkpoint BLOB,
-    metadata BLOB,
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-);
-CREATE TABLE IF NOT EXISTS writes (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    checkpoint_id TEXT NOT NULL,
-    task_id TEXT NOT NULL,
-    task_path TEXT NOT NULL DEFAULT '',
-    idx INTEGER NOT NULL,
-    channel TEXT NOT NULL,
-    type TEXT,
-    value BLOB,
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-);`
-	jsDDL = `PRAGMA journal_mode=WAL;
-CREATE TABLE IF NOT EXISTS checkpoints (
-  thread_id TEXT NOT NULL,
-  checkpoint_ns TEXT NOT NULL DEFAULT '',
-  checkpoint_id TEXT NOT NULL,
-  parent_checkpoint_id TEXT,
-  type TEXT,
-  checkpoint BLOB,
-  metadata BLOB,
-  PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-);
-CREATE TABLE IF NOT EXISTS writes (
-  thread_id TEXT NOT NULL,
-  checkpoint_ns TEXT NOT NULL DEFAULT '',
-  checkpoint_id TEXT NOT NULL,
-  task_id TEXT NOT NULL,
-  idx INTEGER NOT NULL,
-  channel TEXT NOT NULL,
-  type TEXT,
-  value BLOB,
-  PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-);`
-)
+// saverFile is a checkpoint file written as a SqliteSaver writes it,
+// through a read-write connection of its own: the writer side of the file
+// is a single agent host.
+type saverFile struct {
+	*storetest.SaverWriter
+	t     testing.TB
+	db    *sql.DB
+	saver lgsaver.Saver
 
-// saverWriter writes checkpoints into an SQLite file the way a SqliteSaver
-// does, through its own read-write connection: the whole checkpoint in one
-// row, JSON text as LangChain.js writes it or msgpack as Python does.
-type saverWriter struct {
-	t      testing.TB
-	db     *sql.DB
-	format string // "json" or "msgpack"
-
-	mu sync.Mutex
-	// Per thread: each channel's version counter and last value, so that a
-	// channel gets a new version exactly when its value changes, and the
-	// last checkpoint id (the next one's parent).
-	versions map[store.Ref]map[string]*channelVersion
-	parent   map[store.Ref]string
-	// closed is set when the test is over: a writer goroutine the test
-	// left running then stops failing it.
-	closed atomic.Bool
+	mu     sync.Mutex
+	parent map[store.Ref]string
 }
 
-type channelVersion struct {
-	n    int
-	last string
-}
-
-var _ storetest.Writer = (*saverWriter)(nil)
-
-// newSaverFile creates a checkpoint file in a fresh directory with the DDL
-// of the saver that writes format.
-func newSaverFile(t testing.TB, format string) (string, *saverWriter) {
+// newSaverFile creates a checkpoint file in a fresh directory with saver's
+// DDL.
+func newSaverFile(t testing.TB, saver lgsaver.Saver) (string, *saverFile) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	return path, openSaverFile(t, (&url.URL{Scheme: "file", Path: path}).String(), saver)
+}
+
+// openSaverFile opens (creating) the file the URI names, with saver's DDL.
+func openSaverFile(t testing.TB, uri string, saver lgsaver.Saver) *saverFile {
+	t.Helper()
 	// Not synced: the tests need no durability, and a sync per commit
 	// would make them slow.
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(OFF)")
+	db, err := sql.Open("sqlite", uri+"?_pragma=busy_timeout(10000)&_pragma=synchronous(OFF)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One connection: the writer side of the file is a single agent host.
 	db.SetMaxOpenConns(1)
-	w := &saverWriter{t: t, db: db, format: format,
-		versions: map[store.Ref]map[string]*channelVersion{}, parent: map[store.Ref]string{}}
+	exec := func(ctx context.Context, q string, args ...any) error {
+		_, err := db.ExecContext(ctx, q, args...)
+		return err
+	}
+	f := &saverFile{SaverWriter: storetest.NewSaverWriter(t, lgsaver.NewWriter(saver, exec, "")), t: t, db: db, saver: saver,
+		parent: map[store.Ref]string{}}
 	t.Cleanup(func() {
-		w.closed.Store(true)
+		f.Close()
 		db.Close()
 	})
-	ddl := jsDDL
-	if format == typeMsgpack {
-		ddl = pythonDDL
+	for _, stmt := range append([]string{lgsaver.SQLiteWAL}, saver.DDL("")...) {
+		if err := exec(context.Background(), stmt); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := db.Exec(ddl); err != nil {
-		t.Fatal(err)
-	}
-	return path, w
+	return f
 }
+
+// put stores a checkpoint holding values (in key order), the child of the
+// thread's last one put.
+func (f *saverFile) put(ref store.Ref, id string, ts time.Time, values map[string]any) {
+	f.mu.Lock()
+	parent := f.parent[ref]
+	f.parent[ref] = id
+	f.mu.Unlock()
+	var m lgwrite.Map
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		m = append(m, lgwrite.Field{Key: k, Value: values[k]})
+	}
+	f.Put(ref, lgsaver.Checkpoint{ID: id, Parent: parent, TS: ts, Values: m})
+}
+
+// insert stores a raw checkpoint row.
+func (f *saverFile) insert(ref store.Ref, id string, parent any, typ any, data []byte) {
+	f.t.Helper()
+	_, err := f.db.Exec(`INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		ref.ThreadID, ref.Namespace, id, parent, typ, data, []byte(`{"source":"loop","step":1}`))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// savers are the two SqliteSavers' layouts.
+var savers = []lgsaver.Saver{lgsaver.SQLiteJS, lgsaver.SQLitePython}
 
 func openBackend(t testing.TB, path string) *Backend {
 	t.Helper()
@@ -143,192 +115,13 @@ func openBackend(t testing.TB, path string) *Backend {
 	return b
 }
 
-// Put implements storetest.Writer.
-func (w *saverWriter) Put(ref store.Ref, id string, ts time.Time, values map[string]any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.versions[ref] == nil {
-		w.versions[ref] = map[string]*channelVersion{}
-	}
-	versions := map[string]*channelVersion{}
-	for ch, v := range values {
-		enc, err := json.Marshal(v)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		cv := w.versions[ref][ch]
-		if cv == nil {
-			cv = &channelVersion{}
-			w.versions[ref][ch] = cv
-		}
-		if cv.n == 0 || cv.last != string(enc) {
-			cv.n, cv.last = cv.n+1, string(enc)
-		}
-		versions[ch] = cv
-	}
-	var data []byte
-	switch w.format {
-	case typeJSON:
-		data = jsCheckpoint(w.t, id, ts, values, versions)
-	case typeMsgpack:
-		data = pyCheckpoint(w.t, id, ts, values, versions)
-	}
-	var parent any
-	if p := w.parent[ref]; p != "" {
-		parent = p
-	}
-	w.insert(ref, id, parent, w.format, data)
-	w.parent[ref] = id
-}
-
-func (w *saverWriter) insert(ref store.Ref, id string, parent any, typ any, data []byte) {
-	w.t.Helper()
-	_, err := w.db.Exec(`INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		ref.ThreadID, ref.Namespace, id, parent, typ, data, []byte(`{"source":"loop","step":1}`))
-	if err != nil && !w.closed.Load() {
-		w.t.Fatal(err)
-	}
-}
-
-// Delete implements storetest.Writer.
-func (w *saverWriter) Delete(ref store.Ref, ids []string) {
-	for _, id := range ids {
-		if _, err := w.db.Exec(`DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?`,
-			ref.ThreadID, ref.Namespace, id); err != nil && !w.closed.Load() {
-			w.t.Fatal(err)
-		}
-	}
-}
-
-// jsCheckpoint serializes a checkpoint as LangChain.js's SqliteSaver does:
-// JSON of {v, id, ts, channel_values, channel_versions, versions_seen},
-// numbered versions, an ISO timestamp with milliseconds and "Z", and the
-// bookkeeping channels LangGraph.js keeps among the values.
-func jsCheckpoint(t testing.TB, id string, ts time.Time, values map[string]any, versions map[string]*channelVersion) []byte {
-	cv := map[string]any{"__pregel_tasks": []any{}, "branch:to:agent": nil}
-	for ch, v := range values {
-		cv[ch] = v
-	}
-	vers := map[string]int{}
-	for ch, v := range versions {
-		vers[ch] = v.n
-	}
-	data, err := json.Marshal(struct {
-		V               int            `json:"v"`
-		ID              string         `json:"id"`
-		TS              string         `json:"ts"`
-		ChannelValues   map[string]any `json:"channel_values"`
-		ChannelVersions map[string]int `json:"channel_versions"`
-		VersionsSeen    map[string]any `json:"versions_seen"`
-	}{4, id, ts.UTC().Format("2006-01-02T15:04:05.000Z07:00"), cv, vers, map[string]any{"__input__": map[string]any{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-// pyCheckpoint serializes a checkpoint as Python's SqliteSaver does: one
-// msgpack map in Python's key order, channel_values before
-// channel_versions, string versions, an isoformat timestamp, and
-// LangChain messages as pydantic v2 models (extension 5).
-func pyCheckpoint(t testing.TB, id string, ts time.Time, values map[string]any, versions map[string]*channelVersion) []byte {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.UseCompactInts(true)
-	enc.SetSortMapKeys(true)
-	must := func(err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	vers := map[string]string{}
-	for ch, v := range versions {
-		vers[ch] = fmt.Sprintf("%032d.0.%d", v.n, 1000+v.n)
-	}
-	must(enc.EncodeMapLen(7))
-	must(enc.EncodeMulti("v", 4, "ts", ts.UTC().Format("2006-01-02T15:04:05.000000-07:00"), "id", id))
-	must(enc.EncodeString("channel_values"))
-	must(enc.EncodeMapLen(len(values) + 1))
-	must(enc.EncodeMulti("branch:to:agent", nil))
-	for _, ch := range sortedKeys(values) {
-		must(enc.EncodeString(ch))
-		must(encodePy(enc, values[ch]))
-	}
-	must(enc.EncodeMulti("channel_versions", vers))
-	must(enc.EncodeMulti("versions_seen", map[string]any{"__input__": map[string]any{}}))
-	must(enc.EncodeMulti("updated_channels", sortedKeys(values)))
-	return buf.Bytes()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// pyMessageTypes gives the Python module suffix and type field of the
-// LangChain message classes the suite writes.
-var pyMessageTypes = map[string]string{"HumanMessage": "human", "AIMessage": "ai", "ToolMessage": "tool", "SystemMessage": "system"}
-
-// encodePy encodes v as Python's serializer would the same data, turning
-// the LangChain.js message records storetest builds into the extension-5
-// models Python writes for messages.
-func encodePy(enc *msgpack.Encoder, v any) error {
-	switch v := v.(type) {
-	case []any:
-		if err := enc.EncodeArrayLen(len(v)); err != nil {
-			return err
-		}
-		for _, e := range v {
-			if err := encodePy(enc, e); err != nil {
-				return err
-			}
-		}
-		return nil
-	case map[string]any:
-		if v["lc"] == 1 && v["type"] == "constructor" {
-			ids, _ := v["id"].([]string)
-			class := ids[len(ids)-1]
-			typ := pyMessageTypes[class]
-			kwargs, _ := v["kwargs"].(map[string]any)
-			fields := map[string]any{"content": kwargs["content"], "additional_kwargs": map[string]any{},
-				"response_metadata": map[string]any{}, "type": typ, "name": nil, "id": nil}
-			payload, err := msgpack.Marshal([]any{"langchain_core.messages." + typ, class, fields, "model_validate_json"})
-			if err != nil {
-				return err
-			}
-			if err := enc.EncodeExtHeader(5, len(payload)); err != nil {
-				return err
-			}
-			_, err = enc.Writer().Write(payload)
-			return err
-		}
-		if err := enc.EncodeMapLen(len(v)); err != nil {
-			return err
-		}
-		for _, k := range sortedKeys(v) {
-			if err := enc.EncodeString(k); err != nil {
-				return err
-			}
-			if err := encodePy(enc, v[k]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return enc.Encode(v)
-}
-
 // TestSuite runs the shared backend suite over files in both savers'
 // formats.
 func TestSuite(t *testing.T) {
-	for _, format := range []string{typeJSON, typeMsgpack} {
-		t.Run(format, func(t *testing.T) {
+	for _, saver := range savers {
+		t.Run(saver.Serializer(), func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
-				path, w := newSaverFile(t, format)
+				path, w := newSaverFile(t, saver)
 				return openBackend(t, path), w
 			})
 		})
@@ -341,35 +134,38 @@ func TestSuite(t *testing.T) {
 // unknown channels, more ids than one statement binds.
 func TestValuesAreRawSubValues(t *testing.T) {
 	ctx := context.Background()
-	for _, format := range []string{typeJSON, typeMsgpack} {
+	for _, saver := range savers {
+		format := saver.Serializer()
 		t.Run(format, func(t *testing.T) {
-			path, w := newSaverFile(t, format)
+			path, w := newSaverFile(t, saver)
 			ref := store.Ref{ThreadID: "raw"}
 			state := map[string]any{"k": map[string]any{"value": 1.5, "turn": 1, "turns_written": 1}}
 			var ids []string
 			for i := range idsPerQuery + 20 {
 				id := fmt.Sprintf("1f0c-%05d", i)
-				w.Put(ref, id, time.Unix(int64(i), 0), map[string]any{"tool_state": state, "n": i})
+				w.put(ref, id, time.Unix(int64(i), 0), map[string]any{"tool_state": state, "n": i, "branch:to:agent": nil})
 				ids = append(ids, id)
 			}
 			b := openBackend(t, path)
 			ask := append([]string{"missing", ids[3], ids[3]}, ids...)
-			blobs, err := b.Values(ctx, ref, "tool_state", ask)
+			blobs, err := store.Values(ctx, b, ref, "tool_state", ask)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(blobs) != len(ask) || blobs[0].Type != store.BlobMissing {
+			if len(blobs) != len(ask) || !blobs[0].Missing {
 				t.Fatalf("got %d blobs, first %+v; want %d, first missing", len(blobs), blobs[0], len(ask))
 			}
 			var want []byte
-			if format == typeJSON {
+			// Encoded independently of the writer: JSON by encoding/json, msgpack
+			// by another library, configured as Python's serializer writes.
+			if format == lgcodec.TypeJSON {
 				want, _ = json.Marshal(state)
 			} else {
 				var buf bytes.Buffer
 				enc := msgpack.NewEncoder(&buf)
 				enc.UseCompactInts(true)
 				enc.SetSortMapKeys(true)
-				if err := encodePy(enc, state); err != nil {
+				if err := enc.Encode(state); err != nil {
 					t.Fatal(err)
 				}
 				want = buf.Bytes()
@@ -386,25 +182,48 @@ func TestValuesAreRawSubValues(t *testing.T) {
 			if got, _ := json.Marshal(v); string(got) != `{"k":{"turn":1,"turns_written":1,"value":1.5}}` {
 				t.Errorf("decoded %s", got)
 			}
-			blobs, err = b.Values(ctx, ref, "no_such_channel", ids[:2])
-			if err != nil || blobs[0].Type != "empty" || blobs[1].Type != "empty" {
+			blobs, err = store.Values(ctx, b, ref, "no_such_channel", ids[:2])
+			if err != nil || blobs[0].Type != lgcodec.TypeEmpty || blobs[1].Type != lgcodec.TypeEmpty {
 				t.Errorf("unknown channel: %+v, %v", blobs, err)
 			}
 			// The null branch channel is a value, not an absence.
-			blobs, err = b.Values(ctx, ref, "branch:to:agent", ids[:1])
+			blobs, err = store.Values(ctx, b, ref, "branch:to:agent", ids[:1])
 			if err != nil || blobs[0].Type != format {
 				t.Errorf("null channel: %+v, %v", blobs, err)
 			}
-			cps, err := b.Checkpoints(ctx, ref)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cps := list(t, b, ref)
 			if len(cps) != len(ids) || cps[0].Versions["tool_state"] == "" || cps[0].Versions["n"] == cps[1].Versions["n"] ||
 				cps[0].Versions["tool_state"] != cps[1].Versions["tool_state"] || !cps[5].TS.Equal(time.Unix(5, 0)) {
 				t.Errorf("checkpoints: %d, first two %+v %+v", len(cps), cps[0], cps[1])
 			}
 		})
 	}
+}
+
+// listed is one listed checkpoint row, parsed.
+type listed struct {
+	store.Row
+	lgcodec.Checkpoint
+}
+
+// list lists the thread's checkpoints in id order, parsing each row.
+func list(t *testing.T, b *Backend, ref store.Ref) []listed {
+	t.Helper()
+	var out []listed
+	_, err := b.List(context.Background(), ref, store.Query{}, func(r store.Row) error {
+		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
+		if err != nil {
+			return err
+		}
+		r.Checkpoint.Data, r.Metadata.Data = nil, nil // not valid after fn
+		out = append(out, listed{r, cp})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(out, func(a, b listed) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 func TestOpenMissingFile(t *testing.T) {
@@ -464,9 +283,9 @@ func TestOpenWithoutCheckpointTable(t *testing.T) {
 // TestReadWhileWriting reads a thread over and over while another
 // connection keeps adding turns to it in WAL mode, as an agent host does.
 func TestReadWhileWriting(t *testing.T) {
-	for _, format := range []string{typeJSON, typeMsgpack} {
-		t.Run(format, func(t *testing.T) {
-			path, w := newSaverFile(t, format)
+	for _, saver := range savers {
+		t.Run(saver.Serializer(), func(t *testing.T) {
+			path, w := newSaverFile(t, saver)
 			ref := store.Ref{ThreadID: "busy"}
 			storetest.Build(w, ref, storetest.Demo[:1])
 			st := store.New(store.Config{Backend: openBackend(t, path)})
@@ -493,7 +312,7 @@ func TestReadWhileWriting(t *testing.T) {
 			deadline := time.Now().Add(1500 * time.Millisecond)
 			reads, last := 0, 0
 			for time.Now().Before(deadline) {
-				h, err := st.History(ctx, ref)
+				h, _, _, err := st.ReadEncoded(ctx, ref, func(h *store.History) []store.Turn { return h.Turns[len(h.Turns)-1:] }, nil, storetest.EntryEncoder{})
 				if err != nil {
 					t.Fatalf("read %d: %v", reads, err)
 				}
@@ -501,9 +320,6 @@ func TestReadWhileWriting(t *testing.T) {
 					t.Fatalf("read %d: %d turns after %d", reads, h.Total, last)
 				}
 				last = h.Total
-				if _, err := st.States(ctx, ref, h.Turns[len(h.Turns)-1:], nil); err != nil {
-					t.Fatalf("read %d: states: %v", reads, err)
-				}
 				reads++
 			}
 			close(done)
@@ -529,7 +345,7 @@ func fileSum(t *testing.T, path string) [32]byte {
 // that reading leaves the database file as it was.
 func TestReadOnly(t *testing.T) {
 	ctx := context.Background()
-	path, w := newSaverFile(t, typeJSON)
+	path, w := newSaverFile(t, lgsaver.SQLiteJS)
 	ref := store.Ref{ThreadID: "ro"}
 	storetest.Build(w, ref, storetest.Demo)
 	// Fold the writer's log into the file, so that the file alone holds
@@ -542,12 +358,8 @@ func TestReadOnly(t *testing.T) {
 
 	b := openBackend(t, path)
 	st := store.New(store.Config{Backend: b})
-	h, err := st.History(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.States(ctx, ref, h.Turns, nil); err != nil {
-		t.Fatal(err)
+	if h, turns, _ := storetest.Read(t, st, ref, storetest.Retained, nil); h.Total != len(storetest.Demo) || len(turns) != h.Total {
+		t.Fatalf("read %d of %d turns", len(turns), h.Total)
 	}
 	db, err := b.pool()
 	if err != nil {
@@ -581,10 +393,16 @@ func TestReadOnly(t *testing.T) {
 // other checkpoints of other threads still read.
 func TestCorruptCheckpoint(t *testing.T) {
 	ctx := context.Background()
-	empty := map[string]any{"tool_state": map[string]any{}}
-	good := map[string][]byte{
-		typeJSON:    jsCheckpoint(t, "c", time.Now(), empty, nil),
-		typeMsgpack: pyCheckpoint(t, "c", time.Now(), empty, nil),
+	checkpoint := lgwrite.Map{{Key: "v", Value: 4}, {Key: "id", Value: "c"}, {Key: "ts", Value: time.Now()},
+		{Key: "channel_values", Value: lgwrite.Map{{Key: "tool_state", Value: map[string]any{}}}},
+		{Key: "channel_versions", Value: lgwrite.Map{{Key: "tool_state", Value: 1}}}}
+	good := map[string][]byte{}
+	var err error
+	if good["json"], err = lgwrite.EncodeJSON(checkpoint); err != nil {
+		t.Fatal(err)
+	}
+	if good["msgpack"], err = lgwrite.EncodeMsgpack(checkpoint); err != nil {
+		t.Fatal(err)
 	}
 	cases := []struct {
 		name, typ   string
@@ -606,7 +424,7 @@ func TestCorruptCheckpoint(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			path, w := newSaverFile(t, typeJSON)
+			path, w := newSaverFile(t, lgsaver.SQLiteJS)
 			storetest.Build(w, store.Ref{ThreadID: "fine"}, storetest.Demo[:1])
 			ref := store.Ref{ThreadID: "broken", Namespace: "ns"}
 			storetest.Build(w, ref, storetest.Demo[:1])
@@ -619,7 +437,7 @@ func TestCorruptCheckpoint(t *testing.T) {
 			_, err := store.New(store.Config{Backend: b}).History(ctx, ref)
 			checkDecodeError(t, "History", err, ref, c.unsupported)
 			if !c.listOnly {
-				_, err = b.Values(ctx, ref, "tool_state", []string{"1f0c-0001", "1f0c-9999"})
+				_, err = store.Values(ctx, b, ref, "tool_state", []string{"1f0c-0001", "1f0c-9999"})
 				checkDecodeError(t, "Values", err, ref, c.unsupported)
 			}
 			if h, err := store.New(store.Config{Backend: b}).History(ctx, store.Ref{ThreadID: "fine"}); err != nil || h.Total != 1 {
@@ -650,7 +468,7 @@ func checkDecodeError(t *testing.T, what string, err error, ref store.Ref, unsup
 // recreated at the path is read afresh.
 func TestFileGoneAndBack(t *testing.T) {
 	ctx := context.Background()
-	path, w := newSaverFile(t, typeJSON)
+	path, w := newSaverFile(t, lgsaver.SQLiteJS)
 	storetest.Build(w, store.Ref{ThreadID: "old"}, storetest.Demo[:1])
 	b := openBackend(t, path)
 	st := store.New(store.Config{Backend: b})
@@ -664,21 +482,12 @@ func TestFileGoneAndBack(t *testing.T) {
 	if err := b.Ping(ctx); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Ping after delete = %v; want ErrUnavailable", err)
 	}
-	if _, err := b.Checkpoints(ctx, store.Ref{ThreadID: "old"}); !errors.Is(err, store.ErrUnavailable) {
-		t.Errorf("Checkpoints after delete = %v; want ErrUnavailable", err)
+	if _, err := b.List(ctx, store.Ref{ThreadID: "old"}, store.Query{}, func(store.Row) error { return nil }); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("List after delete = %v; want ErrUnavailable", err)
 	}
 
 	// The agent host starts again on a fresh file at the same path.
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(jsDDL); err != nil {
-		t.Fatal(err)
-	}
-	w2 := &saverWriter{t: t, db: db, format: typeJSON, versions: map[store.Ref]map[string]*channelVersion{}, parent: map[store.Ref]string{}}
+	w2 := openSaverFile(t, (&url.URL{Scheme: "file", Path: path}).String(), lgsaver.SQLiteJS)
 	storetest.Build(w2, store.Ref{ThreadID: "new"}, storetest.Demo[:2])
 	if err := b.Ping(ctx); err != nil {
 		t.Fatalf("Ping after recreate = %v", err)
@@ -702,8 +511,10 @@ func TestLockedIsUnavailable(t *testing.T) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(strings.Replace(pythonDDL, "PRAGMA journal_mode=WAL;", "PRAGMA journal_mode=DELETE;", 1)); err != nil {
-		t.Fatal(err)
+	for _, stmt := range append([]string{"PRAGMA journal_mode=DELETE"}, lgsaver.SQLitePython.DDL("")...) {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b, err := Open(ctx, Config{Path: path, BusyTimeout: 100 * time.Millisecond})
 	if err != nil {
@@ -719,7 +530,7 @@ func TestLockedIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = b.Checkpoints(ctx, store.Ref{ThreadID: "t"})
+	_, err = b.List(ctx, store.Ref{ThreadID: "t"}, store.Query{}, func(store.Row) error { return nil })
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Checkpoints under an exclusive lock = %v; want ErrUnavailable", err)
 	}
@@ -738,11 +549,11 @@ func TestLockedIsUnavailable(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	path, _ := newSaverFile(t, typeJSON)
+	path, _ := newSaverFile(t, lgsaver.SQLiteJS)
 	b := openBackend(t, path)
 	b.Close()
 	b.Close()
-	if _, err := b.Checkpoints(context.Background(), store.Ref{ThreadID: "t"}); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := b.List(context.Background(), store.Ref{ThreadID: "t"}, store.Query{}, func(store.Row) error { return nil }); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Checkpoints after Close = %v; want ErrUnavailable", err)
 	}
 }
@@ -792,16 +603,9 @@ func TestOpenRelativePathAndOddNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The writer needs a URI too: a bare name would be cut at the "?".
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: odd}).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(jsDDL); err != nil {
-		t.Fatal(err)
-	}
-	w := &saverWriter{t: t, db: db, format: typeJSON, versions: map[store.Ref]map[string]*channelVersion{}, parent: map[store.Ref]string{}}
+	w := openSaverFile(t, (&url.URL{Scheme: "file", Path: odd}).String(), lgsaver.SQLiteJS)
 	storetest.Build(w, store.Ref{ThreadID: "t"}, storetest.Demo[:1])
-	db.Close()
+	w.db.Close()
 	t.Chdir(filepath.Dir(odd))
 	b := openBackend(t, "check points.db")
 	if b.path != odd {
@@ -821,8 +625,8 @@ func TestOpenRelativePathAndOddNames(t *testing.T) {
 func TestRealSaverFiles(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct{ file, typ string }{
-		{"python_saver.db", typeMsgpack},
-		{"js_saver.db", typeJSON},
+		{"python_saver.db", lgcodec.TypeMsgpack},
+		{"js_saver.db", lgcodec.TypeJSON},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			// Copied: reading a WAL database creates its -wal and -shm
@@ -837,10 +641,7 @@ func TestRealSaverFiles(t *testing.T) {
 			}
 			b := openBackend(t, path)
 			ref := store.Ref{ThreadID: "demo"}
-			cps, err := b.Checkpoints(ctx, ref)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cps := list(t, b, ref)
 			if len(cps) != 6 || cps[0].TS.IsZero() || cps[5].Versions["messages"] == "" || cps[5].Versions["tool_state"] == "" {
 				t.Fatalf("checkpoints = %+v", cps)
 			}
@@ -853,18 +654,14 @@ func TestRealSaverFiles(t *testing.T) {
 				h.Turns[1].End.ID != cps[5].ID || h.Turns[1].End.Messages != 4 {
 				t.Fatalf("history = %+v", h)
 			}
-			states, err := st.States(ctx, ref, h.Turns, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, _, states := storetest.Read(t, st, ref, storetest.Retained, nil)
 			for i, s := range states {
 				e := s["sketch-ops/sketch_area/area_km2"]
-				// Compared as text: JSON gives 22841.0 back as an integer.
-				if fmt.Sprint(e.Value) != fmt.Sprint(11420.5*float64(i+1)) || e.Turn == nil || *e.Turn != int64(i+1) {
+				if e["value"] != 11420.5*float64(i+1) || e["turn"] != float64(i+1) {
 					t.Errorf("turn %d state = %+v", i+1, s)
 				}
 			}
-			blobs, err := b.Values(ctx, ref, "messages", []string{cps[5].ID})
+			blobs, err := store.Values(ctx, b, ref, "messages", []string{cps[5].ID})
 			if err != nil || blobs[0].Type != c.typ {
 				t.Errorf("messages blob = %+v, %v; want type %s", blobs, err, c.typ)
 			}
@@ -872,26 +669,29 @@ func TestRealSaverFiles(t *testing.T) {
 	}
 }
 
-func TestCheckpointsSince(t *testing.T) {
+func TestListSince(t *testing.T) {
 	ctx := context.Background()
-	for _, format := range []string{typeJSON, typeMsgpack} {
-		t.Run(format, func(t *testing.T) {
-			path, w := newSaverFile(t, format)
+	for _, saver := range savers {
+		t.Run(saver.Serializer(), func(t *testing.T) {
+			path, w := newSaverFile(t, saver)
 			ref := store.Ref{ThreadID: "since", Namespace: "ns"}
 			written := storetest.Build(w, ref, storetest.Demo[:2])
 			storetest.Build(w, store.Ref{ThreadID: "since"}, storetest.Demo)
 			b := openBackend(t, path)
-			all, err := b.Checkpoints(ctx, ref)
-			if err != nil {
-				t.Fatal(err)
+			all := list(t, b, ref)
+			ids := func(cps []listed) []string {
+				var out []string
+				for _, c := range cps {
+					out = append(out, c.ID)
+				}
+				return out
 			}
 			for _, c := range []struct {
 				after string
-				newer []store.Checkpoint
+				newer []string
 			}{
-				{"", all},
-				{all[0].ID, all[1:]},
-				{written[0].End, all[len(written[0].IDs)+1:]},
+				{all[0].ID, ids(all[1:])},
+				{written[0].End, ids(all[len(written[0].IDs)+1:])},
 				{all[len(all)-1].ID, nil},
 				{"zzzz", nil},
 			} {
@@ -900,25 +700,32 @@ func TestCheckpointsSince(t *testing.T) {
 					if !count {
 						want.Count = -1
 					}
-					census, newer, err := b.CheckpointsSince(ctx, ref, store.Since{After: c.after, Count: count})
+					var newer []string
+					census, err := b.List(ctx, ref, store.Query{After: c.after, Count: count}, func(r store.Row) error {
+						newer = append(newer, r.ID)
+						return nil
+					})
 					if err != nil || !reflect.DeepEqual(census, want) || !reflect.DeepEqual(newer, c.newer) {
-						t.Errorf("after %q, count %v: %+v, %d newer, %v; want %+v, %d newer", c.after, count, census, len(newer), err, want, len(c.newer))
+						t.Errorf("after %q, count %v: %+v, newer %v, %v; want %+v, %v", c.after, count, census, newer, err, want, c.newer)
 					}
 				}
 			}
 			// Which checkpoints still exist is told in the same read.
 			verify := []string{written[1].End, "1f0c-nope", all[0].ID}
-			census, _, err := b.CheckpointsSince(ctx, ref, store.Since{After: all[len(all)-1].ID, Verify: verify})
+			census, err := b.List(ctx, ref, store.Query{After: all[len(all)-1].ID, Verify: verify}, func(store.Row) error { return nil })
 			slices.Sort(census.Present)
 			if want := []string{all[0].ID, written[1].End}; err != nil || !reflect.DeepEqual(census.Present, want) {
 				t.Errorf("verify %v: present %v, %v; want %v", verify, census.Present, err, want)
 			}
-			if census, newer, err := b.CheckpointsSince(ctx, store.Ref{ThreadID: "none"}, store.Since{Count: true}); !reflect.DeepEqual(census, store.Census{}) || newer != nil || err != nil {
-				t.Errorf("unknown thread: %+v, %v, %v", census, newer, err)
+			if census, err := b.List(ctx, store.Ref{ThreadID: "none"}, store.Query{After: "x", Count: true}, func(store.Row) error {
+				t.Error("a row of an unknown thread")
+				return nil
+			}); !reflect.DeepEqual(census, store.Census{}) || err != nil {
+				t.Errorf("unknown thread: %+v, %v", census, err)
 			}
-			w.insert(ref, "1f0c-9999", nil, format, []byte("{broken"))
+			w.insert(ref, "1f0c-9999", nil, saver.Serializer(), []byte("{broken"))
 			var de *store.DecodeError
-			if _, _, err := b.CheckpointsSince(ctx, ref, store.Since{After: all[len(all)-1].ID}); !errors.As(err, &de) || de.CheckpointID != "1f0c-9999" {
+			if _, err := store.New(store.Config{Backend: b}).History(ctx, ref); !errors.As(err, &de) || de.CheckpointID != "1f0c-9999" {
 				t.Errorf("corrupt newer checkpoint: %v; want a DecodeError", err)
 			}
 		})
@@ -928,8 +735,9 @@ func TestCheckpointsSince(t *testing.T) {
 // TestDeltaChannelRefused marks one checkpoint's metadata as LangGraph does
 // for graphs with DeltaChannel channels: the thread is refused, not misread.
 func TestDeltaChannelRefused(t *testing.T) {
-	for _, format := range []string{typeJSON, typeMsgpack} {
-		path, w := newSaverFile(t, format)
+	for _, saver := range savers {
+		format := saver.Serializer()
+		path, w := newSaverFile(t, saver)
 		ref := store.Ref{ThreadID: "delta"}
 		written := storetest.Build(w, ref, storetest.Demo[:2])
 		if _, err := w.db.Exec(`UPDATE checkpoints SET metadata = ? WHERE checkpoint_id = ?`,

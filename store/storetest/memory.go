@@ -1,6 +1,6 @@
 // Package storetest holds what store tests share: an in-memory Backend, a
-// builder for LangGraph-shaped threads, and the suite every real backend
-// must pass.
+// builder for LangGraph-shaped threads, adapters that write them in each
+// real saver's layout, and the suite every backend must pass.
 package storetest
 
 import (
@@ -9,14 +9,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/lgcodec"
 )
 
-// Memory is an in-memory store.Backend. Its values are stored as LangGraph
-// JSON blobs, the format LangGraph.js writes.
+// Memory is an in-memory store.Backend. Its values are stored as
+// LangChain.js JSON blobs, and it lists rows the way store/postgres does: a
+// JSON projection of each checkpoint's ts and channel versions.
 type Memory struct {
 	// Versions, when set, names each stored value's version instead of
 	// Version: LangGraph.js counts a channel's versions 1, 2, 3, …, so a
@@ -29,43 +34,93 @@ type Memory struct {
 }
 
 type memCheckpoint struct {
-	cp     store.Checkpoint
-	values map[string]store.Blob
+	id, parent string
+	ts         time.Time
+	versions   map[string]any // as stored: strings, numbers, nil
+	metadata   []byte
+	values     map[string]store.Blob
+	writes     []store.Write
+	// writeChannels holds the channel of each of writes.
+	writeChannels []string
 }
 
 var (
-	_ store.Backend       = (*Memory)(nil)
-	_ store.ValueStreamer = (*Memory)(nil)
-	_ Writer              = (*Memory)(nil)
+	_ store.Backend = (*Memory)(nil)
+	_ Writer        = (*Memory)(nil)
 )
 
 // NewMemory returns an empty Memory backend.
 func NewMemory() *Memory { return &Memory{threads: map[store.Ref][]memCheckpoint{}} }
 
 // Put implements Writer, storing each value as a JSON blob.
-func (m *Memory) Put(ref store.Ref, id string, ts time.Time, values map[string]any) {
-	blobs := make(map[string]store.Blob, len(values))
-	for ch, v := range values {
-		blobs[ch] = JSON(v)
+func (m *Memory) Put(ref store.Ref, cp lgsaver.Checkpoint) {
+	blobs := make(map[string]store.Blob, len(cp.Values))
+	for _, f := range cp.Values {
+		data, err := lgwrite.EncodeJSON(f.Value)
+		if err != nil {
+			panic(fmt.Sprintf("storetest: encode %s: %v", f.Key, err))
+		}
+		blobs[f.Key] = store.Blob{Type: lgcodec.TypeJSON, Data: data}
 	}
-	m.PutBlobs(ref, id, ts, blobs)
-}
-
-// PutBlobs adds a checkpoint whose channels hold the given blobs. Each
-// channel's version is derived from its bytes, so equal values share a
-// version as LangGraph's do.
-func (m *Memory) PutBlobs(ref store.Ref, id string, ts time.Time, values map[string]store.Blob) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c := memCheckpoint{cp: store.Checkpoint{ID: id, TS: ts, Versions: map[string]string{}}, values: values}
-	for ch, b := range values {
-		if m.Versions != nil {
-			c.cp.Versions[ch] = m.Versions(ref, ch, b.Data)
-		} else {
-			c.cp.Versions[ch] = Version(b.Data)
+	var versions map[string]any
+	if cp.Versions != nil {
+		versions = map[string]any{}
+		for _, f := range cp.Versions {
+			versions[f.Key] = f.Value
 		}
 	}
-	m.threads[ref] = append(m.threads[ref], c)
+	md, err := lgwrite.EncodeJSON(cp.Metadata)
+	if err != nil || cp.Metadata == nil {
+		md = nil
+	}
+	c := m.checkpoint(ref, cp.ID, cp.Parent, cp.TS, blobs, versions)
+	c.metadata = md
+	for _, w := range cp.Writes {
+		data, err := lgwrite.EncodeJSON(w.Value)
+		if err != nil {
+			panic(fmt.Sprintf("storetest: encode write: %v", err))
+		}
+		c.writes = append(c.writes, store.Write{CheckpointID: cp.ID, TaskID: w.TaskID, TaskPath: w.TaskPath, Idx: w.Idx,
+			Value: store.Blob{Type: lgcodec.TypeJSON, Data: data}})
+		c.writeChannels = append(c.writeChannels, w.Channel)
+	}
+	m.add(ref, c)
+}
+
+// PutBlobs adds a checkpoint whose channels hold the given blobs, its
+// parent the thread's newest checkpoint. Each channel's version is derived
+// from its bytes, so equal values share a version as LangGraph's do.
+func (m *Memory) PutBlobs(ref store.Ref, id string, ts time.Time, values map[string]store.Blob) {
+	m.mu.Lock()
+	parent := ""
+	if cps := m.threads[ref]; len(cps) > 0 {
+		parent = cps[len(cps)-1].id
+	}
+	m.mu.Unlock()
+	m.add(ref, m.checkpoint(ref, id, parent, ts, values, nil))
+}
+
+// checkpoint builds a checkpoint, giving each value a version unless
+// versions are given.
+func (m *Memory) checkpoint(ref store.Ref, id, parent string, ts time.Time, values map[string]store.Blob, versions map[string]any) *memCheckpoint {
+	c := &memCheckpoint{id: id, parent: parent, ts: ts, values: values, versions: versions}
+	if c.versions == nil {
+		c.versions = map[string]any{}
+		for ch, b := range values {
+			if m.Versions != nil {
+				c.versions[ch] = m.Versions(ref, ch, b.Data)
+			} else {
+				c.versions[ch] = Version(b.Data)
+			}
+		}
+	}
+	return c
+}
+
+func (m *Memory) add(ref store.Ref, c *memCheckpoint) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.threads[ref] = append(m.threads[ref], *c)
 }
 
 // SetErr makes every call fail with err until it is set to nil, to simulate
@@ -80,75 +135,119 @@ func (m *Memory) SetErr(err error) {
 func (m *Memory) Delete(ref store.Ref, ids []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	drop := map[string]bool{}
-	for _, id := range ids {
-		drop[id] = true
+	m.threads[ref] = slices.DeleteFunc(slices.Clone(m.threads[ref]), func(c memCheckpoint) bool { return slices.Contains(ids, c.id) })
+}
+
+// List implements store.Backend.
+func (m *Memory) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+	m.mu.Lock()
+	if m.err != nil {
+		defer m.mu.Unlock()
+		return store.Census{}, m.err
 	}
-	kept := m.threads[ref][:0]
-	for _, c := range m.threads[ref] {
-		if !drop[c.cp.ID] {
-			kept = append(kept, c)
+	cps := slices.Clone(m.threads[ref])
+	m.mu.Unlock()
+	census := store.Census{Count: -1}
+	if q.Count || q.After == "" {
+		census.Count = len(cps)
+	}
+	for _, c := range cps {
+		if census.MinID == "" || c.id < census.MinID {
+			census.MinID = c.id
+		}
+		if slices.Contains(q.Verify, c.id) {
+			census.Present = append(census.Present, c.id)
 		}
 	}
-	m.threads[ref] = kept
+	for _, c := range cps {
+		if c.id <= q.After {
+			continue
+		}
+		head, err := json.Marshal(map[string]any{"ts": c.ts.Format(time.RFC3339Nano), "channel_versions": c.versions})
+		if err != nil {
+			return store.Census{}, err
+		}
+		row := store.Row{ID: c.id, Parent: c.parent, Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: head},
+			Metadata: store.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}
+		if err := fn(row); err != nil {
+			return store.Census{}, err
+		}
+	}
+	return census, nil
 }
 
-// Checkpoints implements store.Backend.
-func (m *Memory) Checkpoints(ctx context.Context, ref store.Ref) ([]store.Checkpoint, error) {
+// EachValue implements store.Backend. Each blob is handed over in a buffer
+// that is overwritten as soon as fn returns, as a driver reuses its row
+// buffer, so that a caller keeping a reference to it is caught.
+func (m *Memory) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.err != nil {
-		return nil, m.err
-	}
-	out := make([]store.Checkpoint, 0, len(m.threads[ref]))
-	for _, c := range m.threads[ref] {
-		out = append(out, c.cp)
-	}
-	return out, nil
-}
-
-// Values implements store.Backend.
-func (m *Memory) Values(ctx context.Context, ref store.Ref, channel string, ids []string) ([]store.Blob, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.err != nil {
-		return nil, m.err
+		defer m.mu.Unlock()
+		return m.err
 	}
 	out := make([]store.Blob, len(ids))
 	for i, id := range ids {
-		out[i] = store.Blob{Type: store.BlobMissing}
+		out[i] = store.Blob{Missing: true}
 		for _, c := range m.threads[ref] {
-			if c.cp.ID != id {
+			if c.id != id {
 				continue
 			}
-			out[i] = store.Blob{Type: "empty"}
+			out[i] = store.Blob{Type: lgcodec.TypeEmpty}
 			if b, ok := c.values[channel]; ok {
 				out[i] = b
 			}
 		}
 	}
-	return out, nil
+	m.mu.Unlock()
+	for i, b := range out {
+		if err := poisoned(b, func(b store.Blob) error { return fn(i, b) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// EachValue implements store.ValueStreamer. Each blob is handed over in a
-// buffer that is overwritten as soon as fn returns, as a driver reuses its
-// row buffer, so that a caller keeping a reference to it is caught.
-func (m *Memory) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
-	blobs, err := m.Values(ctx, ref, channel, ids)
-	if err != nil {
-		return err
+// EachWrite implements store.Backend, handing values over as EachValue
+// does.
+func (m *Memory) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
+	m.mu.Lock()
+	if m.err != nil {
+		defer m.mu.Unlock()
+		return m.err
 	}
-	for i, b := range blobs {
-		buf := bytes.Clone(b.Data)
-		err := fn(i, store.Blob{Type: b.Type, Data: buf})
-		for j := range buf {
-			buf[j] = 0xff
+	var out []store.Write
+	for _, c := range m.threads[ref] {
+		if !slices.Contains(ids, c.id) {
+			continue
 		}
+		for i, w := range c.writes {
+			if c.writeChannels[i] == channel {
+				out = append(out, w)
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, w := range out {
+		err := poisoned(w.Value, func(b store.Blob) error {
+			w.Value = b
+			return fn(w)
+		})
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// poisoned calls fn with a copy of b whose bytes are overwritten once fn
+// returns.
+func poisoned(b store.Blob, fn func(store.Blob) error) error {
+	buf := bytes.Clone(b.Data)
+	err := fn(store.Blob{Type: b.Type, Data: buf, Missing: b.Missing})
+	for j := range buf {
+		buf[j] = 0xff
+	}
+	return err
 }
 
 // Ping implements store.Backend.
@@ -167,23 +266,4 @@ func Version(data []byte) string {
 	h := fnv.New64a()
 	h.Write(data)
 	return fmt.Sprintf("%016x", h.Sum64())
-}
-
-// JSON encodes v as a LangGraph "json" blob.
-func JSON(v any) store.Blob {
-	data, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("storetest.JSON: %v", err))
-	}
-	return store.Blob{Type: "json", Data: data}
-}
-
-// Message returns a LangChain.js serialized message of the given class
-// (HumanMessage, AIMessage, ToolMessage, ...).
-func Message(class string, content any) map[string]any {
-	return map[string]any{
-		"lc": 1, "type": "constructor",
-		"id":     []string{"langchain_core", "messages", class},
-		"kwargs": map[string]any{"content": content},
-	}
 }

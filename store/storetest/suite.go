@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/lgcodec"
 )
@@ -28,343 +31,473 @@ var Demo = []Turn{
 	{Question: "Wie groß ist die Themse? 🌊", Writes: map[string]any{"notes/lang": "de"}},
 }
 
-// Run runs the suite every backend must pass, through store.Store, so the
-// backend is judged by the answers historyd gives.
+// Case is one named case of the suite: what every backend must do, judged
+// by the answers a Store over it gives through the path the server takes
+// (ReadEncoded), or by the backend contract itself.
+type Case struct {
+	// Name names the case as a subtest.
+	Name string
+	// Run runs the case; it opens what it needs.
+	Run func(t *testing.T, open Open)
+}
+
+// Run runs every case of Cases against the backends open returns.
 func Run(t *testing.T, open Open) {
-	ctx := context.Background()
-	t.Run("Turns and state", func(t *testing.T) {
-		b, w := open(t)
-		ref := store.Ref{ThreadID: "suite-demo"}
-		written := Build(w, ref, Demo)
-		st := store.New(store.Config{Backend: b})
-		h, err := st.History(ctx, ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Total != len(Demo) {
-			t.Fatalf("total = %d, want %d", h.Total, len(Demo))
-		}
-		for i, turn := range h.Turns {
-			if !turn.Retained || turn.End.ID != written[i].End || turn.Question != Demo[i].Question {
-				t.Errorf("turn %d = %+v; want retained, end %s, question %q", turn.N, turn, written[i].End, Demo[i].Question)
-			}
-			if turn.End.TS.IsZero() {
-				t.Errorf("turn %d has no timestamp", turn.N)
-			}
-		}
-		states, err := st.States(ctx, ref, h.Turns, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, got := range states {
-			checkState(t, i+1, got, written[i].State)
-		}
-		proj, err := st.States(ctx, ref, h.Turns[1:2], []string{"sketch-ops/sketch_area/name", "absent"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(proj[0]) != 1 || proj[0]["sketch-ops/sketch_area/name"].Value != "Thames" {
-			t.Errorf("projection of turn 2 = %+v", proj[0])
-		}
-	})
-	t.Run("Unknown thread", func(t *testing.T) {
-		b, _ := open(t)
-		h, err := store.New(store.Config{Backend: b}).History(ctx, store.Ref{ThreadID: "never-written"})
-		if err != nil || h.Total != 0 || len(h.Turns) != 0 {
-			t.Errorf("History = %+v, %v; want total 0", h, err)
-		}
-	})
-	t.Run("Namespaces and similar thread ids are kept apart", func(t *testing.T) {
-		b, w := open(t)
-		Build(w, store.Ref{ThreadID: "t'1\"; --"}, Demo[:1])
-		Build(w, store.Ref{ThreadID: "t'1\"; --", Namespace: "sub:1"}, Demo)
-		Build(w, store.Ref{ThreadID: "t'1"}, Demo[:2])
-		st := store.New(store.Config{Backend: b})
-		for ref, want := range map[store.Ref]int{
-			{ThreadID: "t'1\"; --"}: 1, {ThreadID: "t'1\"; --", Namespace: "sub:1"}: 4, {ThreadID: "t'1"}: 2, {ThreadID: "t"}: 0,
-		} {
-			h, err := st.History(ctx, ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h.Total != want {
-				t.Errorf("%+v: total %d, want %d", ref, h.Total, want)
-			}
-		}
-	})
-	t.Run("Pruned turns are no longer retained", func(t *testing.T) {
-		b, w := open(t)
-		ref := store.Ref{ThreadID: "suite-pruned"}
-		written := Build(w, ref, Demo)
-		w.Delete(ref, append(append([]string{}, written[0].IDs...), written[1].IDs...))
-		st := store.New(store.Config{Backend: b})
-		h, err := st.History(ctx, ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Total != len(Demo) {
-			t.Errorf("total after pruning = %d, want %d", h.Total, len(Demo))
-		}
-		if got, want := h.Retained(), []int{3, 4}; !reflect.DeepEqual(got, want) {
-			t.Errorf("retained = %v, want %v", got, want)
-		}
-		if _, l := h.Turn(1); l != store.NoLongerRetained {
-			t.Errorf("turn 1 = %v, want NoLongerRetained", l)
-		}
-		states, err := st.States(ctx, ref, h.Turns[2:], nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkState(t, 3, states[0], written[2].State)
-	})
-	t.Run("Values tell a missing checkpoint from a missing channel", func(t *testing.T) {
-		b, w := open(t)
-		ref := store.Ref{ThreadID: "suite-missing"}
-		written := Build(w, ref, Demo[:1])
-		blobs, err := b.Values(ctx, ref, "tool_state", []string{"no-such-checkpoint", written[0].IDs[0], written[0].End})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The question's checkpoint precedes any tool write: no value yet.
-		if len(blobs) != 3 || blobs[0].Type != store.BlobMissing || blobs[1].Type != "empty" || blobs[2].Type == "empty" || blobs[2].Type == store.BlobMissing {
-			t.Errorf("Values = %+v, want missing, empty, a value", blobs)
-		}
-	})
-	t.Run("Cached history follows new and deleted checkpoints", func(t *testing.T) {
-		b, w := open(t)
-		ref := store.Ref{ThreadID: "suite-cache"}
-		bld := NewBuilder(w, ref)
-		var wrote []Written
-		turn := func(tt Turn) Written {
-			wr := bld.Turn(tt)
-			wrote = append(wrote, wr)
-			return wr
-		}
-		first := turn(Demo[0])
-		st := store.New(store.Config{Backend: b})
-		// read is how the service reads: the history and every retained
-		// turn's state together, states from the cache when it has them.
-		read := func() *store.History {
-			t.Helper()
-			h, turns, states, err := st.ReadEncoded(ctx, ref, retained, nil, jsonEncoder{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, turn := range turns {
-				checkEncoded(t, turn.N, states[i], wrote[turn.N-1].State)
-			}
-			return h
-		}
-		if h := read(); h.Total != 1 || h.Turns[0].End.ID != first.End {
-			t.Fatalf("after one turn: %+v", h)
-		}
-		second := turn(Demo[1])
-		h := read()
-		if h.Total != 2 || h.Turns[1].End.ID != second.End || h.Turns[1].Question != Demo[1].Question {
-			t.Fatalf("after two turns: %+v", h)
-		}
-		// Turn 1's checkpoints go, but not the thread's first (empty) one:
-		// the oldest id is unchanged, and reading turn 1 must still notice.
-		w.Delete(ref, first.IDs)
-		h = read()
-		if h.Total != 2 || h.Turns[0].Retained {
-			t.Fatalf("after deleting turn 1: %+v; want total 2, turn 1 not retained", h)
-		}
-		// A deletion and an addition between two reads leave the count as
-		// it was; the cache must still notice.
-		third := turn(Demo[2])
-		w.Delete(ref, second.IDs[:len(third.IDs)])
-		h = read()
-		if h.Total != 3 || h.Turns[2].End.ID != third.End || !h.Turns[1].Retained || h.Turns[1].End.ID != second.End {
-			t.Fatalf("after turn 3 and partial deletion of turn 2: %+v", h)
-		}
-		w.Delete(ref, second.IDs)
-		if h := read(); h.Turns[1].Retained {
-			t.Fatalf("turn 2 still retained after all its checkpoints went: %+v", h)
-		}
-		// The oldest checkpoint going is noticed by the history alone.
-		w.Delete(ref, []string{"1f0c-000000"})
-		fourth := turn(Demo[3])
-		hist, err := st.History(ctx, ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hist.Total != 4 || hist.Turns[3].End.ID != fourth.End || hist.Turns[0].Retained || hist.Turns[1].Retained {
-			t.Fatalf("after deleting the oldest checkpoint and adding turn 4: %+v", hist)
-		}
-	})
-	t.Run("Cached state of a deleted turn is never served", func(t *testing.T) {
-		b, w := open(t)
-		ref := store.Ref{ThreadID: "suite-state-cache"}
-		written := Build(w, ref, Demo)
-		// No recount within the test: only the read itself can notice.
-		st := store.New(store.Config{Backend: b, RecountEvery: time.Hour})
-		turn := func(n int) func(*store.History) []store.Turn {
-			return func(h *store.History) []store.Turn {
-				if tt, found := h.Turn(n); found == store.Found {
-					return []store.Turn{tt}
-				}
-				return nil
-			}
-		}
-		for range 2 { // the second round is served from the cache
-			for n := 1; n <= len(Demo); n++ {
-				_, turns, states, err := st.ReadEncoded(ctx, ref, turn(n), nil, jsonEncoder{})
-				if err != nil || len(turns) != 1 {
-					t.Fatalf("turn %d: %v, %v", n, turns, err)
-				}
-				checkEncoded(t, n, states[0], written[n-1].State)
-			}
-		}
-		// Turn 2 goes, the thread's oldest checkpoint stays: the cached
-		// index and the cached state both still hold turn 2.
-		w.Delete(ref, written[1].IDs)
-		h, turns, _, err := st.ReadEncoded(ctx, ref, turn(2), nil, jsonEncoder{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(turns) != 0 || h.Turns[1].Retained || h.Total != len(Demo) {
-			t.Fatalf("after deleting turn 2: turns %+v, history %+v; want turn 2 no longer retained", turns, h)
-		}
-		// Turn 3 shares turn 2's state version and is still served.
-		_, turns, states, err := st.ReadEncoded(ctx, ref, turn(3), []string{"sketch-ops/sketch_area/name"}, jsonEncoder{})
-		if err != nil || len(turns) != 1 {
-			t.Fatalf("turn 3 after deleting turn 2: %v, %v", turns, err)
-		}
-		if len(states[0].Entries) != 1 || string(states[0].Entries[0].Data) != `{"turn":2,"value":"Thames"}` {
-			t.Errorf("turn 3, one key: %+v", states[0].Entries)
-		}
-	})
-	// Test doubles may list whole threads only; real backends list
-	// incrementally (each asserts it at compile time).
-	if b, w := open(t); isIncremental(b) {
-		t.Run("Incremental listing checks what still exists", func(t *testing.T) {
-			inc := b.(store.Incremental)
-			ref := store.Ref{ThreadID: "suite-verify"}
-			written := Build(w, ref, Demo[:2])
-			w.Delete(ref, written[0].IDs[:1])
-			verify := []string{written[0].IDs[0], written[0].End, "absent", written[1].End}
-			census, newer, err := inc.CheckpointsSince(ctx, ref, store.Since{After: written[1].End, Count: true, Verify: verify})
-			if err != nil {
-				t.Fatal(err)
-			}
-			slices.Sort(census.Present)
-			want := []string{written[0].End, written[1].End}
-			if !slices.Equal(census.Present, want) || len(newer) != 0 || census.MinID != "1f0c-000000" {
-				t.Errorf("census %+v, %d newer; want present %v, none newer, oldest 1f0c-000000", census, len(newer), want)
-			}
-			if census, _, err := inc.CheckpointsSince(ctx, ref, store.Since{After: written[1].End}); err != nil || census.Present != nil || census.Count != -1 {
-				t.Errorf("nothing to verify, no count: %+v, %v", census, err)
-			}
-		})
+	for _, c := range Cases {
+		t.Run(c.Name, func(t *testing.T) { c.Run(t, open) })
 	}
-	t.Run("A deletion sparing the oldest checkpoint is counted", func(t *testing.T) {
-		b, w := open(t)
-		ref := store.Ref{ThreadID: "suite-recount"}
-		written := Build(w, ref, Demo[:3])
-		st := store.New(store.Config{Backend: b, RecountEvery: 20 * time.Millisecond})
-		if h, err := st.History(ctx, ref); err != nil || !h.Turns[1].Retained {
-			t.Fatalf("before: %+v, %v", h, err)
-		}
-		w.Delete(ref, written[1].IDs)
-		time.Sleep(30 * time.Millisecond)
-		h, err := st.History(ctx, ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Total != 3 || h.Turns[1].Retained {
-			t.Errorf("history %s after the recount interval: %+v; want turn 2 not retained", "suite-recount", h)
-		}
-	})
-	t.Run("Reads while a writer appends turns", func(t *testing.T) {
-		b, w := open(t)
-		ref := store.Ref{ThreadID: "suite-concurrent"}
-		bld := NewBuilder(w, ref)
-		st := store.New(store.Config{Backend: b})
-		const turns = 8
-		done := make(chan []Written)
-		go func() {
-			var ws []Written
-			for i := range turns {
-				ws = append(ws, bld.Turn(Turn{Question: fmt.Sprintf("q%d", i+1), Writes: map[string]any{"k": float64(i + 1)}}))
-			}
-			done <- ws
-		}()
-		var written []Written
-		last := 0
-		for written == nil {
-			select {
-			case written = <-done:
-			default:
-			}
-			h, err := st.History(ctx, ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h.Total < last {
-				t.Fatalf("total went back from %d to %d", last, h.Total)
-			}
-			last = h.Total
-			for _, turn := range h.Turns {
-				if !turn.Retained || turn.Question != fmt.Sprintf("q%d", turn.N) {
-					t.Fatalf("torn history: %+v", turn)
-				}
-			}
-			// Turn 1 is finished, and its state final, once turn 2 began.
-			if h.Total > 1 {
-				states, err := st.States(ctx, ref, h.Turns[:1], nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if v := states[0]["k"].Value; mustJSON(t, v) != "1" {
-					t.Fatalf("turn 1 state while writing = %v", v)
-				}
-			}
-			// Every turn read through the state cache holds what it
-			// wrote, however far the writer has got.
-			_, turns, enc, err := st.ReadEncoded(ctx, ref, retained, nil, jsonEncoder{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, turn := range turns {
-				final := fmt.Sprintf(`{"turn":%d,"value":%d}`, turn.N, turn.N)
-				// The newest turn may not have run its tool yet.
-				running := fmt.Sprintf(`{"turn":%d,"value":%d}`, turn.N-1, turn.N-1)
-				got := ""
-				if len(enc[i].Entries) == 1 {
-					got = string(enc[i].Entries[0].Data)
-				}
-				newest := i == len(turns)-1
-				if got != final && !(newest && (got == running || (turn.N == 1 && len(enc[i].Entries) == 0))) {
-					t.Fatalf("turn %d state while writing = %+v", turn.N, enc[i].Entries)
-				}
-			}
-		}
-		h, err := st.History(ctx, ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, turn := range h.Turns {
-			if turn.End.ID != written[i].End {
-				t.Errorf("turn %d ends at %s, want %s", turn.N, turn.End.ID, written[i].End)
-			}
-		}
-	})
-	t.Run("Ping", func(t *testing.T) {
-		b, _ := open(t)
-		if err := b.Ping(ctx); err != nil {
-			t.Errorf("Ping: %v", err)
-		}
-	})
 }
 
-func isIncremental(b store.Backend) bool {
-	_, ok := b.(store.Incremental)
-	return ok
+// Cases are the suite's cases, in the order they run.
+var Cases = []Case{
+	{"Turns and state", turnsAndState},
+	{"Unknown thread", unknownThread},
+	{"Namespaces and similar thread ids are kept apart", namespacesApart},
+	{"Pruned turns are no longer retained", prunedTurns},
+	{"Values tell a missing checkpoint from a missing channel", missingVersusEmpty},
+	{"Parents are listed as written", parentsListed},
+	{"Channel versions: null, missing, integer, float and string", versionForms},
+	{"Writes are read by channel and checkpoint", writesRead},
+	{"Cached history follows new and deleted checkpoints", cacheFollows},
+	{"Cached state of a deleted turn is never served", cachedStateOfDeletedTurn},
+	{"Incremental listing checks what still exists", incrementalCensus},
+	{"A deletion sparing the oldest checkpoint is counted", deletionCounted},
+	{"Reads while a writer appends turns", readsWhileWriting},
+	{"Ping", ping},
 }
 
-// retained picks every retained turn.
-func retained(h *store.History) []store.Turn {
+func turnsAndState(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-demo"}
+	written := Build(w, ref, Demo)
+	st := store.New(store.Config{Backend: b})
+	h, turns, states := Read(t, st, ref, Retained, nil)
+	if h.Total != len(Demo) || len(turns) != len(Demo) {
+		t.Fatalf("total = %d, %d turns read; want %d", h.Total, len(turns), len(Demo))
+	}
+	for i, turn := range h.Turns {
+		if !turn.Retained || turn.End.ID != written[i].End || turn.Question != Demo[i].Question {
+			t.Errorf("turn %d = %+v; want retained, end %s, question %q", turn.N, turn, written[i].End, Demo[i].Question)
+		}
+		if turn.End.TS.IsZero() {
+			t.Errorf("turn %d has no timestamp", turn.N)
+		}
+		CheckState(t, turn.N, states[i], written[i].State)
+	}
+	_, _, proj := Read(t, st, ref, Only(2), []string{"sketch-ops/sketch_area/name", "absent"})
+	if len(proj[0]) != 1 || proj[0]["sketch-ops/sketch_area/name"]["value"] != "Thames" {
+		t.Errorf("projection of turn 2 = %+v", proj[0])
+	}
+}
+
+func unknownThread(t *testing.T, open Open) {
+	b, _ := open(t)
+	h, turns, _ := Read(t, store.New(store.Config{Backend: b}), store.Ref{ThreadID: "never-written"}, Retained, nil)
+	if h.Total != 0 || len(h.Turns) != 0 || len(turns) != 0 {
+		t.Errorf("history = %+v; want total 0", h)
+	}
+}
+
+func namespacesApart(t *testing.T, open Open) {
+	b, w := open(t)
+	Build(w, store.Ref{ThreadID: "t'1\"; --"}, Demo[:1])
+	Build(w, store.Ref{ThreadID: "t'1\"; --", Namespace: "sub:1"}, Demo)
+	Build(w, store.Ref{ThreadID: "t'1"}, Demo[:2])
+	st := store.New(store.Config{Backend: b})
+	for ref, want := range map[store.Ref]int{
+		{ThreadID: "t'1\"; --"}: 1, {ThreadID: "t'1\"; --", Namespace: "sub:1"}: 4, {ThreadID: "t'1"}: 2, {ThreadID: "t"}: 0,
+	} {
+		h, turns, _ := Read(t, st, ref, Retained, nil)
+		if h.Total != want || len(turns) != want {
+			t.Errorf("%+v: total %d, %d turns read; want %d", ref, h.Total, len(turns), want)
+		}
+	}
+}
+
+func prunedTurns(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-pruned"}
+	written := Build(w, ref, Demo)
+	w.Delete(ref, append(slices.Clone(written[0].IDs), written[1].IDs...))
+	st := store.New(store.Config{Backend: b})
+	h, turns, states := Read(t, st, ref, Retained, nil)
+	if h.Total != len(Demo) {
+		t.Errorf("total after pruning = %d, want %d", h.Total, len(Demo))
+	}
+	if got, want := h.Retained(), []int{3, 4}; !reflect.DeepEqual(got, want) {
+		t.Errorf("retained = %v, want %v", got, want)
+	}
+	if _, o := h.Turn(1); o != store.NoLongerRetained {
+		t.Errorf("turn 1 = %v, want %v", o, store.NoLongerRetained)
+	}
+	if _, o := h.Turn(5); o != store.NoSuchTurn {
+		t.Errorf("turn 5 = %v, want %v", o, store.NoSuchTurn)
+	}
+	if len(turns) != 2 {
+		t.Fatalf("read %d turns, want 2", len(turns))
+	}
+	CheckState(t, 3, states[0], written[2].State)
+}
+
+func missingVersusEmpty(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-missing"}
+	written := Build(w, ref, Demo[:1])
+	blobs, err := store.Values(context.Background(), b, ref, "tool_state", []string{"no-such-checkpoint", written[0].IDs[0], written[0].End})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The question's checkpoint precedes any tool write: no value yet.
+	if len(blobs) != 3 || !blobs[0].Missing || blobs[1].Missing || blobs[1].Type != lgcodec.TypeEmpty ||
+		blobs[2].Missing || blobs[2].Type == lgcodec.TypeEmpty {
+		t.Errorf("Values = %+v; want missing, empty, a value", blobs)
+	}
+}
+
+func parentsListed(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-parents"}
+	written := Build(w, ref, Demo[:2])
+	parents := map[string]string{}
+	_, err := b.List(context.Background(), ref, store.Query{}, func(r store.Row) error {
+		parents[r.ID] = r.Parent
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := append(append([]string{"1f0c-000000"}, written[0].IDs...), written[1].IDs...)
+	if len(parents) != len(ids) {
+		t.Fatalf("listed %d checkpoints, want %d", len(parents), len(ids))
+	}
+	for i, id := range ids {
+		want := ""
+		if i > 0 {
+			want = ids[i-1]
+		}
+		if got, ok := parents[id]; !ok || got != want {
+			t.Errorf("parent of %s = %q (listed %v), want %q", id, got, ok, want)
+		}
+	}
+}
+
+// versionForms writes a thread whose checkpoints hold every form of
+// channel version a saver writes or a damaged row could hold: the store
+// must read each through the one normalizer, identically on every backend.
+func versionForms(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-versions"}
+	human := func(n int) lgwrite.Message {
+		return lgwrite.Human(fmt.Sprintf("h%d", n), fmt.Sprintf("question %d", n))
+	}
+	entry := func(v any) map[string]any { return map[string]any{"value": v, "turn": 1} }
+	ts := func(i int) time.Time { return Base.Add(time.Duration(i) * time.Second) }
+	cps := []lgsaver.Checkpoint{
+		// An integer version (LangChain.js).
+		{ID: "v-1", TS: ts(1), Values: lgwrite.Map{{Key: "messages", Value: []any{human(1)}}, {Key: "tool_state", Value: map[string]any{"k": entry("one")}}},
+			Versions: lgwrite.Map{{Key: "messages", Value: 1}, {Key: "tool_state", Value: 1}}},
+		// A float version, and a null one: the state has no value here.
+		{ID: "v-2", Parent: "v-1", TS: ts(2), Values: lgwrite.Map{{Key: "messages", Value: []any{human(1), human(2)}}},
+			Versions: lgwrite.Map{{Key: "messages", Value: 2.5}, {Key: "tool_state", Value: nil}}},
+		// A string version (Python), and a state channel with no version.
+		{ID: "v-3", Parent: "v-2", TS: ts(3), Values: lgwrite.Map{{Key: "messages", Value: []any{human(1), human(2), human(3)}}},
+			Versions: lgwrite.Map{{Key: "messages", Value: "00000000000000000000000000000003.0.25"}}},
+		// The same string version again: the same value, read once.
+		{ID: "v-4", Parent: "v-3", TS: ts(4), Values: lgwrite.Map{{Key: "messages", Value: []any{human(1), human(2), human(3)}}, {Key: "tool_state", Value: map[string]any{"k": entry("four")}}},
+			Versions: lgwrite.Map{{Key: "messages", Value: "00000000000000000000000000000003.0.25"}, {Key: "tool_state", Value: "s4"}}},
+	}
+	for _, cp := range cps {
+		w.Put(ref, cp)
+	}
+	st := store.New(store.Config{Backend: b})
+	h, turns, states := Read(t, st, ref, Retained, nil)
+	if h.Total != 3 || len(turns) != 3 {
+		t.Fatalf("history %+v; want 3 turns", h)
+	}
+	for i, want := range []struct {
+		end, version, state string
+		value               any
+	}{
+		{"v-1", "1", "1", "one"},
+		{"v-2", "2.5", "", nil},
+		{"v-4", "00000000000000000000000000000003.0.25", "s4", "four"},
+	} {
+		turn := h.Turns[i]
+		if turn.End.ID != want.end || turn.End.Version != want.version || turn.End.State != want.state {
+			t.Errorf("turn %d ends at %s, messages version %q, state version %q; want %s, %q, %q",
+				turn.N, turn.End.ID, turn.End.Version, turn.End.State, want.end, want.version, want.state)
+		}
+		if turn.Question != fmt.Sprintf("question %d", i+1) {
+			t.Errorf("turn %d question %q", turn.N, turn.Question)
+		}
+		switch {
+		case want.value == nil && len(states[i]) != 0:
+			t.Errorf("turn %d state %v; want none (null version)", turn.N, states[i])
+		case want.value != nil && (len(states[i]) != 1 || states[i]["k"]["value"] != want.value):
+			t.Errorf("turn %d state %v; want k = %v", turn.N, states[i], want.value)
+		}
+	}
+}
+
+// writesRead checks EachWrite: a channel's writes at the asked checkpoints,
+// and nothing else.
+func writesRead(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-writes"}
+	task := "1ef4f797-8335-6428-8001-8a1503f9b875"
+	w.Put(ref, lgsaver.Checkpoint{ID: "w-1", TS: Base, Values: lgwrite.Map{{Key: "messages", Value: []any{}}},
+		Writes: []lgsaver.Write{
+			{TaskID: "00000000-0000-0000-0000-000000000000", Idx: 0, Channel: "messages", Value: []any{lgwrite.Human("h1", "first")}},
+			{TaskID: task, TaskPath: "~__pregel_pull, agent", Idx: 0, Channel: "messages", Value: []any{lgwrite.AI("a1", "reply")}},
+			{TaskID: task, TaskPath: "~__pregel_pull, agent", Idx: 1, Channel: "files", Value: map[string]any{"/a.md": "x"}},
+		}})
+	w.Put(ref, lgsaver.Checkpoint{ID: "w-2", Parent: "w-1", TS: Base.Add(time.Second), Values: lgwrite.Map{{Key: "messages", Value: []any{}}},
+		Writes: []lgsaver.Write{{TaskID: task, Idx: 0, Channel: "messages", Value: []any{lgwrite.Human("h2", "second")}}}})
+	keepsPath := true
+	if sw, ok := w.(interface{ Saver() lgsaver.Saver }); ok {
+		keepsPath = sw.Saver().Python()
+	}
+	type got struct {
+		checkpoint, task, path string
+		idx                    int
+		ids                    string
+	}
+	var all []got
+	err := b.EachWrite(context.Background(), ref, "messages", []string{"w-1", "no-such"}, func(wr store.Write) error {
+		v, _, err := lgcodec.Decode(wr.Value.Type, wr.Value.Data, lgcodec.Limits{})
+		if err != nil {
+			return err
+		}
+		ids := ""
+		for _, m := range v.([]any) {
+			ids += m.(map[string]any)["id"].(string)
+		}
+		all = append(all, got{wr.CheckpointID, wr.TaskID, wr.TaskPath, wr.Idx, ids})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(all, func(a, b got) int { return strings.Compare(a.task+a.ids, b.task+b.ids) })
+	path := "~__pregel_pull, agent"
+	if !keepsPath {
+		path = ""
+	}
+	want := []got{{"w-1", "00000000-0000-0000-0000-000000000000", "", 0, "h1"}, {"w-1", task, path, 0, "a1"}}
+	if !reflect.DeepEqual(all, want) {
+		t.Errorf("writes = %+v\nwant %+v", all, want)
+	}
+}
+
+func cacheFollows(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-cache"}
+	bld := NewBuilder(w, ref)
+	var wrote []Written
+	turn := func(tt Turn) Written {
+		wr := bld.Turn(tt)
+		wrote = append(wrote, wr)
+		return wr
+	}
+	first := turn(Demo[0])
+	st := store.New(store.Config{Backend: b})
+	// read is how the service reads: the history and every retained
+	// turn's state together, states from the cache when it has them.
+	read := func() *store.History {
+		t.Helper()
+		h, turns, states := Read(t, st, ref, Retained, nil)
+		for i, turn := range turns {
+			CheckState(t, turn.N, states[i], wrote[turn.N-1].State)
+		}
+		return h
+	}
+	if h := read(); h.Total != 1 || h.Turns[0].End.ID != first.End {
+		t.Fatalf("after one turn: %+v", h)
+	}
+	second := turn(Demo[1])
+	h := read()
+	if h.Total != 2 || h.Turns[1].End.ID != second.End || h.Turns[1].Question != Demo[1].Question {
+		t.Fatalf("after two turns: %+v", h)
+	}
+	// Turn 1's checkpoints go, but not the thread's first (empty) one:
+	// the oldest id is unchanged, and reading turn 1 must still notice.
+	w.Delete(ref, first.IDs)
+	h = read()
+	if h.Total != 2 || h.Turns[0].Retained {
+		t.Fatalf("after deleting turn 1: %+v; want total 2, turn 1 not retained", h)
+	}
+	// A deletion and an addition between two reads leave the count as
+	// it was; the cache must still notice.
+	third := turn(Demo[2])
+	w.Delete(ref, second.IDs[:len(third.IDs)])
+	h = read()
+	if h.Total != 3 || h.Turns[2].End.ID != third.End || !h.Turns[1].Retained || h.Turns[1].End.ID != second.End {
+		t.Fatalf("after turn 3 and partial deletion of turn 2: %+v", h)
+	}
+	w.Delete(ref, second.IDs)
+	if h := read(); h.Turns[1].Retained {
+		t.Fatalf("turn 2 still retained after all its checkpoints went: %+v", h)
+	}
+	// The oldest checkpoint going is noticed by the history alone.
+	w.Delete(ref, []string{"1f0c-000000"})
+	fourth := turn(Demo[3])
+	hist, err := st.History(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hist.Total != 4 || hist.Turns[3].End.ID != fourth.End || hist.Turns[0].Retained || hist.Turns[1].Retained {
+		t.Fatalf("after deleting the oldest checkpoint and adding turn 4: %+v", hist)
+	}
+}
+
+func cachedStateOfDeletedTurn(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-state-cache"}
+	written := Build(w, ref, Demo)
+	// No recount within the test: only the read itself can notice.
+	st := store.New(store.Config{Backend: b, RecountEvery: time.Hour})
+	for range 2 { // the second round is served from the cache
+		for n := 1; n <= len(Demo); n++ {
+			_, turns, states := Read(t, st, ref, Only(n), nil)
+			if len(turns) != 1 {
+				t.Fatalf("turn %d: %v", n, turns)
+			}
+			CheckState(t, n, states[0], written[n-1].State)
+		}
+	}
+	if s := st.CacheStats(); s.StateHits == 0 {
+		t.Errorf("cache stats %+v: the second round should have been served from the state cache", s)
+	}
+	// Turn 2 goes, the thread's oldest checkpoint stays: the cached
+	// index and the cached state both still hold turn 2.
+	w.Delete(ref, written[1].IDs)
+	h, turns, _ := Read(t, st, ref, Only(2), nil)
+	if len(turns) != 0 || h.Turns[1].Retained || h.Total != len(Demo) {
+		t.Fatalf("after deleting turn 2: turns %+v, history %+v; want turn 2 no longer retained", turns, h)
+	}
+	// Turn 3 shares turn 2's state version and is still served.
+	_, turns, states := Read(t, st, ref, Only(3), []string{"sketch-ops/sketch_area/name"})
+	if len(turns) != 1 {
+		t.Fatalf("turn 3 after deleting turn 2: %v", turns)
+	}
+	if e := states[0]["sketch-ops/sketch_area/name"]; len(states[0]) != 1 || e["value"] != "Thames" || e["turn"] != 2.0 {
+		t.Errorf("turn 3, one key: %+v", states[0])
+	}
+}
+
+func incrementalCensus(t *testing.T, open Open) {
+	b, w := open(t)
+	ctx := context.Background()
+	ref := store.Ref{ThreadID: "suite-verify"}
+	written := Build(w, ref, Demo[:2])
+	w.Delete(ref, written[0].IDs[:1])
+	verify := []string{written[0].IDs[0], written[0].End, "absent", written[1].End}
+	var newer int
+	census, err := b.List(ctx, ref, store.Query{After: written[1].End, Count: true, Verify: verify}, func(store.Row) error { newer++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(census.Present)
+	want := []string{written[0].End, written[1].End}
+	total := 1 + len(written[0].IDs) - 1 + len(written[1].IDs)
+	if !slices.Equal(census.Present, want) || newer != 0 || census.MinID != "1f0c-000000" || census.Count != total {
+		t.Errorf("census %+v, %d newer; want present %v, none newer, oldest 1f0c-000000, count %d", census, newer, want, total)
+	}
+	census, err = b.List(ctx, ref, store.Query{After: written[1].End}, func(store.Row) error { return nil })
+	if err != nil || census.Present != nil || census.Count != -1 {
+		t.Errorf("nothing to verify, no count: %+v, %v", census, err)
+	}
+	// Newer checkpoints are listed after the one given.
+	var ids []string
+	if _, err := b.List(ctx, ref, store.Query{After: written[1].IDs[0]}, func(r store.Row) error { ids = append(ids, r.ID); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, written[1].IDs[1:]) {
+		t.Errorf("after %s: %v, want %v", written[1].IDs[0], ids, written[1].IDs[1:])
+	}
+}
+
+func deletionCounted(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-recount"}
+	written := Build(w, ref, Demo[:3])
+	st := store.New(store.Config{Backend: b, RecountEvery: 20 * time.Millisecond})
+	if h, err := st.History(context.Background(), ref); err != nil || !h.Turns[1].Retained {
+		t.Fatalf("before: %+v, %v", h, err)
+	}
+	w.Delete(ref, written[1].IDs)
+	time.Sleep(30 * time.Millisecond)
+	h, err := st.History(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Total != 3 || h.Turns[1].Retained {
+		t.Errorf("history after the recount interval: %+v; want turn 2 not retained", h)
+	}
+}
+
+func readsWhileWriting(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-concurrent"}
+	bld := NewBuilder(w, ref)
+	st := store.New(store.Config{Backend: b})
+	const turns = 8
+	done := make(chan []Written)
+	go func() {
+		var ws []Written
+		for i := range turns {
+			ws = append(ws, bld.Turn(Turn{Question: fmt.Sprintf("q%d", i+1), Writes: map[string]any{"k": float64(i + 1)}}))
+		}
+		done <- ws
+	}()
+	var written []Written
+	last := 0
+	for written == nil {
+		select {
+		case written = <-done:
+		default:
+		}
+		// Every turn read holds what it wrote, however far the writer has
+		// got; turn 1 is finished, and its state final, once turn 2 began.
+		h, turns, states := Read(t, st, ref, Retained, nil)
+		if h.Total < last {
+			t.Fatalf("total went back from %d to %d", last, h.Total)
+		}
+		last = h.Total
+		for i, turn := range turns {
+			if !turn.Retained || turn.Question != fmt.Sprintf("q%d", turn.N) {
+				t.Fatalf("torn history: %+v", turn)
+			}
+			got, ok := states[i]["k"]
+			final := ok && got["value"] == float64(turn.N) && got["turn"] == float64(turn.N)
+			// The newest turn may not have run its tool yet.
+			running := i == len(turns)-1 && (!ok && turn.N == 1 || ok && got["value"] == float64(turn.N-1))
+			if !final && !running {
+				t.Fatalf("turn %d state while writing = %+v", turn.N, states[i])
+			}
+		}
+	}
+	h, err := st.History(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, turn := range h.Turns {
+		if turn.End.ID != written[i].End {
+			t.Errorf("turn %d ends at %s, want %s", turn.N, turn.End.ID, written[i].End)
+		}
+	}
+}
+
+func ping(t *testing.T, open Open) {
+	b, _ := open(t)
+	if err := b.Ping(context.Background()); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}
+
+// Retained picks every retained turn.
+func Retained(h *store.History) []store.Turn {
 	var out []store.Turn
 	for _, turn := range h.Turns {
 		if turn.Retained {
@@ -374,11 +507,49 @@ func retained(h *store.History) []store.Turn {
 	return out
 }
 
-// jsonEncoder encodes an entry's value and turn as JSON, enough to tell
-// entries apart.
-type jsonEncoder struct{}
+// Only picks turn n when it is retained.
+func Only(n int) func(*store.History) []store.Turn {
+	return func(h *store.History) []store.Turn {
+		if turn, o := h.Turn(n); o == store.Found {
+			return []store.Turn{turn}
+		}
+		return nil
+	}
+}
 
-func (jsonEncoder) Encode(e store.Entry) ([]byte, error) {
+// Read reads the thread as the server does, through ReadEncoded, and
+// returns each picked turn's state as entry maps in JSON form: key →
+// {"value", "tool", "seq", "turn", "turns_written", "inputs", "extra"}, the
+// fields a host recorded.
+func Read(t testing.TB, st *store.Store, ref store.Ref, pick func(*store.History) []store.Turn, keys []string) (*store.History, []store.Turn, []map[string]map[string]any) {
+	t.Helper()
+	h, turns, enc, err := st.ReadEncoded(context.Background(), ref, pick, keys, EntryEncoder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := make([]map[string]map[string]any, len(enc))
+	for i, s := range enc {
+		states[i] = map[string]map[string]any{}
+		for j, e := range s.Entries {
+			if j > 0 && s.Entries[j-1].Key >= e.Key {
+				t.Errorf("turn %d: keys out of order: %q then %q", turns[i].N, s.Entries[j-1].Key, e.Key)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(e.Data, &m); err != nil {
+				t.Fatalf("turn %d key %q: %v", turns[i].N, e.Key, err)
+			}
+			states[i][e.Key] = m
+		}
+	}
+	return h, turns, states
+}
+
+// EntryEncoder encodes a whole entry as JSON, so tests see every field the
+// store read.
+type EntryEncoder struct{}
+
+// Encode implements store.Encoder.
+func (EntryEncoder) Encode(e store.Entry) ([]byte, error) {
 	v := e.Value
 	if raw, ok := v.(lgcodec.Raw); ok {
 		var err error
@@ -386,34 +557,24 @@ func (jsonEncoder) Encode(e store.Entry) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return json.Marshal(map[string]any{"value": v, "turn": e.Turn})
-}
-
-// checkEncoded compares a turn's encoded entries with what was written.
-func checkEncoded(t *testing.T, n int, got store.EncodedState, want map[string]map[string]any) {
-	t.Helper()
-	if len(got.Entries) != len(want) {
-		t.Errorf("turn %d: %d encoded keys, want %d", n, len(got.Entries), len(want))
-	}
-	for i, e := range got.Entries {
-		if i > 0 && got.Entries[i-1].Key >= e.Key {
-			t.Errorf("turn %d: keys out of order: %q then %q", n, got.Entries[i-1].Key, e.Key)
-		}
-		w, ok := want[e.Key]
-		if !ok {
-			t.Errorf("turn %d: unexpected key %q", n, e.Key)
-			continue
-		}
-		x, _ := json.Marshal(map[string]any{"value": w["value"], "turn": w["turn"]})
-		if string(e.Data) != string(x) {
-			t.Errorf("turn %d key %q: %s, want %s", n, e.Key, e.Data, x)
+	m := map[string]any{"value": v}
+	put := func(k string, p any, set bool) {
+		if set {
+			m[k] = p
 		}
 	}
+	put("tool", e.Tool, e.Tool != nil)
+	put("seq", e.Seq, e.Seq != nil)
+	put("turn", e.Turn, e.Turn != nil)
+	put("turns_written", e.TurnsWritten, e.TurnsWritten != nil)
+	put("inputs", e.Inputs, e.Inputs != nil)
+	put("extra", e.Extra, e.Extra != nil)
+	return json.Marshal(m)
 }
 
-// checkState compares a turn's entries with what Build wrote, value and
-// bookkeeping.
-func checkState(t *testing.T, n int, got map[string]store.Entry, want map[string]map[string]any) {
+// CheckState compares a turn's entries, as Read returns them, with what
+// Build wrote, value and bookkeeping.
+func CheckState(t testing.TB, n int, got map[string]map[string]any, want map[string]map[string]any) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("turn %d: %d keys, want %d", n, len(got), len(want))
@@ -426,16 +587,15 @@ func checkState(t *testing.T, n int, got map[string]store.Entry, want map[string
 		}
 		// Compared as JSON: a backend storing JSON cannot tell 11420.0 from
 		// 11420, and need not.
-		if g, x := mustJSON(t, e.Value), mustJSON(t, w["value"]); g != x {
-			t.Errorf("turn %d key %q: value %s, want %s", n, k, g, x)
-		}
-		if e.Turn == nil || *e.Turn != int64(w["turn"].(int)) || e.TurnsWritten == nil || *e.TurnsWritten != int64(w["turns_written"].(int)) {
-			t.Errorf("turn %d key %q: bookkeeping %+v, want %v", n, k, e, w)
+		for _, f := range []string{"value", "tool", "seq", "turn", "turns_written"} {
+			if g, x := mustJSON(t, e[f]), mustJSON(t, w[f]); g != x {
+				t.Errorf("turn %d key %q: %s %s, want %s", n, k, f, g, x)
+			}
 		}
 	}
 }
 
-func mustJSON(t *testing.T, v any) string {
+func mustJSON(t testing.TB, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -1,22 +1,61 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
+	"testing"
 	"time"
 
+	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
 )
 
 // Writer puts checkpoints into a backend's storage in that backend's own
 // format, so one suite can run against every backend.
 type Writer interface {
-	// Put stores a checkpoint of ref whose channels hold the given plain
-	// values (as produced by JSON decoding, or Message for messages).
-	Put(ref store.Ref, id string, ts time.Time, values map[string]any)
+	// Put stores one checkpoint of ref, as the saver's put and put_writes
+	// would.
+	Put(ref store.Ref, cp lgsaver.Checkpoint)
 	// Delete removes checkpoints of ref, as pruning would.
 	Delete(ref store.Ref, ids []string)
+}
+
+// SaverWriter is a Writer storing checkpoints in a real saver's layout
+// (lgsaver), failing the test on any error until Close.
+type SaverWriter struct {
+	t      testing.TB
+	w      *lgsaver.Writer
+	closed atomic.Bool
+}
+
+// NewSaverWriter returns a Writer through w that fails t on errors.
+func NewSaverWriter(t testing.TB, w *lgsaver.Writer) *SaverWriter {
+	return &SaverWriter{t: t, w: w}
+}
+
+// Saver returns the layout the writer stores.
+func (w *SaverWriter) Saver() lgsaver.Saver { return w.w.Saver() }
+
+// Close makes later errors silent: a writer goroutine a test leaves
+// running then stops failing it.
+func (w *SaverWriter) Close() { w.closed.Store(true) }
+
+// Put implements Writer.
+func (w *SaverWriter) Put(ref store.Ref, cp lgsaver.Checkpoint) {
+	if err := w.w.Put(context.Background(), ref.ThreadID, ref.Namespace, cp); err != nil && !w.closed.Load() {
+		w.t.Error(err)
+	}
+}
+
+// Delete implements Writer.
+func (w *SaverWriter) Delete(ref store.Ref, ids []string) {
+	if err := w.w.Delete(context.Background(), ref.ThreadID, ref.Namespace, ids...); err != nil && !w.closed.Load() {
+		w.t.Error(err)
+	}
 }
 
 // Turn scripts one turn of a conversation: the question, and the state
@@ -40,9 +79,9 @@ type Written struct {
 // Build writes a conversation into w the way LangGraph would: an empty
 // checkpoint first, then per turn a checkpoint with the question, one with
 // the model's tool call, one with the tool result and the state writes (when
-// there are writes), and one with the answer. Entries carry value, tool,
-// seq, turn and turns_written. It returns what was written per turn:
-// element i is turn i+1.
+// there are writes), and one with the answer, each the child of the one
+// before. Entries carry value, tool, seq, turn and turns_written. It returns
+// what was written per turn: element i is turn i+1.
 func Build(w Writer, ref store.Ref, turns []Turn) []Written {
 	b := NewBuilder(w, ref)
 	out := make([]Written, len(turns))
@@ -61,6 +100,7 @@ type Builder struct {
 	step   int
 	seq    int
 	turns  int
+	parent string
 	msgs   []any
 	state  map[string]map[string]any
 }
@@ -75,24 +115,36 @@ func NewBuilder(w Writer, ref store.Ref) *Builder { return NewBuilderWithPrefix(
 // later.
 func NewBuilderWithPrefix(w Writer, ref store.Ref, prefix string) *Builder {
 	b := &Builder{w: w, ref: ref, prefix: prefix, msgs: []any{}, state: map[string]map[string]any{}}
-	b.put(nil)
+	b.put(nil, "input")
 	return b
 }
 
-var base = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+// Base is the time of a Builder's first checkpoint; each later one is a
+// second after the one before.
+var Base = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
-func (b *Builder) put(into *Written) {
+func (b *Builder) put(into *Written, source string) {
 	id := fmt.Sprintf("%s-%06d", b.prefix, b.step)
-	values := map[string]any{"messages": slices.Clone(b.msgs)}
+	values := lgwrite.Map{{Key: "messages", Value: slices.Clone(b.msgs)}}
 	if len(b.state) > 0 {
-		values["tool_state"] = b.state
+		values = append(values, lgwrite.Field{Key: "tool_state", Value: b.state})
 	}
-	b.w.Put(b.ref, id, base.Add(time.Duration(b.step)*time.Second), values)
+	b.w.Put(b.ref, lgsaver.Checkpoint{
+		ID: id, Parent: b.parent, TS: Base.Add(time.Duration(b.step) * time.Second), Values: values,
+		Metadata: lgwrite.Map{{Key: "source", Value: source}, {Key: "step", Value: b.step - 1}},
+	})
 	if into != nil {
 		into.IDs = append(into.IDs, id)
 		into.End = id
 	}
+	b.parent = id
 	b.step++
+}
+
+// message appends a message with a fresh id.
+func (b *Builder) message(m lgwrite.Message) {
+	m.ID = fmt.Sprintf("%s-msg-%d", b.prefix, len(b.msgs))
+	b.msgs = append(b.msgs, m)
 }
 
 // Turn writes one more turn and returns what it wrote.
@@ -100,10 +152,10 @@ func (b *Builder) Turn(t Turn) Written {
 	b.turns++
 	n := b.turns
 	var w Written
-	b.msgs = append(b.msgs, Message("HumanMessage", t.Question))
-	b.put(&w)
-	b.msgs = append(b.msgs, Message("AIMessage", "calling tools"))
-	b.put(&w)
+	b.message(lgwrite.Human("", t.Question))
+	b.put(&w, "input")
+	b.message(lgwrite.AI("", "calling tools"))
+	b.put(&w, "loop")
 	if len(t.Writes) > 0 {
 		next := make(map[string]map[string]any, len(b.state)+len(t.Writes))
 		maps.Copy(next, b.state)
@@ -117,11 +169,11 @@ func (b *Builder) Turn(t Turn) Written {
 			next[k] = map[string]any{"value": t.Writes[k], "tool": "tool_" + k, "seq": b.seq, "turn": n, "turns_written": tw}
 		}
 		b.state = next
-		b.msgs = append(b.msgs, Message("ToolMessage", "done"))
-		b.put(&w)
+		b.message(lgwrite.Tool("", "done", "tool", "call"))
+		b.put(&w, "loop")
 	}
-	b.msgs = append(b.msgs, Message("AIMessage", "answer"))
-	b.put(&w)
+	b.message(lgwrite.AI("", "answer"))
+	b.put(&w, "loop")
 	w.State = b.state
 	return w
 }

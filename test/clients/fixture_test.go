@@ -1,19 +1,11 @@
 package clients_test
 
 import (
-	"database/sql"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
-	"sync"
-	"testing"
-	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" driver
-
-	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -163,89 +155,6 @@ func longText() map[string]any {
 	return map[string]any{
 		"text": strings.Repeat("ä€𝄞 ", 100) + "needle" + strings.Repeat(" ö₤🎵", 100),
 		"note": "short",
-	}
-}
-
-// jsonWriter adds checkpoints to an SQLite checkpoint file as LangChain.js's
-// SqliteSaver writes them: the whole checkpoint as one JSON text, type
-// "json". The demo file is Python's format (msgpack); historyd reads each
-// row by its own type, so both live in one file.
-type jsonWriter struct {
-	t        testing.TB
-	db       *sql.DB
-	mu       sync.Mutex
-	versions map[store.Ref]map[string]*channelVersion
-	parent   map[store.Ref]string
-	step     int
-}
-
-type channelVersion struct {
-	n    int
-	last string
-}
-
-var _ storetest.Writer = (*jsonWriter)(nil)
-
-func newJSONWriter(t testing.TB, path string) *jsonWriter {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { db.Close() })
-	return &jsonWriter{t: t, db: db, versions: map[store.Ref]map[string]*channelVersion{}, parent: map[store.Ref]string{}}
-}
-
-// Put implements storetest.Writer.
-func (w *jsonWriter) Put(ref store.Ref, id string, ts time.Time, values map[string]any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.versions[ref] == nil {
-		w.versions[ref] = map[string]*channelVersion{}
-	}
-	versions := map[string]int{}
-	for ch, v := range values {
-		enc, err := json.Marshal(v)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		cv := w.versions[ref][ch]
-		if cv == nil {
-			cv = &channelVersion{}
-			w.versions[ref][ch] = cv
-		}
-		if cv.n == 0 || cv.last != string(enc) {
-			cv.n, cv.last = cv.n+1, string(enc)
-		}
-		versions[ch] = cv.n
-	}
-	data, err := json.Marshal(map[string]any{
-		"v": 4, "id": id, "ts": ts.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
-		"channel_values": values, "channel_versions": versions, "versions_seen": map[string]any{},
-	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	var parent any
-	if p := w.parent[ref]; p != "" {
-		parent = p
-	}
-	w.step++
-	meta := fmt.Sprintf(`{"source":"loop","step":%d}`, w.step)
-	if _, err := w.db.Exec(`INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, 'json', ?, ?)`,
-		ref.ThreadID, ref.Namespace, id, parent, data, []byte(meta)); err != nil {
-		w.t.Fatal(err)
-	}
-	w.parent[ref] = id
-}
-
-// Delete implements storetest.Writer.
-func (w *jsonWriter) Delete(ref store.Ref, ids []string) {
-	for _, id := range ids {
-		if _, err := w.db.Exec(`DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?`, ref.ThreadID, ref.Namespace, id); err != nil {
-			w.t.Fatal(err)
-		}
 	}
 }
 

@@ -3,7 +3,7 @@ package clients_test
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"database/sql"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +17,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	_ "modernc.org/sqlite" // the "sqlite" driver
+
+	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -63,14 +66,27 @@ func buildHistoryd(t testing.TB) string {
 }
 
 // writeFixture writes the demo file with `historyd demo` and adds the
-// threads of fixtureThreads to it, returning its path.
+// threads of fixtureThreads to it, returning its path. They are written as
+// LangChain.js's SqliteSaver writes (JSON rows) into the file the demo
+// wrote as Python's does (msgpack rows): historyd reads each row by its own
+// type, so both live in one file.
 func writeFixture(t testing.TB, bin string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "clients.db")
 	if out, err := exec.Command(bin, "demo", "--out", path).CombinedOutput(); err != nil {
 		t.Fatalf("historyd demo --out %s: %v\n%s", path, err, out)
 	}
-	w := newJSONWriter(t, path)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	execSQL := func(ctx context.Context, query string, args ...any) error {
+		_, err := db.ExecContext(ctx, query, args...)
+		return err
+	}
+	w := storetest.NewSaverWriter(t, lgsaver.NewWriter(lgsaver.SQLiteJS, execSQL, ""))
 	for id, turns := range fixtureThreads() {
 		b := storetest.NewBuilderWithPrefix(w, store.Ref{ThreadID: id}, "1f21")
 		for _, turn := range turns {
@@ -189,6 +205,6 @@ func run(t testing.TB, dir string, env []string, argv ...string) string {
 func skipIfShort(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip(fmt.Sprintf("%s runs historyd with the Python and TypeScript clients (-short)", t.Name()))
+		t.Skipf("%s runs historyd with the Python and TypeScript clients (-short)", t.Name())
 	}
 }

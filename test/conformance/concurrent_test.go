@@ -108,7 +108,7 @@ func TestConformanceSQLiteConcurrent(t *testing.T) {
 	}
 	t.Logf("writer ready after %s", time.Since(start).Round(10*time.Millisecond))
 
-	client := serve(t, f.open(t, ctx, &expectation{}))
+	client := serve(t, f, &expectation{})
 
 	obs := &observations{states: map[[32]byte][]byte{}}
 	stop := make(chan struct{})

@@ -2,10 +2,8 @@ package conformance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,9 +19,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/server"
+	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
-	"github.com/historyd/historyd/store/postgres"
 )
 
 // The environment the suite needs; scripts/test.sh (run by `make test`) sets
@@ -127,9 +125,9 @@ func (w writer) command(s setup, st checkpointStore, thread, out string, readOnl
 type checkpointStore interface {
 	// flags name the store to a writer.
 	flags() []string
-	// open opens historyd's backend for the store, in the schema the
-	// writer reported (PostgreSQL).
-	open(t *testing.T, ctx context.Context, want *expectation) store.Backend
+	// source is where historyd serve's --dsn and --schema would point for
+	// the store: the schema is the one the writer reported (PostgreSQL).
+	source(t *testing.T, want *expectation) (dsn, schema string)
 	// rootCheckpoints counts the thread's checkpoints in the root namespace.
 	rootCheckpoints(t *testing.T, ctx context.Context, want *expectation) int
 	// deleteRoot deletes the thread's root checkpoints with these ids
@@ -168,7 +166,7 @@ func checkWriter(t *testing.T, s setup, w writer, st checkpointStore) {
 		t.Fatalf("the store holds %d root checkpoints of thread %s, LangGraph's history listed %d", n, want.ThreadID, len(want.Checkpoints))
 	}
 
-	client := serve(t, st.open(t, ctx, want))
+	client := serve(t, st, want)
 
 	t.Run("full", func(t *testing.T) { checkThread(t, ctx, client, thread, want) })
 	t.Run("reference", func(t *testing.T) { checkReference(t, ctx, client, thread, want, w.name == "python") })
@@ -475,28 +473,18 @@ func checkUnknownThread(t *testing.T, ctx context.Context, c historydv1.ThreadHi
 	}
 }
 
-// serve starts historyd in process on a loopback TCP listener, reading
-// checkpoints through b, and returns a client connected to it.
-func serve(t *testing.T, b store.Backend) historydv1.ThreadHistoryClient {
+// serve starts historyd in process on a loopback TCP listener, its server
+// built as historyd serve builds it, over st (opened from its DSN as
+// historyd serve opens it, listing the channels the server's configuration
+// reads), and returns a client connected to it.
+func serve(t *testing.T, st checkpointStore, want *expectation) historydv1.ThreadHistoryClient {
 	t.Helper()
-	t.Cleanup(b.Close)
-	svc := service.New(service.Config{Store: store.New(store.Config{Backend: b})})
-	// The server historyd serve runs: its codec and interceptor chain.
-	gs := grpc.NewServer(service.ServerOptions(service.Options{Logger: slog.New(slog.DiscardHandler)})...)
-	svc.Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- gs.Serve(lis) }()
-	t.Cleanup(func() {
-		gs.Stop()
-		if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("grpc Serve: %v", err)
-		}
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(),
+	dsn, schema := st.source(t, want)
+	// Warnings and errors (a store failure, an internal error's cause) are
+	// worth seeing when a comparison fails; the request log is not.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv := servertest.Start(t, server.Config{Service: service.Options{Logger: log}}, servertest.WithDSN(dsn, schema), servertest.WithTCP())
+	conn, err := grpc.NewClient(srv.Addr(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// A thread carrying megabyte geometries in several turns is larger
 		// than gRPC's 4 MiB default receive limit.
@@ -557,14 +545,7 @@ type pgStore struct{ dsn string }
 
 func (p pgStore) flags() []string { return []string{"--dsn", p.dsn} }
 
-func (p pgStore) open(t *testing.T, ctx context.Context, want *expectation) store.Backend {
-	t.Helper()
-	b, err := postgres.Open(ctx, postgres.Config{DSN: p.dsn, Schema: want.Schema, Channels: []string{"messages", "tool_state"}})
-	if err != nil {
-		t.Fatalf("postgres.Open: %v", err)
-	}
-	return b
-}
+func (p pgStore) source(_ *testing.T, want *expectation) (string, string) { return p.dsn, want.Schema }
 
 func (p pgStore) rootCheckpoints(t *testing.T, ctx context.Context, want *expectation) int {
 	t.Helper()

@@ -7,9 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/historyd/historyd/store"
-	"github.com/historyd/historyd/store/sqlite"
 )
 
 // TestConformanceSQLite is TestConformance with the SqliteSaver of each
@@ -33,16 +30,12 @@ type sqliteStore struct{ path string }
 
 func (f sqliteStore) flags() []string { return []string{"--sqlite", f.path} }
 
-func (f sqliteStore) open(t *testing.T, ctx context.Context, want *expectation) store.Backend {
+func (f sqliteStore) source(t *testing.T, want *expectation) (string, string) {
 	t.Helper()
 	if want.Schema != "" {
 		t.Fatalf("the writer reports schema %q for an SQLite file", want.Schema)
 	}
-	b, err := sqlite.Open(ctx, sqlite.Config{Path: f.path})
-	if err != nil {
-		t.Fatalf("sqlite.Open(%s): %v", f.path, err)
-	}
-	return b
+	return "sqlite://" + f.path, ""
 }
 
 func (f sqliteStore) rootCheckpoints(t *testing.T, ctx context.Context, want *expectation) int {

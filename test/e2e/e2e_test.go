@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,11 +18,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc"
 
+	"github.com/historyd/historyd/server"
+	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
-	"github.com/historyd/historyd/store/postgres"
 )
 
 // The environment these tests need; scripts/test.sh (run by `make test`)
@@ -127,7 +125,7 @@ func TestInspectStateThroughHistoryd(t *testing.T) {
 			total, key, readTurn, then, now)
 	}
 
-	target := serve(t, ctx, dsn, want.Schema)
+	target := serve(t, dsn, want.Schema)
 
 	// Prune turns 1..pruneThrough, as a retention job would.
 	var doomed []string
@@ -432,31 +430,16 @@ func decodeFile(t *testing.T, path string, v any) {
 	}
 }
 
-// serve starts historyd in process on a loopback port, over the checkpoint
-// tables in schema, and returns its address.
-func serve(t *testing.T, ctx context.Context, dsn, schema string) string {
+// serve starts historyd in process on a loopback port, its server built as
+// historyd serve builds it, over the checkpoint tables in schema (opened as
+// historyd serve opens them, listing the channels the server's
+// configuration reads), and returns its address.
+func serve(t *testing.T, dsn, schema string) string {
 	t.Helper()
-	b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: []string{"messages", "tool_state"}})
-	if err != nil {
-		t.Fatalf("postgres.Open: %v", err)
-	}
-	t.Cleanup(b.Close)
-	// The server historyd serve runs: its codec and interceptor chain.
-	gs := grpc.NewServer(service.ServerOptions(service.Options{Logger: slog.New(slog.DiscardHandler)})...)
-	service.New(service.Config{Store: store.New(store.Config{Backend: b})}).Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
-	t.Cleanup(func() {
-		gs.Stop()
-		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("grpc Serve: %v", err)
-		}
-	})
-	return lis.Addr().String()
+	// Warnings and errors (a store failure, an internal error's cause) are
+	// worth seeing when an answer is wrong; the request log is not.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return servertest.Start(t, server.Config{Service: service.Options{Logger: log}}, servertest.WithDSN(dsn, schema), servertest.WithTCP()).Addr()
 }
 
 func deleteCheckpoints(t *testing.T, ctx context.Context, dsn, thread string, ids []string) {

@@ -26,6 +26,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -326,30 +327,11 @@ func connect(t *testing.T, dsn string) *pgxpool.Pool {
 	return pool
 }
 
-// checkpointTables creates the two tables LangGraph's PostgresSaver reads
-// and writes, in the given (already quoted) schema.
+// checkpointTables creates the tables LangGraph.js's PostgresSaver
+// migrations create, in the given (already quoted) schema.
 func checkpointTables(t *testing.T, pool *pgxpool.Pool, schema string) {
 	t.Helper()
-	ddl := []string{
-		`CREATE TABLE ` + schema + `.checkpoints (
-			thread_id text NOT NULL,
-			checkpoint_ns text NOT NULL DEFAULT '',
-			checkpoint_id text NOT NULL,
-			parent_checkpoint_id text,
-			type text,
-			checkpoint jsonb NOT NULL,
-			metadata jsonb NOT NULL DEFAULT '{}',
-			PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))`,
-		`CREATE TABLE ` + schema + `.checkpoint_blobs (
-			thread_id text NOT NULL,
-			checkpoint_ns text NOT NULL DEFAULT '',
-			channel text NOT NULL,
-			version text NOT NULL,
-			type text NOT NULL,
-			blob bytea,
-			PRIMARY KEY (thread_id, checkpoint_ns, channel, version))`,
-	}
-	for _, stmt := range ddl {
+	for _, stmt := range lgsaver.PostgresJS.DDL(schema) {
 		if _, err := pool.Exec(context.Background(), stmt); err != nil {
 			t.Fatalf("create checkpoint tables: %v", err)
 		}
@@ -376,47 +358,15 @@ func newSchema(t *testing.T, pool *pgxpool.Pool, label string) string {
 	return name
 }
 
-// sqlWriter is a storetest.Writer into PostgreSQL's checkpoint tables: each
-// channel's value a "json" blob at a version named by its bytes, so that
-// unchanged values share a blob as they do in LangGraph.
-type sqlWriter struct {
-	t      *testing.T
-	pool   *pgxpool.Pool
-	schema string // quoted
-}
-
-var _ storetest.Writer = (*sqlWriter)(nil)
-
-func (w *sqlWriter) Put(ref store.Ref, id string, ts time.Time, values map[string]any) {
-	ctx := context.Background()
-	versions := map[string]string{}
-	for channel, v := range values {
-		blob := storetest.JSON(v)
-		version := storetest.Version(blob.Data)
-		versions[channel] = version
-		if _, err := w.pool.Exec(ctx, `INSERT INTO `+w.schema+`.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, ref.ThreadID, ref.Namespace, channel, version, blob.Type, blob.Data); err != nil {
-			w.t.Fatalf("write blob: %v", err)
-		}
+// newWriter is a storetest.Writer into the quoted schema's checkpoint
+// tables, in LangGraph.js's PostgresSaver layout: every value a "json"
+// blob.
+func newWriter(t *testing.T, pool *pgxpool.Pool, schema string) *storetest.SaverWriter {
+	exec := func(ctx context.Context, q string, args ...any) error {
+		_, err := pool.Exec(ctx, q, args...)
+		return err
 	}
-	cp, err := json.Marshal(map[string]any{
-		"v": 4, "id": id, "ts": ts.UTC().Format(time.RFC3339Nano),
-		"channel_values": map[string]any{}, "channel_versions": versions, "versions_seen": map[string]any{},
-	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if _, err := w.pool.Exec(ctx, `INSERT INTO `+w.schema+`.checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint)
-VALUES ($1, $2, $3, $4)`, ref.ThreadID, ref.Namespace, id, cp); err != nil {
-		w.t.Fatalf("write checkpoint: %v", err)
-	}
-}
-
-func (w *sqlWriter) Delete(ref store.Ref, ids []string) {
-	if _, err := w.pool.Exec(context.Background(), `DELETE FROM `+w.schema+`.checkpoints
-WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($3)`, ref.ThreadID, ref.Namespace, ids); err != nil {
-		w.t.Fatalf("delete checkpoints: %v", err)
-	}
+	return storetest.NewSaverWriter(t, lgsaver.NewWriter(lgsaver.PostgresJS, exec, schema))
 }
 
 // rivers is the conversation most tests write: every turn writes state, so
@@ -439,7 +389,7 @@ type thread struct {
 // writeThread writes turns as thread id into the quoted schema.
 func writeThread(t *testing.T, pool *pgxpool.Pool, schema, id string, turns []storetest.Turn) thread {
 	t.Helper()
-	w := &sqlWriter{t: t, pool: pool, schema: schema}
+	w := newWriter(t, pool, schema)
 	return thread{id: id, turns: turns, written: storetest.Build(w, store.Ref{ThreadID: id}, turns)}
 }
 

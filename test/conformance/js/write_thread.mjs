@@ -11,7 +11,8 @@
 //
 // The chat model is a deterministic script; the tools are real LangChain.js
 // tools run by LangGraph's ToolNode, publishing into a `tool_state` channel in
-// the mcp-toolsets-runtime convention (see ../py/write_thread.py).
+// the mcp-toolsets-runtime convention (see ../py/write_thread.py). What the
+// JS writers share is in lgwriter.mjs.
 //
 // The JS PostgreSQL saver keeps its tables in a schema of its own choosing
 // ("public" by default). Its migrations differ from the Python saver's, so
@@ -23,90 +24,35 @@
 //   node write_thread.mjs (--dsn DSN [--schema lgjs] | --sqlite PATH)
 //                         --thread ID --out expected.json [--read-only]
 
-import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 
-import { BaseChatModel } from "@langchain/core/language_models/chat_models";
-import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
+import { HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { tool } from "@langchain/core/tools";
-import {
-  Annotation,
-  Command,
-  END,
-  START,
-  StateGraph,
-  messagesStateReducer,
-} from "@langchain/langgraph";
+import { Annotation, Command, END, START, StateGraph, messagesStateReducer } from "@langchain/langgraph";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
-import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 import { z } from "zod";
 
-const STATE = "tool_state";
-const MODEL = "model";
-const HANDLE = "@state:";
-
-// --- the session-state reducer (tool_state convention) ---------------------
-
-function mergeToolState(old, update) {
-  const out = { ...(old ?? {}) };
-  if (!update) return out;
-  const seqs = Object.values(out)
-    .filter((e) => isMap(e))
-    .map((e) => e.seq ?? 0);
-  let following = Math.max(0, ...seqs) + 1;
-  for (const [key, raw] of Object.entries(update)) {
-    if (!isMap(raw)) {
-      out[key] = raw;
-      continue;
-    }
-    const entry = { ...raw };
-    if (entry.seq == null) entry.seq = following++;
-    const before = out[key];
-    if (isMap(before) && entry.turns_written == null) {
-      const held = before.turns_written ?? 1;
-      const later = before.turn == null || entry.turn == null || entry.turn > before.turn;
-      entry.turns_written = later ? held + 1 : held;
-    } else if (entry.turns_written == null) {
-      entry.turns_written = 1;
-    }
-    out[key] = entry;
-  }
-  return out;
-}
-
-function isMap(v) {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}
+import {
+  HANDLE,
+  MODEL,
+  STATE,
+  ScriptedChatModel,
+  dump,
+  humans,
+  isMap,
+  mergeToolState,
+  openSaver,
+  publish,
+  stateJson,
+  versions,
+} from "./lgwriter.mjs";
 
 const State = Annotation.Root({
   messages: Annotation({ reducer: messagesStateReducer, default: () => [] }),
   tool_state: Annotation({ reducer: mergeToolState, default: () => ({}) }),
 });
 
-const humans = (messages) => (messages ?? []).filter((m) => m.getType() === "human");
-
 // --- tools -----------------------------------------------------------------
-
-function publish(state, callId, toolName, values, inputs, extra) {
-  const turn = humans(state.messages).length;
-  const update = {};
-  for (const [key, value] of Object.entries(values)) {
-    update[key] = { value, tool: toolName, turn, ...(inputs ? { inputs: { ...inputs } } : {}), ...(extra ?? {}) };
-  }
-  return new Command({
-    update: {
-      [STATE]: update,
-      messages: [
-        new ToolMessage({
-          content: `[state updated: ${Object.keys(values).sort().join(", ")}]`,
-          tool_call_id: callId,
-          name: toolName,
-          id: `tool-${callId}`,
-        }),
-      ],
-    },
-  });
-}
 
 const origin = (arg) => (typeof arg === "string" && arg.startsWith(HANDLE) ? arg.slice(HANDLE.length) : MODEL);
 
@@ -278,33 +224,8 @@ const TURNS = [
   ],
 ];
 
-class ScriptedChatModel extends BaseChatModel {
-  _llmType() {
-    return "scripted";
-  }
-
-  async _generate(messages) {
-    const turn = humans(messages).length;
-    let last = -1;
-    messages.forEach((m, i) => {
-      if (m.getType() === "human") last = i;
-    });
-    const step = messages.slice(last).filter((m) => m.getType() === "ai").length;
-    const calls = TURNS[turn - 1][1][step];
-    const id = `ai-${turn}-${step}`;
-    const message = calls.length
-      ? new AIMessage({
-          content: "",
-          id,
-          tool_calls: calls.map(([name, args], i) => ({ name, args, id: `call-${turn}-${step}-${i}`, type: "tool_call" })),
-        })
-      : new AIMessage({ content: `Answer to turn ${turn}.`, id });
-    return { generations: [{ text: typeof message.content === "string" ? message.content : "", message }] };
-  }
-}
-
 function build(saver) {
-  const model = new ScriptedChatModel({});
+  const model = new ScriptedChatModel({ turns: TURNS });
   return new StateGraph(State)
     .addNode("agent", async (state) => ({ messages: [await model.invoke(state.messages)] }))
     .addNode("tools", new ToolNode(TOOLS))
@@ -312,41 +233,6 @@ function build(saver) {
     .addConditionalEdges("agent", (state) => (state.messages.at(-1).tool_calls?.length ? "tools" : END), ["tools", END])
     .addEdge("tools", "agent")
     .compile({ checkpointer: saver });
-}
-
-// --- historyd's JSON mapping (history.proto, StateEntry) -------------------
-
-const LIMIT = 2 ** 53;
-
-function wire(v) {
-  if (v === null || v === undefined) return null;
-  if (typeof v === "string" || typeof v === "boolean") return v;
-  if (typeof v === "number") {
-    if (Number.isNaN(v)) return "NaN";
-    if (!Number.isFinite(v)) return v > 0 ? "Infinity" : "-Infinity";
-    // An integral number beyond 2^53 is stored by JSON.stringify as JS's
-    // shortest decimal text of it (2**60 -> 1152921504606847000), and historyd
-    // returns those digits as a string. (From 1e21 up, JS writes an exponent,
-    // which reads back as a float; the test data stays below that.)
-    if (Number.isInteger(v) && Math.abs(v) > LIMIT) return String(v);
-    return v;
-  }
-  if (v instanceof Date) return v.toISOString();
-  if (Array.isArray(v)) return v.map(wire);
-  if (typeof v === "object") {
-    const out = {};
-    for (const [k, x] of Object.entries(v)) out[k] = wire(x);
-    return out;
-  }
-  throw new Error(`no JSON mapping for ${typeof v} in the test data`);
-}
-
-const entryJson = (e) => (isMap(e) ? wire(e) : { value: wire(e) });
-
-function stateJson(state) {
-  const out = {};
-  for (const [k, e] of Object.entries(state ?? {})) out[k] = entryJson(e);
-  return out;
 }
 
 // --- turn derivation over what LangGraph.js reports (design.md) ------------
@@ -402,34 +288,6 @@ function derive(snapshots) {
   };
 }
 
-async function versions(sqlite) {
-  const { createRequire } = await import("node:module");
-  const require = createRequire(import.meta.url);
-  const out = { node: process.versions.node };
-  const names = ["@langchain/langgraph", "@langchain/langgraph-checkpoint"];
-  if (sqlite) names.push("@langchain/langgraph-checkpoint-sqlite", "better-sqlite3");
-  else names.push("@langchain/langgraph-checkpoint-postgres", "pg");
-  names.push("@langchain/core");
-  for (const name of names) {
-    try {
-      const { readFileSync } = await import("node:fs");
-      const { dirname, join } = await import("node:path");
-      let dir = dirname(require.resolve(name));
-      for (let i = 0; i < 5; i++) {
-        try {
-          const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
-          if (pkg.name === name) {
-            out[name] = pkg.version;
-            break;
-          }
-        } catch {}
-        dir = dirname(dir);
-      }
-    } catch {}
-  }
-  return out;
-}
-
 async function main() {
   const { values: args } = parseArgs({
     options: {
@@ -447,17 +305,10 @@ async function main() {
   if (!args.dsn === !args.sqlite) throw new Error("exactly one of --dsn and --sqlite is required");
   if (args.sqlite && args.schema !== undefined) throw new Error("--schema is for PostgreSQL");
   const schema = args.sqlite ? "" : (args.schema ?? "lgjs");
-  // Imported only when asked for: it loads better-sqlite3, a native addon
-  // the PostgreSQL thread has no use for.
-  const saver = args.sqlite
-    ? (await import("@langchain/langgraph-checkpoint-sqlite")).SqliteSaver.fromConnString(args.sqlite)
-    : PostgresSaver.fromConnString(args.dsn, { schema });
-  // The SQLite saver has nothing to end: closing its connection is all.
-  const close = args.sqlite ? async () => saver.db.close() : () => saver.end();
+  const { saver, close } = await openSaver(args, schema);
   let result;
   let sqliteVersion;
   try {
-    await saver.setup();
     const graph = build(saver);
     const config = { configurable: { thread_id: args.thread } };
     if (!args["read-only"]) {
@@ -484,7 +335,7 @@ async function main() {
   if (sqliteVersion) result.versions.sqlite = sqliteVersion;
   result.reference = null;
   result.reference_error = "the reference implementation (mcp-toolsets-runtime) is Python only";
-  writeFileSync(args.out, JSON.stringify(result) + "\n");
+  dump(args.out, result);
   process.stderr.write(
     `wrote ${args.out}: thread ${args.thread}, ${result.total} turns, retained [${result.retained}], ` +
       `${result.checkpoints.length} checkpoints\n`,

@@ -46,26 +46,15 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import asyncio
-import base64
-import contextlib
 import datetime as dt
 import decimal
-import enum
 import json
 import math
-import sqlite3
 import sys
 import time
-import traceback
 import uuid
-from typing import Annotated, Any, Optional, TypedDict
+from typing import Annotated, Any, TypedDict
 
-import psycopg
-from psycopg.rows import dict_row
-
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -74,56 +63,27 @@ from langchain_core.messages import (
     RemoveMessage,
     ToolMessage,
 )
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import InjectedToolCallId, tool
-from langgraph.checkpoint.postgres import PostgresSaver
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import InjectedState, ToolNode
 from langgraph.types import Command
 
-STATE = "tool_state"
-MODEL = "model"
-HANDLE = "@state:"
-
-# ---------------------------------------------------------------------------
-# The session-state reducer (tool_state convention).
-
-
-def merge_tool_state(
-    old: Optional[dict[str, Any]], new: Optional[dict[str, Any]]
-) -> dict[str, Any]:
-    """Merge key by key; a later write of a key replaces the earlier entry.
-
-    Entries without a seq get the next one after the highest held. An entry
-    written in a later turn than the one it replaces counts one more turn
-    in turns_written; rewriting it within the same turn counts nothing.
-    Entries that are not maps are stored as they are.
-    """
-    out = dict(old or {})
-    if not new:
-        return out
-    seqs = [e.get("seq", 0) for e in out.values() if isinstance(e, dict)]
-    following = max(seqs, default=0) + 1
-    for key, entry in new.items():
-        if not isinstance(entry, dict):
-            out[key] = entry
-            continue
-        entry = dict(entry)
-        if entry.get("seq") is None:
-            entry["seq"] = following
-            following += 1
-        before = out.get(key)
-        if isinstance(before, dict) and entry.get("turns_written") is None:
-            held = before.get("turns_written", 1)
-            b, a = before.get("turn"), entry.get("turn")
-            later = b is None or a is None or a > b
-            entry["turns_written"] = held + 1 if later else held
-        elif entry.get("turns_written") is None:
-            entry["turns_written"] = 1
-        out[key] = entry
-    return out
+from lgwriter import (
+    HANDLE,
+    MODEL,
+    STATE,
+    ScriptedChatModel,
+    add_store_args,
+    dump,
+    humans,
+    merge_tool_state,
+    open_saver,
+    publish,
+    reference_or_reason,
+    state_json,
+    versions,
+)
 
 
 class State(TypedDict, total=False):
@@ -131,46 +91,9 @@ class State(TypedDict, total=False):
     tool_state: Annotated[dict[str, Any], merge_tool_state]
 
 
-def humans(messages: list[BaseMessage]) -> list[BaseMessage]:
-    return [m for m in messages if getattr(m, "type", None) == "human"]
-
-
 # ---------------------------------------------------------------------------
-# Tools. Each publishes entries into tool_state and answers with a short
-# ToolMessage, as a capture middleware would.
-
-
-def publish(
-    state: dict,
-    call_id: str,
-    tool_name: str,
-    values: dict[str, Any],
-    inputs: dict[str, str],
-    extra: Optional[dict[str, Any]] = None,
-) -> Command:
-    turn = len(humans(state.get("messages", [])))
-    update = {}
-    for key, value in values.items():
-        entry = {"value": value, "tool": tool_name, "turn": turn}
-        if inputs:
-            entry["inputs"] = dict(inputs)
-        if extra:
-            entry.update(extra)
-        update[key] = entry
-    keys = ", ".join(sorted(values))
-    return Command(
-        update={
-            STATE: update,
-            "messages": [
-                ToolMessage(
-                    content=f"[state updated: {keys}]",
-                    tool_call_id=call_id,
-                    name=tool_name,
-                    id=f"tool-{call_id}",
-                )
-            ],
-        }
-    )
+# Tools. Each publishes entries into tool_state (lgwriter.publish) and
+# answers with a short ToolMessage, as a capture middleware would.
 
 
 def origin(argument: Any) -> str:
@@ -371,47 +294,6 @@ TURNS: list[tuple[Any, list[list[tuple[str, dict]]]]] = [
 ]
 
 
-class ScriptedChatModel(BaseChatModel):
-    """A chat model that plays TURNS back, chosen by where the thread is.
-
-    The turn is the number of human messages; the step is the number of AI
-    messages since the last one. Nothing depends on call order, so a
-    re-run step answers the same.
-    """
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: Optional[list[str]] = None,
-        run_manager: Optional[CallbackManagerForLLMRun] = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        turn = len(humans(messages))
-        last = max(i for i, m in enumerate(messages) if m.type == "human")
-        step = sum(1 for m in messages[last:] if m.type == "ai")
-        calls = TURNS[turn - 1][1][step]
-        mid = f"ai-{turn}-{step}"
-        if calls:
-            msg = AIMessage(
-                content="",
-                id=mid,
-                tool_calls=[
-                    {"name": n, "args": a, "id": f"call-{turn}-{step}-{i}", "type": "tool_call"}
-                    for i, (n, a) in enumerate(calls)
-                ],
-            )
-        else:
-            msg = AIMessage(content=f"Answer to turn {turn}.", id=mid)
-        return ChatResult(generations=[ChatGeneration(message=msg)])
-
-
-# Turns that end by running the audit subgraph. Its checkpoints share the
-# thread but carry a non-empty checkpoint_ns, and they hold as many questions
-# as the root's: a reader that mixed namespaces would derive other turn ends.
 AUDIT_TURNS = {7}
 
 
@@ -455,7 +337,7 @@ def audit_graph():
 
 
 def build(saver: Any):
-    model = ScriptedChatModel()
+    model = ScriptedChatModel(turns=TURNS)
 
     def agent(state: State) -> dict:
         return {"messages": [model.invoke(state["messages"])]}
@@ -478,58 +360,6 @@ def build(saver: Any):
     g.add_edge("audit", END)
     return g.compile(checkpointer=saver)
 
-
-# ---------------------------------------------------------------------------
-# historyd's JSON mapping (history.proto, StateEntry).
-
-LIMIT = 2**53
-
-
-def key_text(k: Any) -> str:
-    if isinstance(k, str):
-        return k
-    return json.dumps(wire(k), separators=(",", ":"))
-
-
-def wire(v: Any) -> Any:
-    if v is None or isinstance(v, str):
-        return v
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int):
-        return v if -LIMIT <= v <= LIMIT else str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "NaN"
-        if math.isinf(v):
-            return "Infinity" if v > 0 else "-Infinity"
-        return v
-    if isinstance(v, (bytes, bytearray)):
-        return base64.b64encode(bytes(v)).decode("ascii")
-    if isinstance(v, dt.datetime):
-        return v.isoformat()
-    if isinstance(v, uuid.UUID):
-        return v.hex
-    if isinstance(v, decimal.Decimal):
-        return str(v)
-    if isinstance(v, enum.Enum):
-        return wire(v.value)
-    if isinstance(v, (list, tuple)):
-        return [wire(x) for x in v]
-    if isinstance(v, dict):
-        return {key_text(k): wire(x) for k, x in v.items()}
-    raise TypeError(f"no JSON mapping for {type(v).__name__} in the test data")
-
-
-def entry_json(entry: Any) -> dict[str, Any]:
-    """A tool_state entry as historyd's StateEntry, in its JSON dict form."""
-    if isinstance(entry, dict):
-        return wire(entry)
-    return {"value": wire(entry)}
-
-
-def state_json(state: Optional[dict]) -> dict[str, Any]:
-    return {k: entry_json(e) for k, e in (state or {}).items()}
 
 
 # ---------------------------------------------------------------------------
@@ -616,188 +446,11 @@ def all_states(snapshots: list[Any]) -> dict[str, Any]:
     return {"entries": entries, "checkpoint_states": states}
 
 
-# ---------------------------------------------------------------------------
-# The reference implementation, when it imports.
-
-
-class RootNamespace:
-    """A saver as seen from the root graph: alist pinned to checkpoint_ns "".
-
-    turns_from asks its saver for the thread's checkpoints without naming a
-    namespace, so the saver hands it subgraph checkpoints too. historyd
-    reads one namespace (the root by default); comparing like with like means
-    giving the reference the root's checkpoints only. What the unscoped read
-    would have said differently is reported beside it.
-    """
-
-    def __init__(self, saver: Any) -> None:
-        self._saver = saver
-
-    def alist(self, config: Any, **kwargs: Any) -> Any:
-        configurable = {**(config.get("configurable") or {}), "checkpoint_ns": ""}
-        return self._saver.alist({**config, "configurable": configurable}, **kwargs)
-
-
-def history_json(history: Any) -> dict[str, Any]:
-    return {
-        "total": history.total,
-        "retained": [t.n for t in history.turns],
-        "turns": {
-            str(t.n): {
-                "checkpoint_id": t.checkpoint_id,
-                "question": str(t.question),
-                "state": state_json(t.state),
-            }
-            for t in history.turns
-        },
-    }
-
-
-@contextlib.asynccontextmanager
-async def async_saver(args: argparse.Namespace) -> Any:
-    """The async flavour of the saver that wrote the thread, as turns_from
-    needs one, and a function naming the namespaces a checkpoint id is in."""
-    if args.sqlite:
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        async with AsyncSqliteSaver.from_conn_string(args.sqlite) as saver:
-
-            async def namespaces(thread: str, checkpoint_id: str) -> list[str]:
-                async with saver.conn.execute(
-                    "SELECT checkpoint_ns FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?",
-                    (thread, checkpoint_id),
-                ) as cur:
-                    return [r[0] for r in await cur.fetchall()]
-
-            yield saver, namespaces
-        return
-
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-    kwargs = connect_kwargs(args.schema)
-    async with await psycopg.AsyncConnection.connect(args.dsn, **kwargs) as conn:
-
-        async def namespaces(thread: str, checkpoint_id: str) -> list[str]:
-            cur = await conn.execute(
-                "SELECT checkpoint_ns FROM checkpoints WHERE thread_id = %s AND checkpoint_id = %s",
-                (thread, checkpoint_id),
-            )
-            return [r["checkpoint_ns"] for r in await cur.fetchall()]
-
-        yield AsyncPostgresSaver(conn), namespaces
-
-
-async def read_reference(args: argparse.Namespace) -> dict[str, Any]:
-    from mcp_agent.history import turns_from
-
-    thread = args.thread
-    async with async_saver(args) as (saver, namespaces):
-        root = history_json(await turns_from(RootNamespace(saver), thread))
-        unscoped = history_json(await turns_from(saver, thread))
-        notes = []
-        for n in sorted(set(root["turns"]) | set(unscoped["turns"]), key=int):
-            a, b = root["turns"].get(n), unscoped["turns"].get(n)
-            if a == b:
-                continue
-            where = ""
-            if b is not None:
-                ns = await namespaces(thread, b["checkpoint_id"])
-                where = ", namespace " + ", ".join(repr(x) for x in ns)
-            notes.append(
-                f"turn {n}: mcp_agent.history.turns_from over all namespaces ends it at checkpoint "
-                f"{b and b['checkpoint_id']}{where}"
-                f"{' with different state' if a and b and a['state'] != b['state'] else ''}; "
-                f"over the root namespace at {a and a['checkpoint_id']}"
-            )
-        if unscoped["total"] != root["total"] or unscoped["retained"] != root["retained"]:
-            notes.append(
-                f"over all namespaces: total {unscoped['total']}, retained {unscoped['retained']}; "
-                f"over the root: total {root['total']}, retained {root['retained']}"
-            )
-    root["unscoped_differences"] = notes
-    return root
-
-
-def reference_or_reason(args: argparse.Namespace) -> tuple[Optional[dict], Optional[str]]:
-    try:
-        import mcp_agent.history  # noqa: F401
-    except BaseException as exc:  # SyntaxError, ImportError, anything
-        where = ""
-        if isinstance(exc, SyntaxError):
-            where = f" ({exc.filename}:{exc.lineno}: {(exc.text or '').strip()})"
-        return None, (
-            f"mcp-toolsets-runtime does not import under Python "
-            f"{sys.version.split()[0]}: {type(exc).__name__}: {exc}{where}"
-        )
-    try:
-        return asyncio.run(read_reference(args)), None
-    except BaseException as exc:
-        return None, (
-            "mcp_agent.history.turns_from failed: "
-            + "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        )
-
-
-# ---------------------------------------------------------------------------
-
-
-def connect_kwargs(schema: Optional[str]) -> dict[str, Any]:
-    kw: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-    if schema:
-        kw["options"] = f"-c search_path={schema}"
-    return kw
-
-
-@contextlib.contextmanager
-def open_saver(args: argparse.Namespace) -> Any:
-    """The saver the graph is compiled with, its tables set up."""
-    if args.sqlite:
-        # As SqliteSaver.from_conn_string opens it; setup() switches the
-        # file to WAL.
-        conn = sqlite3.connect(args.sqlite, check_same_thread=False)
-        try:
-            saver = SqliteSaver(conn)
-            saver.setup()
-            yield saver
-        finally:
-            conn.close()
-        return
-    if args.schema:
-        with psycopg.connect(args.dsn, autocommit=True) as c:
-            c.execute(f'CREATE SCHEMA IF NOT EXISTS "{args.schema}"')
-    with psycopg.connect(args.dsn, **connect_kwargs(args.schema)) as conn:
-        saver = PostgresSaver(conn)
-        saver.setup()
-        yield saver
-
-
-def versions(sqlite: bool) -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": sys.version.split()[0]}
-    names = ["langgraph", "langgraph-checkpoint"]
-    if sqlite:
-        names += ["langgraph-checkpoint-sqlite", "aiosqlite"]
-        out["sqlite"] = sqlite3.sqlite_version
-    else:
-        names += ["langgraph-checkpoint-postgres", "psycopg"]
-    names += ["langchain-core", "mcp-toolsets-runtime"]
-    for name in names:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            pass
-    return out
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    where = ap.add_mutually_exclusive_group(required=True)
-    where.add_argument("--dsn", help="PostgreSQL: PostgresSaver")
-    where.add_argument("--sqlite", metavar="PATH", help="an SQLite file: SqliteSaver")
+    add_store_args(ap)
     ap.add_argument("--thread", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--schema", default=None, help="PostgreSQL schema for the saver's tables")
     ap.add_argument("--read-only", action="store_true", help="describe the thread as it stands")
     ap.add_argument("--no-reference", action="store_true")
     ap.add_argument("--turns", type=int, default=len(TURNS), help="write only the first N turns")
@@ -837,9 +490,7 @@ def main() -> int:
         result["reference"], result["reference_error"] = None, "not asked for (--no-reference)"
     else:
         result["reference"], result["reference_error"] = reference_or_reason(args)
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(result, f, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        f.write("\n")
+    dump(args.out, result)
     print(
         f"wrote {args.out}: thread {args.thread}, {result['total']} turns, "
         f"retained {result['retained']}, {len(result['checkpoints'])} checkpoints, "

@@ -1,7 +1,8 @@
-package sqlite
+package lgcodec
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -10,13 +11,21 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
-// TestMpSkip checks the header walk against the library's encoder for
+// skipEnd steps over the value at the start of data as a checkpoint walk
+// does, returning where it ends.
+func skipEnd(data []byte) (int, error) {
+	d := newMsgpackDecoder(data, checkpointLimits)
+	if err := d.skipFree(1); err != nil {
+		return 0, err
+	}
+	return d.pos, nil
+}
+
+// TestSkipFree checks the header walk against the library's encoder for
 // every msgpack family and length class.
-func TestMpSkip(t *testing.T) {
+func TestSkipFree(t *testing.T) {
 	var values []any
 	for _, n := range []int64{0, 1, 127, 128, 255, 256, 65535, 65536, math.MaxInt32 + 1, math.MaxInt64, -1, -32, -33, -128, -129, -32768, -32769, math.MinInt64} {
 		values = append(values, n)
@@ -48,16 +57,16 @@ func TestMpSkip(t *testing.T) {
 	check := func(what string, data []byte) {
 		t.Helper()
 		// Trailing bytes must not be consumed.
-		end, err := mpSkip(append(data, 0xc0, 0xc0), 0)
+		end, err := skipEnd(append(data, 0xc0, 0xc0))
 		if err != nil || end != len(data) {
-			t.Errorf("%s: mpSkip = %d, %v; want %d", what, end, err, len(data))
+			t.Errorf("%s: skip = %d, %v; want %d", what, end, err, len(data))
 		}
 		for _, cut := range []int{len(data) - 1, len(data) / 2, 0} {
 			if cut < 0 || cut >= len(data) {
 				continue
 			}
-			var me *lgcodec.MalformedError
-			if _, err := mpSkip(data[:cut], 0); !errors.As(err, &me) {
+			var me *MalformedError
+			if _, err := skipEnd(data[:cut]); !errors.As(err, &me) {
 				t.Errorf("%s cut to %d: %v; want MalformedError", what, cut, err)
 			}
 		}
@@ -91,16 +100,16 @@ func TestMsgpackDeepNesting(t *testing.T) {
 	buf.Write(mustMsgpack(t, map[string]string{"deep": "v1"}))
 	data := buf.Bytes()
 
-	h, err := parseHeader(typeMsgpack, data)
-	if err != nil || h.versions["deep"] != "v1" {
-		t.Fatalf("parseHeader = %+v, %v", h, err)
+	h, err := ParseCheckpoint(TypeMsgpack, data, nil)
+	if err != nil || h.Versions["deep"] != "v1" {
+		t.Fatalf("ParseCheckpoint = %+v, %v", h, err)
 	}
-	val, ok, err := channelValue(typeMsgpack, data, "deep")
+	val, ok, err := ChannelValue(TypeMsgpack, data, "deep")
 	if err != nil || !ok || len(val) != depth+1 || &val[0] != &data[deepAt] {
-		t.Fatalf("channelValue: %d bytes, %v, %v", len(val), ok, err)
+		t.Fatalf("ChannelValue: %d bytes, %v, %v", len(val), ok, err)
 	}
-	var me *lgcodec.MalformedError
-	if _, err := parseHeader(typeMsgpack, data[:deepAt+depth]); !errors.As(err, &me) {
+	var me *MalformedError
+	if _, err := ParseCheckpoint(TypeMsgpack, data[:deepAt+depth], nil); !errors.As(err, &me) {
 		t.Errorf("truncated: %v", err)
 	}
 }
@@ -159,45 +168,45 @@ func TestMsgpackKeysAndVersions(t *testing.T) {
 		"channel_values", values,
 		"channel_versions", versions,
 	)
-	h, err := parseHeader(typeMsgpack, data)
+	h, err := ParseCheckpoint(TypeMsgpack, data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"s": "00000000000000000000000000000002.0.123", "i": "7", "u": "18446744073709551615", "f": "2.5"}
-	if !reflect.DeepEqual(h.versions, want) {
-		t.Errorf("versions = %v, want %v", h.versions, want)
+	if !reflect.DeepEqual(h.Versions, want) {
+		t.Errorf("versions = %v, want %v", h.Versions, want)
 	}
-	if h.ts.IsZero() || h.ts.Nanosecond() != 817845000 {
-		t.Errorf("ts = %v", h.ts)
+	if h.TS.IsZero() || h.TS.Nanosecond() != 817845000 {
+		t.Errorf("ts = %v", h.TS)
 	}
-	val, ok, err := channelValue(typeMsgpack, data, "messages")
+	val, ok, err := ChannelValue(TypeMsgpack, data, "messages")
 	if err != nil || !ok || !bytes.Equal(val, mustMsgpack(t, "second")) {
 		t.Errorf("messages = %q, %v, %v; want the last of the repeated keys", val, ok, err)
 	}
-	val, ok, err = channelValue(typeMsgpack, data, "tool_state")
+	val, ok, err = ChannelValue(TypeMsgpack, data, "tool_state")
 	if err != nil || !ok || !bytes.Equal(val, mustMsgpack(t, map[string]any{"k": 1})) {
 		t.Errorf("tool_state = %x, %v, %v", val, ok, err)
 	}
-	if _, ok, err := channelValue(typeMsgpack, data, "1"); ok || err != nil {
+	if _, ok, err := ChannelValue(TypeMsgpack, data, "1"); ok || err != nil {
 		t.Errorf("an int key was taken for a channel: %v, %v", ok, err)
 	}
 
 	// A checkpoint without channel values or versions has none, and a nil
 	// in their place means the same.
 	for _, data := range [][]byte{encodeMap(t, "v", 1), encodeMap(t, "channel_values", nil, "channel_versions", nil)} {
-		h, err := parseHeader(typeMsgpack, data)
-		if err != nil || len(h.versions) != 0 || h.versions == nil {
-			t.Errorf("parseHeader(%x) = %+v, %v", data, h, err)
+		h, err := ParseCheckpoint(TypeMsgpack, data, nil)
+		if err != nil || len(h.Versions) != 0 || h.Versions == nil {
+			t.Errorf("ParseCheckpoint(%x) = %+v, %v", data, h, err)
 		}
-		if _, ok, err := channelValue(typeMsgpack, data, "messages"); ok || err != nil {
-			t.Errorf("channelValue(%x) = %v, %v", data, ok, err)
+		if _, ok, err := ChannelValue(TypeMsgpack, data, "messages"); ok || err != nil {
+			t.Errorf("ChannelValue(%x) = %v, %v", data, ok, err)
 		}
 	}
 
-	var me *lgcodec.MalformedError
+	var me *MalformedError
 	for _, bad := range []any{true, []any{"1"}, map[string]any{}, []byte("1")} {
 		data := encodeMap(t, "channel_versions", map[string]any{"messages": bad})
-		if _, err := parseHeader(typeMsgpack, data); !errors.As(err, &me) || !strings.Contains(err.Error(), `"messages"`) {
+		if _, err := ParseCheckpoint(TypeMsgpack, data, nil); !errors.As(err, &me) || !strings.Contains(err.Error(), `"messages"`) {
 			t.Errorf("version %#v: %v; want a MalformedError naming the channel", bad, err)
 		}
 	}
@@ -207,47 +216,116 @@ func TestJSONVersionsAndValues(t *testing.T) {
 	data := []byte(`{"v":4,"id":"x","ts":"2026-11-30T07:33:54.173Z",
 		"channel_values":{"messages":[{"lc":1,"type":"constructor","id":["langchain_core","messages","HumanMessage"],"kwargs":{"content":"hé"}}], "n": 1.50, "none": null},
 		"channel_versions":{"messages":3,"tool_state":"00000000000000000000000000000002.0.5","big":12345678901234567890,"f":1.5e3,"gone":null}}`)
-	h, err := parseHeader(typeJSON, data)
+	h, err := ParseCheckpoint(TypeJSON, data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"messages": "3", "tool_state": "00000000000000000000000000000002.0.5", "big": "12345678901234567890", "f": "1.5e3"}
-	if !reflect.DeepEqual(h.versions, want) {
-		t.Errorf("versions = %v, want %v", h.versions, want)
+	want := map[string]string{"messages": "3", "tool_state": "00000000000000000000000000000002.0.5", "big": "12345678901234567890", "f": "1500"}
+	if !reflect.DeepEqual(h.Versions, want) {
+		t.Errorf("versions = %v, want %v", h.Versions, want)
 	}
-	if h.ts.Nanosecond() != 173000000 {
-		t.Errorf("ts = %v", h.ts)
+	if h.TS.Nanosecond() != 173000000 {
+		t.Errorf("ts = %v", h.TS)
 	}
 	for ch, want := range map[string]string{
 		"messages": `[{"lc":1,"type":"constructor","id":["langchain_core","messages","HumanMessage"],"kwargs":{"content":"hé"}}]`,
 		"n":        `1.50`,
 		"none":     `null`,
 	} {
-		val, ok, err := channelValue(typeJSON, data, ch)
+		val, ok, err := ChannelValue(TypeJSON, data, ch)
 		if err != nil || !ok || string(val) != want {
 			t.Errorf("%s = %s, %v, %v; want the stored text %s", ch, val, ok, err, want)
 		}
 	}
-	if _, ok, err := channelValue(typeJSON, data, "tool_state"); ok || err != nil {
+	if _, ok, err := ChannelValue(TypeJSON, data, "tool_state"); ok || err != nil {
 		t.Errorf("absent channel: %v, %v", ok, err)
 	}
 	// A timestamp that is not one is left out, not an error.
-	if h, err := parseHeader(typeJSON, []byte(`{"ts":17}`)); err != nil || !h.ts.IsZero() {
+	if h, err := ParseCheckpoint(TypeJSON, []byte(`{"ts":17}`), nil); err != nil || !h.TS.IsZero() {
 		t.Errorf("numeric ts: %+v, %v", h, err)
 	}
 }
 
-func TestBlobType(t *testing.T) {
-	s := func(v string) *string { return &v }
-	for in, want := range map[*string]string{nil: "json", s(""): "json", s("msgpack"): "msgpack", s("json"): "json", s("pickle"): "pickle"} {
-		if got := blobType(in); got != want {
-			t.Errorf("blobType(%v) = %q, want %q", in, got, want)
+func TestUnsupportedCheckpoints(t *testing.T) {
+	var ue *UnsupportedError
+	for _, typ := range []string{"pickle", "msgpack+aes", "bytes", "yaml"} {
+		if _, err := ParseCheckpoint(typ, []byte("x"), nil); !errors.As(err, &ue) || ue.Format != typ {
+			t.Errorf("ParseCheckpoint(%q) = %v; want UnsupportedError", typ, err)
+		}
+		if _, _, err := ChannelValue(typ, []byte("x"), "messages"); !errors.As(err, &ue) || ue.Format != typ {
+			t.Errorf("ChannelValue(%q) = %v; want UnsupportedError", typ, err)
 		}
 	}
-	var ue *lgcodec.UnsupportedError
-	for _, typ := range []string{"pickle", "msgpack+aes", "bytes", "yaml"} {
-		if _, err := parseHeader(typ, []byte("x")); !errors.As(err, &ue) || ue.Format != typ {
-			t.Errorf("parseHeader(%q) = %v; want UnsupportedError", typ, err)
+}
+
+// TestNormalizeVersion is the one rule for versions, whichever serializer
+// wrote them.
+func TestNormalizeVersion(t *testing.T) {
+	for _, c := range []struct {
+		in   any
+		want string
+		ok   bool
+	}{
+		{nil, "", false},
+		{"00000000000000000000000000000004.0.51847", "00000000000000000000000000000004.0.51847", true},
+		{int64(3), "3", true},
+		{float64(3), "3", true},
+		{2.5, "2.5", true},
+		{uint64(math.MaxUint64), "18446744073709551615", true},
+	} {
+		got, ok, err := NormalizeVersion(c.in)
+		if err != nil || ok != c.ok || got != c.want {
+			t.Errorf("NormalizeVersion(%#v) = %q, %v, %v; want %q, %v", c.in, got, ok, err, c.want, c.ok)
 		}
+	}
+	for _, bad := range []any{true, []any{}, map[string]any{}, []byte("1")} {
+		if _, _, err := NormalizeVersion(bad); err == nil {
+			t.Errorf("NormalizeVersion(%#v): no error", bad)
+		}
+	}
+	// The JSON and msgpack forms of one version agree.
+	for _, v := range []any{"v1", 3, 2.5, nil} {
+		js, _ := json.Marshal(map[string]any{"channel_versions": map[string]any{"c": v}})
+		mp := mustMsgpack(t, map[string]any{"channel_versions": map[string]any{"c": v}})
+		a, err1 := ParseCheckpoint(TypeJSON, js, nil)
+		b, err2 := ParseCheckpoint(TypeMsgpack, mp, nil)
+		pv, err3 := ParseVersions(mustJSON(t, map[string]any{"c": v}), nil)
+		if err1 != nil || err2 != nil || err3 != nil || !reflect.DeepEqual(a.Versions, b.Versions) || !reflect.DeepEqual(a.Versions, pv) {
+			t.Errorf("version %#v: json %v (%v), msgpack %v (%v), versions %v (%v)", v, a.Versions, err1, b.Versions, err2, pv, err3)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseMetadata(t *testing.T) {
+	for _, c := range []struct {
+		typ  string
+		data []byte
+		want Metadata
+	}{
+		{TypeJSON, []byte(`{"source":"loop","step":3,"parents":{}}`), Metadata{Step: 3, HasStep: true, Source: "loop"}},
+		{TypeJSON, []byte(`{"source":"input","step":-1,"counters_since_delta_snapshot":{"messages":[1,2]}}`), Metadata{Step: -1, HasStep: true, Source: "input", Delta: true}},
+		{TypeJSON, []byte(`{"delta_writes_versioned":true}`), Metadata{Delta: true}},
+		{TypeJSON, nil, Metadata{}},
+		{TypeMsgpack, mustMsgpack(t, map[string]any{"step": -2, "source": "loop", "counters_since_delta_snapshot": map[string]any{}}), Metadata{Step: -2, HasStep: true, Source: "loop", Delta: true}},
+		{"", []byte(` {"step":1}`), Metadata{Step: 1, HasStep: true}},
+		{"", mustMsgpack(t, map[string]any{"step": 2}), Metadata{Step: 2, HasStep: true}},
+	} {
+		got, err := ParseMetadata(c.typ, c.data)
+		if err != nil || got != c.want {
+			t.Errorf("ParseMetadata(%q, %q) = %+v, %v; want %+v", c.typ, c.data, got, err, c.want)
+		}
+	}
+	var me *MalformedError
+	if _, err := ParseMetadata(TypeJSON, []byte(`{"step":`)); !errors.As(err, &me) {
+		t.Errorf("truncated metadata: %v", err)
 	}
 }

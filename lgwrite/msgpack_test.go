@@ -1,6 +1,8 @@
-package lgcodec
+package lgwrite
 
 import (
+	"github.com/historyd/historyd/store/lgcodec"
+
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -24,9 +26,9 @@ func roundTrip(t *testing.T, v any) any {
 	if err != nil {
 		t.Fatalf("EncodeMsgpack(%#v): %v", v, err)
 	}
-	got, ok, err := Decode("msgpack", b, Limits{})
+	got, ok, err := lgcodec.Decode("msgpack", b, lgcodec.Limits{})
 	if err != nil || !ok {
-		t.Fatalf("Decode(EncodeMsgpack(%#v)) = %v, %v (bytes %x)", v, ok, err, b)
+		t.Fatalf("lgcodec.Decode(EncodeMsgpack(%#v)) = %v, %v (bytes %x)", v, ok, err, b)
 	}
 	return got
 }
@@ -331,7 +333,7 @@ func testPython(t *testing.T) string {
 // TestEncodeMatchesPython checks that the encoder writes exactly the bytes
 // of Python's JsonPlusSerializer for LangChain messages, datetimes and
 // plain data, that Python loads our bytes back as the very objects, and
-// that Decode reads both alike.
+// that lgcodec.Decode reads both alike.
 func TestEncodeMatchesPython(t *testing.T) {
 	py := testPython(t)
 	cases := encodeCases()
@@ -380,13 +382,13 @@ func TestEncodeMatchesPython(t *testing.T) {
 			if !r.LoadsEqual {
 				t.Errorf("Python loads our bytes as %s, not the original object", r.Loaded)
 			}
-			a, _, errA := Decode("msgpack", ours[name], Limits{})
-			b, _, errB := Decode("msgpack", r.Python, Limits{})
+			a, _, errA := lgcodec.Decode("msgpack", ours[name], lgcodec.Limits{})
+			b, _, errB := lgcodec.Decode("msgpack", r.Python, lgcodec.Limits{})
 			if errA != nil || errB != nil {
-				t.Fatalf("Decode: ours %v, python's %v", errA, errB)
+				t.Fatalf("lgcodec.Decode: ours %v, python's %v", errA, errB)
 			}
 			if !reflect.DeepEqual(a, b) && name != "nan" {
-				t.Errorf("Decode differs:\nours:   %#v\npython: %#v", a, b)
+				t.Errorf("lgcodec.Decode differs:\nours:   %#v\npython: %#v", a, b)
 			}
 		})
 	}
@@ -408,12 +410,12 @@ func TestEncodeMessagesScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ScanMessages("msgpack", b, Limits{})
+	m, err := lgcodec.ScanMessages("msgpack", b, lgcodec.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Count != 6 || !reflect.DeepEqual(m.Humans, []string{"sketch the Severn", "now the Thames"}) {
-		t.Errorf("ScanMessages = %+v", m)
+		t.Errorf("lgcodec.ScanMessages = %+v", m)
 	}
 	v := roundTrip(t, msgs).([]any)
 	ai := v[2].(map[string]any)

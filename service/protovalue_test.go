@@ -1,4 +1,4 @@
-package lgcodec
+package service
 
 import (
 	"math"
@@ -8,17 +8,20 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/store/lgcodec"
 )
 
-// protoOf encodes v with AppendProtoValue into a buffer sized by
-// ProtoValueSize, checks the size was exact, and parses the result.
+// protoOf encodes v with appendProtoValue into a buffer sized by
+// protoValueSize, checks the size was exact, and parses the result.
 func protoOf(t testing.TB, v any) *structpb.Value {
 	t.Helper()
-	size, err := ProtoValueSize(v)
+	size, err := protoValueSize(v)
 	if err != nil {
 		t.Fatalf("size: %v", err)
 	}
-	b, err := AppendProtoValue(make([]byte, 0, size), v)
+	b, err := appendProtoValue(make([]byte, 0, size), v)
 	if err != nil {
 		t.Fatalf("append: %v", err)
 	}
@@ -32,11 +35,6 @@ func protoOf(t testing.TB, v any) *structpb.Value {
 	return out
 }
 
-// rawOf is the whole blob as a Raw, as EachEntry hands out a bare entry.
-func rawOf(data []byte, lim Limits) Raw {
-	return Raw{data: data, start: 0, end: len(data), depth: 0, lim: lim.withDefaults()}
-}
-
 // TestRawMatchesDecoded holds the transcoding of stored msgpack to the
 // encoding of what Decode makes of the same bytes.
 func TestRawMatchesDecoded(t *testing.T) {
@@ -47,21 +45,21 @@ func TestRawMatchesDecoded(t *testing.T) {
 	values := []any{
 		nil, true, "Severn", "ümlaut 🌊", strings.Repeat("x", 300), int64(-7), int64(1<<53 + 1), uint64(math.MaxUint64),
 		1.5, math.NaN(), math.Inf(-1), []byte{0, 1, 2}, []any{}, map[string]any{},
-		Map{{"type", "Feature"}, {"geometry", Map{{"type", "Polygon"}, {"coordinates", []any{ring}}}}, {"a", int64(1)}},
-		Datetime(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
-		[]any{HumanMessage("m1", "hello"), map[string]any{"k": AIMessage("m2", "hi")}},
+		lgwrite.Map{{Key: "type", Value: "Feature"}, {Key: "geometry", Value: lgwrite.Map{{Key: "type", Value: "Polygon"}, {Key: "coordinates", Value: []any{ring}}}}, {Key: "a", Value: int64(1)}},
+		lgwrite.Datetime(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
+		[]any{lgwrite.HumanMessage("m1", "hello"), map[string]any{"k": lgwrite.AIMessage("m2", "hi")}},
 	}
 	for _, v := range values {
-		data, err := EncodeMsgpack(v)
+		data, err := lgwrite.EncodeMsgpack(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		decoded, _, err := Decode("msgpack", data, Limits{})
+		decoded, _, err := lgcodec.Decode("msgpack", data, lgcodec.Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := protoOf(t, decoded)
-		got := protoOf(t, rawOf(data, Limits{}))
+		got := protoOf(t, lgcodec.MsgpackRaw(data, lgcodec.Limits{}))
 		if !proto.Equal(got, want) {
 			t.Errorf("%T: transcoded %v\nwant %v", v, got, want)
 		}
@@ -71,17 +69,17 @@ func TestRawMatchesDecoded(t *testing.T) {
 // TestEachEntryLeavesValuesEncoded checks what EachEntry decodes and what
 // it leaves to the transcoder.
 func TestEachEntryLeavesValuesEncoded(t *testing.T) {
-	data, err := EncodeMsgpack(Map{
-		{"entry", Map{{"value", []any{1.0, 2.0}}, {"tool", "t"}, {"turn", int64(2)}}},
-		{"bare", []any{"x"}},
-		{"skipped", "never read"},
-		{"nofield", Map{{"v", 1.0}}},
+	data, err := lgwrite.EncodeMsgpack(lgwrite.Map{
+		{Key: "entry", Value: lgwrite.Map{{Key: "value", Value: []any{1.0, 2.0}}, {Key: "tool", Value: "t"}, {Key: "turn", Value: int64(2)}}},
+		{Key: "bare", Value: []any{"x"}},
+		{Key: "skipped", Value: "never read"},
+		{Key: "nofield", Value: lgwrite.Map{{Key: "v", Value: 1.0}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]any{}
-	_, ok, err := EachEntry("msgpack", data, map[string]bool{"entry": true, "bare": true, "nofield": true}, Limits{}, func(k string, v any) error {
+	_, ok, err := lgcodec.EachEntry("msgpack", data, map[string]bool{"entry": true, "bare": true, "nofield": true}, "value", lgcodec.Limits{}, func(k string, v any) error {
 		got[k] = v
 		return nil
 	})
@@ -89,10 +87,10 @@ func TestEachEntryLeavesValuesEncoded(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	entry, _ := got["entry"].(map[string]any)
-	if _, isRaw := entry["value"].(Raw); !isRaw || entry["tool"] != "t" || entry["turn"] != int64(2) {
+	if _, isRaw := entry["value"].(lgcodec.Raw); !isRaw || entry["tool"] != "t" || entry["turn"] != int64(2) {
 		t.Errorf("entry = %#v; want value left encoded, tool and turn decoded", got["entry"])
 	}
-	if _, isRaw := got["bare"].(Raw); !isRaw {
+	if _, isRaw := got["bare"].(lgcodec.Raw); !isRaw {
 		t.Errorf("bare = %#v; want it left encoded", got["bare"])
 	}
 	if _, skipped := got["skipped"]; skipped || len(got) != 3 {
@@ -109,25 +107,25 @@ func TestEachEntryLeavesValuesEncoded(t *testing.T) {
 // decoded value's encoding.
 func FuzzTranscode(f *testing.F) {
 	for _, v := range []any{
-		Map{{"value", []any{1.5, "x", nil, []byte{9}}}, {"tool", "t"}},
-		[]any{int64(1) << 60, math.Inf(1), Map{{"a", Map{}}, {"a", 2.0}}},
-		Datetime(time.Unix(0, 0).UTC()),
+		lgwrite.Map{{Key: "value", Value: []any{1.5, "x", nil, []byte{9}}}, {Key: "tool", Value: "t"}},
+		[]any{int64(1) << 60, math.Inf(1), lgwrite.Map{{Key: "a", Value: lgwrite.Map{}}, {Key: "a", Value: 2.0}}},
+		lgwrite.Datetime(time.Unix(0, 0).UTC()),
 	} {
-		b, err := EncodeMsgpack(v)
+		b, err := lgwrite.EncodeMsgpack(v)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
 	f.Add([]byte{0x81, 0x91, 0xc0, 0xa1, 'x'}) // a list as a map key
-	lim := Limits{MaxBytes: 1 << 16, MaxDepth: 32}
+	lim := lgcodec.Limits{MaxBytes: 1 << 16, MaxDepth: 32}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		decoded, _, err := Decode("msgpack", data, lim)
+		decoded, _, err := lgcodec.Decode("msgpack", data, lim)
 		if err != nil {
 			return
 		}
 		want := protoOf(t, decoded)
-		got := protoOf(t, rawOf(data, lim))
+		got := protoOf(t, lgcodec.MsgpackRaw(data, lim))
 		if !proto.Equal(got, want) {
 			t.Fatalf("transcoded %v\nwant %v", got, want)
 		}

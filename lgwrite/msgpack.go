@@ -1,6 +1,8 @@
-package lgcodec
+package lgwrite
 
 import (
+	"github.com/historyd/historyd/store/lgcodec"
+
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -44,6 +46,10 @@ const (
 	// message, from its model_dump field map.
 	ExtPydanticV2 int8 = 5
 )
+
+// extDeltaSnapshot is the extension code of a DeltaChannel snapshot, whose
+// payload is the value itself rather than a (module, class, data) tuple.
+const extDeltaSnapshot int8 = 7
 
 // Map is a map whose entries are written in the order given. Python dicts
 // keep insertion order and LangGraph's structures (checkpoints, message
@@ -119,7 +125,7 @@ type Ext struct {
 //   - []any and any other slice or array (a list);
 //   - Ext (a Python object) and time.Time (a datetime, see Datetime).
 //
-// Anything else, and nesting deeper than DefaultMaxDepth (which only a
+// Anything else, and nesting deeper than lgcodec.DefaultMaxDepth (which only a
 // cycle would reach), is an error.
 func EncodeMsgpack(v any) ([]byte, error) {
 	e := encoder{}
@@ -161,8 +167,8 @@ func encodeError(reason string, args ...any) error {
 }
 
 func (e *encoder) value(v any, depth int) error {
-	if depth > DefaultMaxDepth {
-		return encodeError("nested deeper than %d levels (a cycle?)", DefaultMaxDepth)
+	if depth > lgcodec.DefaultMaxDepth {
+		return encodeError("nested deeper than %d levels (a cycle?)", lgcodec.DefaultMaxDepth)
 	}
 	switch v := v.(type) {
 	case nil:
@@ -218,6 +224,15 @@ func (e *encoder) value(v any, depth int) error {
 		return e.ext(*v, depth)
 	case time.Time:
 		return e.ext(Datetime(v), depth)
+	case Message:
+		return e.ext(v.pythonExt(), depth)
+	case DeltaSnapshot:
+		inner := encoder{}
+		if err := inner.value(v.Value, depth+1); err != nil {
+			return pathError(err, "<delta snapshot>")
+		}
+		e.extHeader(extDeltaSnapshot, len(inner.buf))
+		e.buf = append(e.buf, inner.buf...)
 	default:
 		return e.reflected(reflect.ValueOf(v), depth)
 	}
@@ -599,6 +614,40 @@ func AIMessageWith(id string, content any, calls []ToolCall, responseMetadata Ma
 		Field{"usage_metadata", u},
 	)
 	return message(aiModule, "AIMessage", fields)
+}
+
+// RemoveMessage is a LangChain RemoveMessage of the message id (RemoveAll
+// for every message).
+func RemoveMessage(id string) Ext {
+	return message("langchain_core.messages.modifier", "RemoveMessage", baseMessage("remove", "", id))
+}
+
+// pythonExt is m as the serializer writes it.
+func (m Message) pythonExt() Ext {
+	var x Ext
+	switch m.Type {
+	case "human":
+		x = HumanMessage(m.ID, m.Content)
+	case "ai":
+		x = AIMessage(m.ID, m.Content, m.ToolCalls...)
+	case "tool":
+		x = ToolMessage(m.ID, m.Content, m.Name, m.ToolCallID)
+	case "system":
+		x = SystemMessage(m.ID, m.Content)
+	case "remove":
+		x = RemoveMessage(m.ID)
+	default:
+		return Ext{Code: -1, Module: "langchain_core.messages", Class: m.Type}
+	}
+	fields := x.Data.(Map)
+	if m.Name != "" && m.Type != "tool" {
+		fields = fields.Set("name", m.Name)
+	}
+	if m.AdditionalKwargs != nil {
+		fields = fields.Set("additional_kwargs", m.AdditionalKwargs)
+	}
+	x.Data = fields
+	return x
 }
 
 // ToolMessage is a LangChain ToolMessage answering the call toolCallID of

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/postgres"
+	"github.com/historyd/historyd/store/sqlite"
+)
+
+// OpenBackend opens the backend a DSN names, picked by its form:
+// postgres://… or postgresql://… for PostgreSQL (in schema, or the
+// search_path when schema is empty), sqlite:///path or a path ending in .db,
+// .sqlite or .sqlite3 for an SQLite file. channels are the only channels
+// whose versions PostgreSQL lists (the SQLite saver keeps them inside the
+// checkpoint blob, read whole anyway); pass Config.Channels, so that the
+// listing and the store agree.
+//
+// A DSN that is wrong (unknown form, missing SQLite file, a file without
+// checkpoint tables) fails here, at start; a PostgreSQL server that is
+// merely down does not, since it may come up later. The errors name
+// historyd serve's --dsn and --schema, which is where these come from.
+// The caller closes the backend.
+func OpenBackend(ctx context.Context, dsn, schema string, channels []string) (store.Backend, error) {
+	switch {
+	case dsn == "":
+		return nil, errors.New("no store: set --dsn or HISTORYD_DSN to the checkpointer's database, e.g. postgres://user@localhost:5432/app or sqlite:///path/checkpoints.db")
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: channels})
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", RedactDSN(dsn), err)
+		}
+		return b, nil
+	}
+	if path, ok := sqlite.ParseDSN(dsn); ok {
+		if schema != "" {
+			return nil, fmt.Errorf("store %s: --schema applies to PostgreSQL only; SQLite files have none", dsn)
+		}
+		b, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("store %s: no such file; point --dsn at the file LangGraph's SqliteSaver writes, or run `historyd demo` to create a demo file", dsn)
+		case errors.Is(err, store.ErrNotCheckpointStore):
+			return nil, fmt.Errorf("store %s: %w; point --dsn at the file LangGraph's SqliteSaver writes", dsn, err)
+		case err != nil:
+			return nil, fmt.Errorf("store %s: %w", dsn, err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("store %s: unrecognised DSN; use postgres://…, postgresql://…, sqlite:///path/file.db or a path ending in .db, .sqlite or .sqlite3", RedactDSN(dsn))
+}
+
+// RedactDSN hides a URL DSN's password so it can be logged.
+func RedactDSN(dsn string) string {
+	at := strings.LastIndex(dsn, "@")
+	scheme := strings.Index(dsn, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return dsn
+	}
+	userinfo := dsn[scheme+3 : at]
+	if i := strings.Index(userinfo, ":"); i >= 0 {
+		return dsn[:scheme+3] + userinfo[:i] + ":xxxxx" + dsn[at:]
+	}
+	return dsn
+}

@@ -1,0 +1,242 @@
+// Package server builds historyd's gRPC server, and is the only place it is
+// built: the store over a checkpoint backend, the ThreadHistory service, the
+// splicing response codec and the interceptor chain (service.ServerOptions),
+// grpc.health.v1 fed by probes of the store, server reflection, and
+// Prometheus metrics. historyd serve runs it, and every test that serves
+// ThreadHistory runs it too (see server/servertest), so what the tests
+// exercise is what is deployed.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/historyd/historyd/metrics"
+	"github.com/historyd/historyd/service"
+	"github.com/historyd/historyd/store"
+)
+
+// The channels a Server reads when Config.Store names none.
+const (
+	// DefaultMessagesChannel is LangGraph's messages channel, whose human
+	// messages mark the turns.
+	DefaultMessagesChannel = "messages"
+	// DefaultStateChannel is the channel of historyd's StateEntry
+	// convention: session state, key → entry.
+	DefaultStateChannel = "tool_state"
+)
+
+// startupProbe bounds New's first probe of the store, so that a store that
+// accepts connections and never answers delays the start by this much only.
+const startupProbe = 5 * time.Second
+
+// Config configures a Server. Its zero value, with Store.Backend set, is a
+// plaintext server with no authentication, no limits and no metrics: what a
+// test needs. historyd serve fills in the production settings from its
+// flags.
+type Config struct {
+	// Store configures the store the service reads. Its Backend is
+	// required; the caller opens it (OpenBackend does for a DSN) and closes
+	// it once the server has stopped. MessagesChannel and StateChannel
+	// default to DefaultMessagesChannel and DefaultStateChannel; every other
+	// field's zero value is store.Config's default (decoding limits,
+	// caches). With Metrics on, the store reads through a wrapper of Backend
+	// that times each query.
+	Store store.Config
+	// Service configures everything between the network and the handlers
+	// (see service.Options): TLS, authentication and tenant isolation,
+	// rate, size and concurrency limits, the deadline cap, keepalive,
+	// request logging and reflection. A zero field leaves its concern off,
+	// or at gRPC's own default; Logger defaults to slog.Default() and is
+	// also the log of the handlers and the health probe. Leave Metrics nil:
+	// New sets it when Config.Metrics is on.
+	Service service.Options
+	// Metrics turns on Prometheus metrics (package metrics): every call,
+	// every store query, and the caches' statistics, served by
+	// MetricsHandler. Default off.
+	Metrics bool
+	// HealthInterval is how often the health service probes the store
+	// while the server serves. Default 2s.
+	HealthInterval time.Duration
+	// GRPCOptions are grpc.ServerOptions applied after historyd's own, for
+	// tests and embedders that need what the fields above do not offer,
+	// such as an interceptor that injects faults. A scalar setting here
+	// overrides historyd's. An interceptor given with
+	// grpc.ChainUnaryInterceptor or grpc.ChainStreamInterceptor runs
+	// innermost, right before the handler; one given with
+	// grpc.UnaryInterceptor or grpc.StreamInterceptor runs outermost,
+	// before metrics. Either sees responses' state entries undecoded (see
+	// service.Decoded).
+	GRPCOptions []grpc.ServerOption
+}
+
+// Channels returns the channels the Server's store reads, the messages
+// channel first, with the defaults filled in. Pass them to OpenBackend so
+// that PostgreSQL lists the versions of exactly these.
+func (c Config) Channels() []string {
+	c.fillChannels()
+	return []string{c.Store.MessagesChannel, c.Store.StateChannel}
+}
+
+func (c *Config) fillChannels() {
+	if c.Store.MessagesChannel == "" {
+		c.Store.MessagesChannel = DefaultMessagesChannel
+	}
+	if c.Store.StateChannel == "" {
+		c.Store.StateChannel = DefaultStateChannel
+	}
+}
+
+// Server is historyd's gRPC server: ThreadHistory, grpc.health.v1 and
+// server reflection over one store.
+type Server struct {
+	gs  *grpc.Server
+	svc *service.Server
+	st  *store.Store
+	m   *metrics.Metrics
+	log *slog.Logger
+
+	// mu guards the health probe's start and stop: it runs from the
+	// first Serve until Shutdown or Stop.
+	mu        sync.Mutex
+	stopped   bool
+	probing   chan struct{} // closed when the probe loop has returned
+	probeCtx  context.Context
+	stopProbe context.CancelFunc
+}
+
+// New builds the server over cfg.Store.Backend. It probes the store once,
+// for at most 5 seconds: a store that answers is reported SERVING from the
+// start; one that holds no checkpoint tables historyd can read fails New
+// with an error wrapping store.ErrNotCheckpointStore, since serving it
+// could never work; one that does not answer is logged and reported
+// NOT_SERVING until a later probe finds it answering, since a database
+// may well come up after historyd. Nothing is served until Serve.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	switch {
+	case cfg.Store.Backend == nil:
+		return nil, errors.New("server: Config.Store.Backend is required (OpenBackend opens one from a DSN)")
+	case cfg.Service.Metrics != nil:
+		return nil, errors.New("server: Config.Service.Metrics is set by New; turn metrics on with Config.Metrics")
+	case cfg.HealthInterval < 0:
+		return nil, fmt.Errorf("server: Config.HealthInterval %s: must not be negative (0 is the default, 2s)", cfg.HealthInterval)
+	}
+	cfg.fillChannels()
+	log := service.RedactThreadIDs(cfg.Service.Logger)
+	cfg.Service.Logger = log
+
+	s := &Server{log: log}
+	if cfg.Metrics {
+		s.m = metrics.New()
+		cfg.Store.Backend = s.m.Backend(cfg.Store.Backend)
+		cfg.Service.Metrics = s.m.GRPC
+	}
+	s.st = store.New(cfg.Store)
+	if s.m != nil {
+		s.m.WatchStore(s.st)
+	}
+	s.svc = service.New(service.Config{Store: s.st, Logger: log, HealthInterval: cfg.HealthInterval})
+
+	pctx, cancel := context.WithTimeout(ctx, startupProbe)
+	err := s.st.Ping(pctx)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrNotCheckpointStore):
+		return nil, err
+	case err != nil:
+		log.Warn("store unreachable at start; serving NOT_SERVING until it answers", "err", err)
+	default:
+		s.svc.SetServing(true)
+	}
+
+	// The interceptor chain and codec, then whatever the caller adds.
+	s.gs = grpc.NewServer(append(service.ServerOptions(cfg.Service), cfg.GRPCOptions...)...)
+	s.svc.Register(s.gs)
+	if s.m != nil {
+		s.m.GRPC.InitializeMetrics(s.gs)
+	}
+	s.probeCtx, s.stopProbe = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Serve accepts connections on lis until Shutdown or Stop, and returns
+// nil then; it may be called for several listeners at once. The first
+// call starts probing the store every HealthInterval, reporting SERVING
+// or NOT_SERVING through grpc.health.v1 and Serving.
+func (s *Server) Serve(lis net.Listener) error {
+	s.mu.Lock()
+	if !s.stopped && s.probing == nil {
+		s.probing = make(chan struct{})
+		go func() {
+			defer close(s.probing)
+			s.svc.Watch(s.probeCtx)
+		}()
+	}
+	s.mu.Unlock()
+	return s.gs.Serve(lis)
+}
+
+// Shutdown stops the server gracefully, as historyd serve does on SIGTERM:
+// every service is marked NOT_SERVING for good, so that balancers stop
+// sending calls; no new calls are accepted; calls in flight may finish for
+// up to grace, and are then cancelled. It returns once every Serve has
+// returned.
+func (s *Server) Shutdown(grace time.Duration) {
+	s.log.Info("shutting down", "grace", grace)
+	s.svc.Shutdown()
+	s.stopProbing()
+	done := make(chan struct{})
+	go func() { s.gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		s.log.Warn("grace period over; cancelling in-flight RPCs")
+		s.gs.Stop()
+		<-done
+	}
+}
+
+// Stop stops the server at once, cancelling calls in flight.
+func (s *Server) Stop() {
+	s.svc.Shutdown()
+	s.stopProbing()
+	s.gs.Stop()
+}
+
+func (s *Server) stopProbing() {
+	s.mu.Lock()
+	s.stopped = true
+	s.stopProbe()
+	probing := s.probing
+	s.mu.Unlock()
+	if probing != nil {
+		<-probing
+	}
+}
+
+// Serving reports what grpc.health.v1 reports for the server as a whole:
+// true while the store answers, false while it does not and for good
+// after Shutdown or Stop.
+func (s *Server) Serving() bool { return s.svc.Serving() }
+
+// MetricsHandler serves /metrics (Prometheus), /healthz and /readyz, the
+// last answering as Serving; nil when Config.Metrics is off. Serve it on a
+// listener of its own, apart from gRPC: it needs no credentials, so it
+// belongs on a network agent hosts do not use.
+func (s *Server) MetricsHandler() http.Handler {
+	if s.m == nil {
+		return nil
+	}
+	return s.m.Handler(s.svc.Serving)
+}
+
+// Store returns the store the service reads.
+func (s *Server) Store() *store.Store { return s.st }

@@ -1,0 +1,468 @@
+package lgcodec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Checkpoint is what historyd reads of a serialized checkpoint besides its
+// channel values: when it was written and which version of each channel it
+// holds.
+type Checkpoint struct {
+	// TS is the checkpoint's "ts"; zero when it has none or it is not
+	// RFC 3339 (turns only show it, so an odd one does not fail a read).
+	TS time.Time
+	// Versions maps each channel to its version, normalized by the one
+	// rule historyd has for versions (see NormalizeVersion). A channel whose
+	// version is null or absent has no entry.
+	Versions map[string]string
+}
+
+// ParseCheckpoint reads "ts" and "channel_versions" out of a serialized
+// checkpoint without decoding its channel values, which hold the whole
+// conversation and are most of the bytes. blobType is the serializer the
+// checkpoint was written with: TypeMsgpack (Python's SqliteSaver) or
+// TypeJSON (LangChain.js's SqliteSaver, and the projection of a
+// PostgresSaver checkpoint row that store/postgres selects). Only the
+// versions of the channels keep accepts are kept; nil keeps all.
+//
+// msgpack is walked by its headers alone, without recursion, so a corrupt
+// or hostile blob cannot exhaust the stack however deeply it nests.
+func ParseCheckpoint(blobType string, data []byte, keep func(channel string) bool) (Checkpoint, error) {
+	if keep == nil {
+		keep = func(string) bool { return true }
+	}
+	switch blobType {
+	case TypeMsgpack:
+		return msgpackCheckpoint(data, keep)
+	case TypeJSON:
+		return jsonCheckpoint(data, keep)
+	}
+	return Checkpoint{}, unsupportedCheckpoint(blobType)
+}
+
+// ChannelValue returns the encoded channel_values[channel] of a serialized
+// checkpoint, still in the checkpoint's own serializer, as a sub-slice of
+// data. ok is false when the checkpoint holds no value for the channel. A
+// repeated key counts as Python's dict would keep it: the last one.
+func ChannelValue(blobType string, data []byte, channel string) (val []byte, ok bool, err error) {
+	switch blobType {
+	case TypeMsgpack:
+		return msgpackChannelValue(data, channel)
+	case TypeJSON:
+		var c struct {
+			ChannelValues map[string]json.RawMessage `json:"channel_values"`
+		}
+		if err := json.Unmarshal(data, &c); err != nil {
+			return nil, false, jsonMalformed("checkpoint", err)
+		}
+		v, ok := c.ChannelValues[channel]
+		return v, ok, nil
+	}
+	return nil, false, unsupportedCheckpoint(blobType)
+}
+
+// NormalizeVersion is historyd's one rule for channel versions, whichever
+// saver wrote them. v is a version as Decode yields it: Python writes
+// strings ("00000000000000000000000000000004.0.51847..."), LangChain.js and
+// old Python numbers (1, 2, 3). A string is kept as it is; an integer
+// becomes its decimal text and any other number its shortest round-trip
+// decimal text, so 3 and 3.0 are one version, "3"; nil means the channel
+// has no version (ok false), as if it were absent. Anything else is an
+// error: no saver writes it.
+func NormalizeVersion(v any) (version string, ok bool, err error) {
+	switch x := v.(type) {
+	case nil:
+		return "", false, nil
+	case string:
+		return x, true, nil
+	case int64:
+		return strconv.FormatInt(x, 10), true, nil
+	case uint64:
+		return strconv.FormatUint(x, 10), true, nil
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64), true, nil
+	}
+	return "", false, fmt.Errorf("version is %s, neither a string nor a number", kindOf(v))
+}
+
+// ParseVersions reads a channel_versions map on its own, as a JSON object
+// (how PostgreSQL's jsonb holds it), through NormalizeVersion. Empty data
+// and JSON null are a checkpoint without versions.
+func ParseVersions(data []byte, keep func(channel string) bool) (map[string]string, error) {
+	if keep == nil {
+		keep = func(string) bool { return true }
+	}
+	if len(data) == 0 || string(data) == "null" {
+		return map[string]string{}, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, jsonMalformed("channel_versions", err)
+	}
+	return jsonVersions(m, keep)
+}
+
+func jsonVersions(m map[string]json.RawMessage, keep func(string) bool) (map[string]string, error) {
+	out := make(map[string]string, len(m))
+	for ch, raw := range m {
+		if !keep(ch) {
+			continue
+		}
+		v, err := decodeJSON(raw, Limits{}.withDefaults())
+		if err != nil {
+			return nil, &MalformedError{Format: TypeJSON, Offset: -1, Reason: fmt.Sprintf("channel_versions[%q]: %v", ch, err)}
+		}
+		version, ok, err := NormalizeVersion(v)
+		if err != nil {
+			return nil, &MalformedError{Format: TypeJSON, Offset: -1, Reason: fmt.Sprintf("channel_versions[%q]: %v", ch, err)}
+		}
+		if ok {
+			out[ch] = version
+		}
+	}
+	return out, nil
+}
+
+// Metadata is what historyd reads of a checkpoint's metadata.
+type Metadata struct {
+	// Step is LangGraph's super-step number (-1 for the input checkpoint
+	// of a run, -2 for the stub of a durability="exit" run); HasStep is
+	// false when the metadata has none.
+	Step    int64
+	HasStep bool
+	// Source is what made the checkpoint: "input", "loop", "update",
+	// "fork"; empty when not recorded.
+	Source string
+	// Delta says the metadata marks a graph with DeltaChannel channels
+	// ("counters_since_delta_snapshot" or "delta_writes_versioned"), whose
+	// values are rebuilt from writes rather than stored at every
+	// checkpoint.
+	Delta bool
+}
+
+// ParseMetadata reads a checkpoint's metadata: JSON (PostgreSQL's jsonb,
+// current SqliteSaver files) or msgpack (older Python SqliteSaver files).
+// An empty blobType says the format is not recorded, as in SqliteSaver's
+// metadata column: it is then told by the first byte, since a JSON object
+// starts with "{" and a msgpack map never does. Empty data is metadata with
+// nothing recorded.
+func ParseMetadata(blobType string, data []byte) (Metadata, error) {
+	if len(data) == 0 {
+		return Metadata{}, nil
+	}
+	if blobType == "" {
+		blobType = TypeMsgpack
+		if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+			blobType = TypeJSON
+		}
+	}
+	var fields map[string]any
+	switch blobType {
+	case TypeJSON:
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return Metadata{}, jsonMalformed("metadata", err)
+		}
+		fields = make(map[string]any, 4)
+		for _, k := range []string{"step", "source"} {
+			if r, ok := raw[k]; ok {
+				v, err := decodeJSON(r, Limits{}.withDefaults())
+				if err != nil {
+					return Metadata{}, &MalformedError{Format: TypeJSON, Offset: -1, Reason: fmt.Sprintf("metadata %q: %v", k, err)}
+				}
+				fields[k] = v
+			}
+		}
+		for _, k := range deltaMarkers {
+			if _, ok := raw[k]; ok {
+				fields[k] = true
+			}
+		}
+	case TypeMsgpack:
+		var err error
+		if fields, err = msgpackMetadata(data); err != nil {
+			return Metadata{}, err
+		}
+	default:
+		return Metadata{}, &UnsupportedError{Format: blobType, Offset: -1, Reason: "checkpoint metadata: unknown serializer"}
+	}
+	var md Metadata
+	switch s := fields["step"].(type) {
+	case int64:
+		md.Step, md.HasStep = s, true
+	case float64:
+		md.Step, md.HasStep = int64(s), s == float64(int64(s))
+	}
+	md.Source, _ = fields["source"].(string)
+	for _, k := range deltaMarkers {
+		if _, ok := fields[k]; ok {
+			md.Delta = true
+		}
+	}
+	return md, nil
+}
+
+// deltaMarkers are the metadata keys LangGraph writes for graphs with
+// DeltaChannel channels.
+var deltaMarkers = []string{"counters_since_delta_snapshot", "delta_writes_versioned"}
+
+// unsupportedCheckpoint refuses a checkpoint serialized in a way historyd
+// does not read. The reason says what the name means, so an operator knows
+// which saver setting is behind it.
+func unsupportedCheckpoint(typ string) error {
+	reason := "unknown serializer"
+	switch {
+	case typ == TypePickle:
+		reason = "the checkpoint was pickled (the saver's pickle fallback); only Python can read it"
+	case strings.Contains(typ, "+"):
+		reason = "the checkpoint is encrypted; historyd holds no keys"
+	}
+	return &UnsupportedError{Format: typ, Offset: -1, Reason: "whole checkpoint: " + reason}
+}
+
+// parseTS reads a checkpoint timestamp. Python writes
+// "2026-11-30T07:30:08.817845+00:00", JavaScript "2026-11-30T07:30:54.173Z";
+// both are RFC 3339.
+func parseTS(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// --- JSON ---
+
+func jsonCheckpoint(data []byte, keep func(string) bool) (Checkpoint, error) {
+	// channel_values has no field here, so the decoder steps over it
+	// without keeping any of it.
+	var c struct {
+		TS              json.RawMessage            `json:"ts"`
+		ChannelVersions map[string]json.RawMessage `json:"channel_versions"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return Checkpoint{}, jsonMalformed("checkpoint", err)
+	}
+	var out Checkpoint
+	var ts string
+	if json.Unmarshal(c.TS, &ts) == nil {
+		out.TS = parseTS(ts)
+	}
+	var err error
+	out.Versions, err = jsonVersions(c.ChannelVersions, keep)
+	return out, err
+}
+
+// jsonMalformed turns a decoding failure of part what into the error the
+// layers above map to data loss, keeping the offset where JSON knows it.
+func jsonMalformed(what string, err error) error {
+	off := -1
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		off = int(syn.Offset)
+	case errors.As(err, &typ):
+		off = int(typ.Offset)
+	}
+	return &MalformedError{Format: TypeJSON, Offset: off, Reason: what + ": " + err.Error()}
+}
+
+// --- msgpack ---
+
+// checkpointLimits bound the walk over a whole serialized checkpoint: its
+// size is what the saver wrote, so only nesting is limited.
+var checkpointLimits = Limits{MaxBytes: 1<<31 - 1}.withDefaults()
+
+// eachField walks the map at pos, at slot depth, calling fn with the key of
+// each entry whose key is a string. fn either reads the entry's value
+// (returning true) or leaves it to be stepped over. Entries under other
+// keys are stepped over: only string keys name checkpoint fields and
+// channels.
+func (d *mpDecoder) eachField(depth int, what string, fn func(key []byte) (bool, error)) error {
+	d.started()
+	t, err := d.readToken()
+	if err != nil {
+		return err
+	}
+	if t.kind != mpMap {
+		return d.malformed(t.off, "%s is %s, not a map", what, tokenKind(t))
+	}
+	if depth+1 > d.maxDepth {
+		return depthError(d.maxDepth, depth+1, t.off)
+	}
+	for range t.n {
+		if !d.atStr() {
+			if err := d.skipFree(2); err != nil {
+				return err
+			}
+			continue
+		}
+		d.started()
+		k, err := d.readToken()
+		if err != nil {
+			return err
+		}
+		read, err := fn(d.buf[k.start : k.start+k.n])
+		if err != nil {
+			return err
+		}
+		if !read {
+			if err := d.skipFree(1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// skipFree steps over n values by their headers alone, counting the values
+// still owed instead of keeping a stack: a value nested far deeper than any
+// decoder would go costs no memory to step over. The values historyd reads
+// out of it are decoded with the usual limits.
+func (d *mpDecoder) skipFree(n int) error {
+	for owed := n; owed > 0; owed-- {
+		d.started()
+		t, err := d.readToken()
+		if err != nil {
+			return err
+		}
+		switch t.kind {
+		case mpArray:
+			owed += t.n
+		case mpMap:
+			owed += 2 * t.n
+		}
+	}
+	return nil
+}
+
+// atStr reports whether the value at pos is a str.
+func (d *mpDecoder) atStr() bool {
+	if d.pos >= d.end {
+		return false
+	}
+	c := d.buf[d.pos]
+	return (c >= 0xa0 && c <= 0xbf) || (c >= 0xd9 && c <= 0xdb)
+}
+
+// atNil reports whether the value at pos is nil.
+func (d *mpDecoder) atNil() bool { return d.pos < d.end && d.buf[d.pos] == 0xc0 }
+
+func msgpackCheckpoint(data []byte, keep func(string) bool) (Checkpoint, error) {
+	d := newMsgpackDecoder(data, checkpointLimits)
+	var out Checkpoint
+	err := d.eachField(0, "checkpoint", func(key []byte) (bool, error) {
+		switch string(key) {
+		case "ts":
+			if !d.atStr() {
+				return false, nil
+			}
+			d.started()
+			t, err := d.readToken()
+			if err != nil {
+				return true, err
+			}
+			out.TS = parseTS(string(d.buf[t.start : t.start+t.n]))
+			return true, nil
+		case "channel_versions":
+			// A repeated key replaces the earlier one, as in the dict
+			// Python would decode.
+			out.Versions = map[string]string{}
+			if d.atNil() {
+				return false, nil
+			}
+			return true, d.eachField(1, "channel_versions", func(ch []byte) (bool, error) {
+				if !keep(string(ch)) {
+					return false, nil
+				}
+				at := d.pos
+				v, err := d.decodeValue(2)
+				if err != nil {
+					return true, err
+				}
+				version, ok, err := NormalizeVersion(v)
+				if err != nil {
+					return true, d.malformed(at, "channel_versions[%q]: %v", ch, err)
+				}
+				if ok {
+					out.Versions[string(ch)] = version
+				}
+				return true, nil
+			})
+		}
+		return false, nil
+	})
+	if err == nil && d.pos != d.end {
+		err = d.malformed(d.pos, "%d trailing bytes after the checkpoint", d.end-d.pos)
+	}
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if out.Versions == nil {
+		out.Versions = map[string]string{}
+	}
+	return out, nil
+}
+
+func msgpackChannelValue(data []byte, channel string) ([]byte, bool, error) {
+	d := newMsgpackDecoder(data, checkpointLimits)
+	var (
+		val   []byte
+		found bool
+	)
+	err := d.eachField(0, "checkpoint", func(key []byte) (bool, error) {
+		if string(key) != "channel_values" {
+			return false, nil
+		}
+		val, found = nil, false
+		if d.atNil() {
+			return false, nil
+		}
+		return true, d.eachField(1, "channel_values", func(ch []byte) (bool, error) {
+			if string(ch) != channel {
+				return false, nil
+			}
+			start := d.pos
+			if err := d.skipFree(1); err != nil {
+				return true, err
+			}
+			val, found = data[start:d.pos], true
+			return true, nil
+		})
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return val, found, nil
+}
+
+func msgpackMetadata(data []byte) (map[string]any, error) {
+	d := newMsgpackDecoder(data, checkpointLimits)
+	fields := map[string]any{}
+	err := d.eachField(0, "metadata", func(key []byte) (bool, error) {
+		k := string(key)
+		switch k {
+		case "step", "source":
+			v, err := d.decodeValue(1)
+			fields[k] = v
+			return true, err
+		}
+		for _, m := range deltaMarkers {
+			if k == m {
+				fields[k] = true
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fields, nil
+}
