@@ -96,7 +96,9 @@ type Store struct {
 	indexes  *lru[Ref, *index]
 	recount  time.Duration
 	flight   singleflight.Group
-	encoded  *lru[stateKey, EncodedState]
+	// probes shares the warm path's freshness probes between reads.
+	probes  *prober
+	encoded *lru[stateKey, EncodedState]
 	// stateHits and stateMisses count encoded-state cache lookups.
 	stateHits, stateMisses atomic.Int64
 	// stateAdmit is the largest stored state value the state cache takes.
@@ -108,7 +110,7 @@ type Store struct {
 // that need it.
 func New(cfg Config) *Store {
 	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, states: slices.Clone(cfg.StateChannels), limits: cfg.Limits,
-		reducers: map[string]string{}}
+		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}}
 	if s.messages == "" {
 		s.messages = DefaultMessagesChannel
 	}
@@ -292,12 +294,30 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query) (Census, []listed, e
 	return census, out, nil
 }
 
+// since reads what a cached index of the thread needs to be brought up to
+// date: the census and the checkpoints newer than after. Without a count,
+// a shared probe asks first (the warm path's common case is that nothing is
+// new), and the rows are listed only when it finds newer ones.
+func (s *Store) since(ctx context.Context, ref Ref, after string, count bool, verify []string) (Census, []listed, error) {
+	if count {
+		return s.list(ctx, ref, Query{After: after, Count: true, Verify: verify})
+	}
+	pr, err := s.probes.probe(ctx, Probe{Ref: ref, After: after, Verify: verify})
+	if err != nil {
+		return Census{}, nil, fmt.Errorf("probe thread %q: %w", ref.ThreadID, err)
+	}
+	if !pr.Newer {
+		return Census{Count: -1, MinID: pr.MinID, Present: pr.Present}, nil, nil
+	}
+	return s.list(ctx, ref, Query{After: after, Verify: verify})
+}
+
 func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, seen, error) {
 	old, cached := s.indexes.get(ref)
 	if cached {
 		now := time.Now()
 		count := s.recount < 0 || now.Sub(old.counted) >= s.recount
-		census, newer, err := s.list(ctx, ref, Query{After: old.maxID, Count: count, Verify: verify})
+		census, newer, err := s.since(ctx, ref, old.maxID, count, verify)
 		if err != nil {
 			return nil, seen{}, err
 		}
@@ -495,31 +515,59 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		readVer = append(readVer, v)
 	}
 	unstored := map[string]bool{} // versions with no stored value
-	// Every messages version holds the whole conversation so far, so a long
-	// thread's versions add up to far more than any one of them: they are
-	// read a batch at a time, never all at once.
-	for start := 0; start < len(read); start += scanBatch {
-		end := min(start+scanBatch, len(read))
-		err := s.eachValue(ctx, ref, s.messages, read[start:end], func(j int, b Blob) error {
-			i := start + j
-			switch {
-			case b.Missing:
-				// Deleted since it was listed: the next refresh notices.
+	// Checkpoints deleted since they were listed: left out of the result,
+	// which then holds only checkpoints seen to exist (or not yet read),
+	// and their versions read at another checkpoint holding them.
+	missing := map[string]bool{}
+	tried := map[string]bool{}
+	for len(read) > 0 {
+		// Every messages version holds the whole conversation so far, so
+		// a long thread's versions add up to far more than any one of
+		// them: they are read a batch at a time, never all at once.
+		for start := 0; start < len(read); start += scanBatch {
+			end := min(start+scanBatch, len(read))
+			err := s.eachValue(ctx, ref, s.messages, read[start:end], func(j int, b Blob) error {
+				i := start + j
+				tried[read[i]] = true
+				switch {
+				case b.Missing:
+					missing[read[i]] = true
+					return nil
+				case b.Type == lgcodec.TypeEmpty:
+					unstored[readVer[i]] = true
+					return nil
+				}
+				m, err := lgcodec.ReadMessages(b.Type, b.Data, s.limits, mode)
+				if err != nil {
+					return &DecodeError{Ref: ref, CheckpointID: read[i], Channel: s.messages, Err: err}
+				}
+				th.learn(readVer[i], m.Count, m.List)
 				return nil
-			case b.Type == lgcodec.TypeEmpty:
-				unstored[readVer[i]] = true
-				return nil
-			}
-			m, err := lgcodec.ReadMessages(b.Type, b.Data, s.limits, mode)
+			})
 			if err != nil {
-				return &DecodeError{Ref: ref, CheckpointID: read[i], Channel: s.messages, Err: err}
+				return nil, err
 			}
-			th.learn(readVer[i], m.Count, m.List)
-			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
+		read, readVer = nil, nil
+		if len(missing) == 0 {
+			break
+		}
+		again := map[string]bool{}
+		for _, c := range cps {
+			v, ok := c.versions[s.messages]
+			if !ok || tried[c.id] || again[v] || unstored[v] {
+				continue
+			}
+			if _, known := th.lookup(v); known {
+				continue
+			}
+			again[v] = true
+			read = append(read, c.id)
+			readVer = append(readVer, v)
+		}
+	}
+	if len(missing) > 0 {
+		cps = slices.DeleteFunc(slices.Clone(cps), func(c listed) bool { return missing[c.id] })
 	}
 	if len(unstored) > 0 {
 		if err := s.rebuildMessages(ctx, ref, th, known, cps, unstored); err != nil {

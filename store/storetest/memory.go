@@ -176,6 +176,11 @@ func (m *Memory) List(ctx context.Context, ref store.Ref, q store.Query, fn func
 	return census, nil
 }
 
+// Probe implements store.Backend, thread by thread.
+func (m *Memory) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
+	return store.ProbeEach(ctx, m, ps)
+}
+
 // EachValue implements store.Backend. Each blob is handed over in a buffer
 // that is overwritten as soon as fn returns, as a driver reuses its row
 // buffer, so that a caller keeping a reference to it is caught.
