@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/go-json-experiment/json v1.27.2
+	github.com/goccy/go-json v0.12.0
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/jackc/pgx/v5 v5.12.0

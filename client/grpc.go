@@ -238,13 +238,17 @@ func (c *Client) Snapshots(ctx context.Context, threadID string, opts ...ReadOpt
 		return nil, c.fail("Snapshots", threadID, err)
 	}
 	defer cancel()
-	resp, err := c.rpc.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys})
+	resp, err := c.rpc.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys,
+		ValueFormat: o.wireFormat()})
 	if err != nil {
 		return nil, c.fail("Snapshots", threadID, err)
 	}
 	h := &History{Total: int(resp.GetTotal()), Turns: make([]TurnState, 0, len(resp.GetTurns()))}
 	for n, ts := range resp.GetTurns() {
-		t := fromTurnState(ts)
+		t, err := fromTurnState(ts, o)
+		if err != nil {
+			return nil, c.fail("Snapshots", threadID, status.Error(codes.Internal, err.Error()))
+		}
 		t.Turn = int(n)
 		h.Turns = append(h.Turns, t)
 	}
@@ -267,7 +271,8 @@ func (c *Client) Snapshot(ctx context.Context, threadID string, turn int, opts .
 	if turn >= 1 && turn <= math.MaxInt32 {
 		wire = int32(turn)
 	}
-	resp, err := c.rpc.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: threadID, Turn: wire, CheckpointNs: o.Namespace, Keys: o.Keys})
+	resp, err := c.rpc.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: threadID, Turn: wire, CheckpointNs: o.Namespace, Keys: o.Keys,
+		ValueFormat: o.wireFormat()})
 	if err != nil {
 		return nil, c.fail("Snapshot", threadID, err)
 	}
@@ -277,7 +282,10 @@ func (c *Client) Snapshot(ctx context.Context, threadID string, turn int, opts .
 	}
 	switch r := resp.GetResult().(type) {
 	case *historydv1.SnapshotResponse_State:
-		t := fromTurnState(r.State)
+		t, err := fromTurnState(r.State, o)
+		if err != nil {
+			return nil, c.fail("Snapshot", threadID, status.Error(codes.Internal, err.Error()))
+		}
 		s.Outcome = Found
 		s.Question, s.CheckpointID, s.EndedAt, s.State = t.Question, t.CheckpointID, t.EndedAt, t.State
 	case *historydv1.SnapshotResponse_NoSuchTurn:
