@@ -477,6 +477,15 @@ func (th *threadData) learnAs(version string, h held, list []lgcodec.Message) he
 	return h
 }
 
+// knows reports whether a question with message id id is in the table:
+// a read of a later messages version need not read its text again.
+func (th *threadData) knows(id string) bool {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	_, ok := th.byID[id]
+	return ok
+}
+
 func (th *threadData) lookup(version string) (held, bool) {
 	th.mu.Lock()
 	defer th.mu.Unlock()
@@ -537,7 +546,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 					unstored[readVer[i]] = true
 					return nil
 				}
-				m, err := lgcodec.ReadMessages(b.Type, b.Data, s.limits, mode)
+				m, err := lgcodec.ReadMessagesKnowing(b.Type, b.Data, s.limits, mode, th.knows)
 				if err != nil {
 					return &DecodeError{Ref: ref, CheckpointID: read[i], Channel: s.messages, Err: err}
 				}

@@ -11,9 +11,9 @@ import (
 // list is mostly AI and tool messages with large payloads, and turn
 // derivation reads it at every checkpoint, so skipping them is what keeps
 // listing turns cheap.
-func scanMsgpackMessages(data []byte, lim Limits, mode ReadMode) (Messages, error) {
+func scanMsgpackMessages(data []byte, lim Limits, mode ReadMode, known func(string) bool) (Messages, error) {
 	d := newMsgpackDecoder(snapshotPayload(data), lim)
-	d.mode = mode
+	d.mode, d.known = mode, known
 	var out Messages
 	if err := d.scanList(0, &out); err != nil {
 		return Messages{}, err
@@ -292,6 +292,10 @@ func (d *mpDecoder) scanMessageMap(t mpToken, depth int) (Message, error) {
 		m.ID, _ = v.(string)
 	}
 	if !human {
+		return m, nil
+	}
+	if d.known != nil && m.ID != "" && d.known(m.ID) {
+		m.Known = true
 		return m, nil
 	}
 	if kwargsAt >= 0 {
