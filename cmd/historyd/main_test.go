@@ -121,8 +121,13 @@ func TestServeRefusesLockout(t *testing.T) {
 	}
 }
 
-// Settings that would take no effect are logged as warnings at start.
+// Settings that would take no effect are logged as warnings at start; the
+// defaults warn about nothing.
 func TestServeWarnsAboutIgnoredSettings(t *testing.T) {
+	useMemory(t, storetest.NewMemory())
+	if log := serveBriefly(t, "--log-format", "json"); strings.Contains(log, `"level":"WARN"`) {
+		t.Errorf("the defaults warn:\n%s", log)
+	}
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.json")
 	authtest.WriteFile(t, tokens, authtest.TokenFile(t, authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"secret"}, ClientCerts: []string{"cn:agent"}}))
@@ -134,6 +139,8 @@ func TestServeWarnsAboutIgnoredSettings(t *testing.T) {
 		{"salt with omitted ids", []string{"--log-thread-ids", "omit", "--log-thread-salt", "pepper"}, "--log-thread-salt is ignored with --log-thread-ids omit"},
 		{"all methods without a listener", []string{"--metrics-all-methods"}, "--metrics-all-methods is ignored without --metrics-listen"},
 		{"certificates without a client CA", []string{"--auth-tokens", tokens}, "client_certs entries are ignored without --tls-client-ca"},
+		{"keepalive enforcement at 0", []string{"--keepalive-min-time", "0"}, "--keepalive-min-time 0 does not turn enforcement off"},
+		{"keepalive pings at 0", []string{"--keepalive-time", "0"}, "--keepalive-time 0 does not turn server pings off"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			useMemory(t, storetest.NewMemory())

@@ -41,4 +41,14 @@ func (c serveConfig) warnIgnored(log *slog.Logger) {
 	if *c.metricsAll && *c.metricsListen == "" {
 		log.Warn("--metrics-all-methods is ignored without --metrics-listen: nothing serves the metrics")
 	}
+	// For keepalive, 0 is not "off" but gRPC's own default.
+	if *c.kaMinTime == 0 {
+		log.Warn("--keepalive-min-time 0 does not turn enforcement off: gRPC's default applies, which disconnects clients pinging more often than every 5m or pinging idle connections")
+	}
+	if *c.kaTime == 0 {
+		log.Warn("--keepalive-time 0 does not turn server pings off: gRPC's default applies, a ping after 2h idle")
+	}
+	if *c.kaTimeout == 0 {
+		log.Warn("--keepalive-timeout 0 is gRPC's default, 20s")
+	}
 }
