@@ -875,3 +875,20 @@ func mustJSON(v any) []byte {
 	}
 	return b
 }
+
+// PlanDeep is what WriteDeep would write for p, without writing it: the
+// counts, sizes and snapshots of the thread (its ids and times differ from
+// any written copy's).
+func PlanDeep(threadID string, p DeepParams) (*DeepSummary, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return buildDeep(threadID, p, Options{}, discard{})
+}
+
+// discard is a sink that keeps nothing.
+type discard struct{}
+
+func (discard) checkpoint(string, string, []byte, []byte)                 {}
+func (discard) blob(string, string, string, []byte)                       {}
+func (discard) write(string, string, string, int, string, string, []byte) {}

@@ -46,6 +46,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import resource
 import sys
 import time
@@ -325,25 +326,44 @@ def cmd_deepreadback(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def proc_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process on this machine, or -1."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return -1.0
+
+
 class Meter:
-    """Wall time, CPU time and peak RSS growth of what runs inside it."""
+    """Wall time, CPU time and peak RSS growth of what runs inside it, and
+    the CPU time of the PostgreSQL backend serving the saver's connection
+    (when it runs on this machine)."""
+
+    def __init__(self, saver: Any) -> None:
+        self.backend = saver.conn.info.backend_pid
 
     def __enter__(self) -> "Meter":
         gc.collect()
         self.base = status_kb("VmRSS") * 1024
         self.reset = reset_hwm()
+        self.pg0 = proc_cpu_seconds(self.backend)
         self.c0, self.t0 = time.process_time(), time.perf_counter()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.seconds = time.perf_counter() - self.t0
         self.cpu_seconds = time.process_time() - self.c0
+        pg1 = proc_cpu_seconds(self.backend)
+        self.pg_cpu_seconds = pg1 - self.pg0 if self.pg0 >= 0 and pg1 >= 0 else -1.0
         self.growth = status_kb("VmHWM") * 1024 - self.base
 
     def report(self) -> dict[str, Any]:
         return {
             "seconds": self.seconds,
             "cpu_seconds": self.cpu_seconds,
+            "postgres_cpu_seconds": self.pg_cpu_seconds,
             "baseline_rss_bytes": self.base,
             "rss_growth_bytes": self.growth,
             "hwm_reset": self.reset,
@@ -364,7 +384,7 @@ def cmd_deepwalk(args: argparse.Namespace) -> dict[str, Any]:
         deep_warm(g, args.warm)
         ends: dict[int, tuple[int, str]] = {}
         n = 0
-        with Meter() as m:
+        with Meter(saver) as m:
             for snap in g.get_state_history({"configurable": {"thread_id": args.thread}}):
                 n += 1
                 cid = snap.config["configurable"]["checkpoint_id"]
@@ -388,7 +408,7 @@ def cmd_deepstate(args: argparse.Namespace) -> dict[str, Any]:
             config = {"configurable": {"thread_id": args.thread, "checkpoint_id": cid}}
             runs = []
             for _ in range(args.repeat):
-                with Meter() as m:
+                with Meter(saver) as m:
                     snap = g.get_state(config)
                 runs.append(m.report())
             got = snap.config["configurable"]["checkpoint_id"]
