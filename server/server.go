@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/historyd/historyd/buildinfo"
 	"github.com/historyd/historyd/metrics"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
@@ -58,9 +60,18 @@ type Config struct {
 	// New sets it when Config.Metrics is on.
 	Service service.Options
 	// Metrics turns on Prometheus metrics (package metrics): every call,
-	// every store query, and the caches' statistics, served by
+	// every store query, whether the store answered its last probe, the
+	// caches' statistics and historyd_build_info, served by
 	// MetricsHandler. Default off.
 	Metrics bool
+	// MetricsAllMethods exports per-method gRPC metrics for the services
+	// every caller may use (grpc.health.v1, server reflection) as well.
+	// Default off: only ThreadHistory's methods, every one of them, since
+	// probes would otherwise fill /metrics with series nobody reads.
+	MetricsAllMethods bool
+	// Build is what historyd_build_info reports; zero: the binary's own
+	// build information (buildinfo.Read), without link-time values.
+	Build buildinfo.Info
 	// HealthInterval is how often the health service probes the store
 	// while the server serves. Default 2s.
 	HealthInterval time.Duration
@@ -137,9 +148,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 	s := &Server{log: log}
 	if cfg.Metrics {
-		s.m = metrics.New()
+		s.m = metrics.New(cfg.Build)
 		cfg.Store.Backend = s.m.Backend(cfg.Store.Backend)
 		cfg.Service.Metrics = s.m.GRPC
+		cfg.Service.MetricsAllMethods = cfg.MetricsAllMethods
 	}
 	s.st = store.New(cfg.Store)
 	if s.m != nil {
@@ -163,7 +175,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.gs = grpc.NewServer(append(service.ServerOptions(cfg.Service), cfg.GRPCOptions...)...)
 	s.svc.Register(s.gs)
 	if s.m != nil {
-		s.m.GRPC.InitializeMetrics(s.gs)
+		// Every method's series exist from the start, counted or not, so
+		// that a rate over them reads 0 rather than nothing.
+		s.m.GRPC.InitializeMetrics(metered{s.gs, cfg.MetricsAllMethods})
 	}
 	s.probeCtx, s.stopProbe = context.WithCancel(context.Background())
 	return s, nil
@@ -242,3 +256,20 @@ func (s *Server) MetricsHandler() http.Handler {
 
 // Store returns the store the service reads.
 func (s *Server) Store() *store.Store { return s.st }
+
+// metered lists the services whose calls the metrics interceptors count:
+// every registered one but the open services (health, reflection), unless
+// all are asked for. It is what InitializeMetrics creates series for, so
+// that each ThreadHistory method has its series, whatever methods it has.
+type metered struct {
+	gs  *grpc.Server
+	all bool
+}
+
+func (m metered) GetServiceInfo() map[string]grpc.ServiceInfo {
+	infos := m.gs.GetServiceInfo()
+	if !m.all {
+		maps.DeleteFunc(infos, func(name string, _ grpc.ServiceInfo) bool { return service.OpenService(name) })
+	}
+	return infos
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -44,8 +45,12 @@ type Options struct {
 	// and reflection, and keeps each tenant to its threads. Nil: no
 	// authentication, every caller reads every thread.
 	Auth *auth.Authenticator
-	// Metrics, when set, counts and times every call.
+	// Metrics, when set, counts and times every call to the services that
+	// require credentials (see OpenService), and with MetricsAllMethods
+	// to health and reflection as well.
 	Metrics *grpcprom.ServerMetrics
+	// MetricsAllMethods counts health and reflection calls in Metrics too.
+	MetricsAllMethods bool
 	// DisableReflection answers server reflection as an unknown service.
 	DisableReflection bool
 	// StateChannels are the state channels the deployment's store serves;
@@ -86,11 +91,14 @@ type Options struct {
 // with, the interceptor chain assembled here and nowhere else. Outermost
 // first:
 //
-//  1. metrics, so every outcome is counted, panics and refusals included;
+//  1. metrics, so every outcome is counted, panics and refusals included
+//     (for health and reflection only with MetricsAllMethods);
 //  2. thread tagging, so what follows can log the thread's hash, never its
 //     id (server-streaming calls have their request read here, see
 //     prefetchStream);
-//  3. request logging (method, code, duration, tenant, thread hash);
+//  3. request logging (method, code, duration, tenant, thread hash), at
+//     info or above, except successful health and reflection calls: at
+//     debug, since probes would otherwise drown the calls that matter;
 //  4. panic recovery: Internal, logged with the stack, the process lives on;
 //  5. per-call limits: the response size limit and the deadline cap;
 //  6. reflection switch (streams only);
@@ -121,6 +129,7 @@ func ServerOptions(o Options) []grpc.ServerOption {
 			return nil
 		}),
 	}
+	openLogOpts := append(slices.Clone(logOpts), logging.WithLevels(openServiceLevel))
 	recoverOpts := []recovery.Option{
 		recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 			log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
@@ -131,24 +140,31 @@ func ServerOptions(o Options) []grpc.ServerOption {
 	// and reflection: probes must work without credentials, and health
 	// watches and reflection sessions are long-lived streams that a
 	// deadline cap would cut.
-	guarded := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !openService(c.Service) })
+	guarded := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !OpenService(c.Service) })
+	open := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return OpenService(c.Service) })
 	lim := limits{maxResponse: o.MaxResponseBytes, maxDuration: o.MaxCallDuration}
 
 	var unary []grpc.UnaryServerInterceptor
 	var stream []grpc.StreamServerInterceptor
-	if o.Metrics != nil {
+	switch {
+	case o.Metrics != nil && o.MetricsAllMethods:
 		unary = append(unary, o.Metrics.UnaryServerInterceptor())
 		stream = append(stream, o.Metrics.StreamServerInterceptor())
+	case o.Metrics != nil:
+		unary = append(unary, selector.UnaryServerInterceptor(o.Metrics.UnaryServerInterceptor(), guarded))
+		stream = append(stream, selector.StreamServerInterceptor(o.Metrics.StreamServerInterceptor(), guarded))
 	}
 	unary = append(unary,
 		tagThreadUnary(tagger),
-		logging.UnaryServerInterceptor(slogAdapter(log), logOpts...),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(log), logOpts...), guarded),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(log), openLogOpts...), open),
 		recovery.UnaryServerInterceptor(recoverOpts...),
 		selector.UnaryServerInterceptor(lim.unary, guarded),
 	)
 	stream = append(stream,
 		prefetchStream(tagger),
-		logging.StreamServerInterceptor(slogAdapter(log), logOpts...),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), logOpts...), guarded),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), openLogOpts...), open),
 		recovery.StreamServerInterceptor(recoverOpts...),
 		selector.StreamServerInterceptor(lim.stream, guarded),
 	)
@@ -201,6 +217,15 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		opts = append(opts, grpc.KeepaliveParams(*o.Keepalive))
 	}
 	return opts
+}
+
+// openServiceLevel is the request log's level for health and reflection
+// calls: debug when they succeed, as for any other call when they fail.
+func openServiceLevel(code codes.Code) logging.Level {
+	if code == codes.OK {
+		return logging.LevelDebug
+	}
+	return logging.DefaultServerCodeToLevel(code)
 }
 
 // slogAdapter lets go-grpc-middleware's logging write through slog.

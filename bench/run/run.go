@@ -52,7 +52,8 @@ type Config struct {
 	// Only, when not empty, names the steps to run besides describing
 	// the machine, generating the threads and building historyd: any of
 	// anchors, operations, P1, P2, P3 (which needs anchors and
-	// operations), P4 and profiles. For iterating on one measurement.
+	// operations), P4, deepagents and profiles. For iterating on one
+	// measurement.
 	Only []string
 	// Log receives progress lines.
 	Log io.Writer
@@ -205,6 +206,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"P2", r.p2},
 		{"P3", r.p3},
 		{"P4", r.p4},
+		{"deepagents", r.deepagents},
 		{"profiles", r.profiles},
 	}
 	always := map[string]bool{"machine and versions": true, "generate threads": true, "build historyd": true}
