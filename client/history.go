@@ -8,7 +8,8 @@
 //   - ThreadHistory is the small interface the rest of a host programs
 //     against, so tests and other transports can stand in for the service.
 //   - Client implements it over gRPC (Dial or New), with TLS, a bearer token,
-//     a per-call timeout and retries of UNAVAILABLE, and adds Turns and
+//     a per-call timeout and retries of UNAVAILABLE, and adds Turns (and
+//     TurnIndex, the same with the total and the numbering) and
 //     StreamSnapshots (every turn, one message each, for long histories).
 //     Its defaults are the Python and TypeScript clients' too
 //     (client/testdata/defaults.json).

@@ -23,9 +23,11 @@
 // first), the answer says the numbers may be too low and, for a found turn,
 // quotes its question, so the model can tell whether it is the one meant.
 // Counted numbering (older checkpoints pruned, earlier questions counted from
-// the messages kept) is exact in every case the messages show, as exact as
-// the checkpointer's own count of them, so it is not mentioned: a note on
-// every pruned thread would be noise the model learns to skip.
+// the messages the oldest one left holds) is not mentioned: it is exact
+// unless messages were removed without a trace, the same certainty a host
+// counting its own human messages has, and retention prunes nearly every
+// long thread, so a note there would be on most answers and teach the model
+// to skip notes.
 //
 // Without a history the tool still reads the present, and a turn read
 // answers no_turn_history.
