@@ -13,6 +13,7 @@ export {
   type History,
   type NoLongerRetained,
   type NoSuchTurn,
+  type Numbering,
   type ReadOpts,
   type Snapshot,
   type ThreadHistoryOptions,
