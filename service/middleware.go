@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -37,6 +38,11 @@ type Options struct {
 	ThreadIDs ThreadIDLogging
 	// ThreadIDSalt keys the thread id hash. Empty: random per process.
 	ThreadIDSalt []byte
+	// LogSuccessEvery logs one successful ThreadHistory call in this many
+	// at info and the others at debug: formatting and writing a line for
+	// every call costs a tenth of a small call's CPU. Failed calls are
+	// always logged at their level. 0 and 1 log every call.
+	LogSuccessEvery int
 
 	// TLS, when set, serves TLS with this configuration (see
 	// auth.ServerTLS). Nil serves plaintext.
@@ -98,7 +104,8 @@ type Options struct {
 //     prefetchStream);
 //  3. request logging (method, code, duration, tenant, thread hash), at
 //     info or above, except successful health and reflection calls: at
-//     debug, since probes would otherwise drown the calls that matter;
+//     debug, since probes would otherwise drown the calls that matter; and
+//     with LogSuccessEvery, all but one in that many successful calls;
 //  4. panic recovery: Internal, logged with the stack, the process lives on;
 //  5. per-call limits: the response size limit and the deadline cap;
 //  6. reflection switch (streams only);
@@ -130,6 +137,9 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		}),
 	}
 	openLogOpts := append(slices.Clone(logOpts), logging.WithLevels(openServiceLevel))
+	if o.LogSuccessEvery > 1 {
+		logOpts = append(logOpts, logging.WithLevels(sampledLevel(uint64(o.LogSuccessEvery))))
+	}
 	recoverOpts := []recovery.Option{
 		recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 			log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
@@ -226,6 +236,19 @@ func openServiceLevel(code codes.Code) logging.Level {
 		return logging.LevelDebug
 	}
 	return logging.DefaultServerCodeToLevel(code)
+}
+
+// sampledLevel is the request log's level for ThreadHistory calls with
+// LogSuccessEvery set: info for one successful call in every, counting
+// from the first, debug for the others; as for any call when they fail.
+func sampledLevel(every uint64) logging.CodeToLevel {
+	var calls atomic.Uint64
+	return func(code codes.Code) logging.Level {
+		if code == codes.OK && (calls.Add(1)-1)%every != 0 {
+			return logging.LevelDebug
+		}
+		return logging.DefaultServerCodeToLevel(code)
+	}
 }
 
 // slogAdapter lets go-grpc-middleware's logging write through slog.
