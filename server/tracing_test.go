@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -42,6 +43,9 @@ import (
 // redaction of its bare form applies, and easy to find in exported bytes.
 const tracedThread = "acme/conversation-4242-private"
 
+// quiet discards what tracing.FromEnv logs.
+var quiet = slog.New(slog.DiscardHandler)
+
 // traceSalt keys the thread hash in the tracing tests.
 var traceSalt = []byte("tracing-test-salt")
 
@@ -66,6 +70,9 @@ func pgTraceBackend(t *testing.T) (dsn, schema string) {
 	t.Helper()
 	dsn = os.Getenv("HISTORYD_TEST_DSN")
 	if dsn == "" {
+		if testing.Short() {
+			t.Skip("HISTORYD_TEST_DSN not set (-short)")
+		}
 		t.Fatal("HISTORYD_TEST_DSN is not set: run `make test`, which starts a throwaway PostgreSQL, or point it at a database you can create schemas in")
 	}
 	ctx := context.Background()
@@ -155,7 +162,7 @@ func TestTracing(t *testing.T) {
 			rcv.SetEnv(t, tt.protocol)
 			t.Setenv("OTEL_SERVICE_NAME", "")
 			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test")
-			tr, err := tracing.FromEnv(t.Context(), "v-test", nil)
+			tr, err := tracing.FromEnv(t.Context(), "v-test", quiet)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,7 +314,7 @@ func TestTracingRedactsFailedCalls(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rcv := tracingtest.Start(t)
 			rcv.SetEnv(t, tracing.ProtocolGRPC)
-			tr, err := tracing.FromEnv(t.Context(), "v-test", nil)
+			tr, err := tracing.FromEnv(t.Context(), "v-test", quiet)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -385,7 +392,7 @@ func TestTracingOff(t *testing.T) {
 	for k, v := range map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": ""} {
 		t.Setenv(k, v)
 	}
-	tr, err := tracing.FromEnv(t.Context(), "v-test", nil)
+	tr, err := tracing.FromEnv(t.Context(), "v-test", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
