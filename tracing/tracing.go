@@ -73,7 +73,8 @@ type Tracing struct {
 //     service.name historyd and service.version version.
 //
 // A value it cannot use is an error naming the variable and what it
-// accepts, rather than tracing silently going somewhere else. When tracing
+// accepts, rather than tracing silently going somewhere else; the protocol
+// and sampler are checked even while no endpoint is set. When tracing
 // is on, the SDK's own errors (a collector that cannot be reached) are
 // logged to log, and FromEnv logs where spans go. Shut the result down
 // once the server has stopped, to send the spans still buffered.
@@ -91,6 +92,20 @@ func FromEnv(ctx context.Context, version string, log *slog.Logger) (*Tracing, e
 	default:
 		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: historyd exports with otlp (or none for no tracing)", e)
 	}
+	// Checked even while no endpoint is set: a typo found now is not found
+	// the day tracing is turned on.
+	protocolVar, protocol := firstSet("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+	switch protocol {
+	case "":
+		protocol = ProtocolHTTPProtobuf
+	case ProtocolGRPC, ProtocolHTTPProtobuf:
+	default:
+		return nil, fmt.Errorf("%s=%q: want %s or %s", protocolVar, protocol, ProtocolGRPC, ProtocolHTTPProtobuf)
+	}
+	sampler, samplerName, err := samplerFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	endpointVar, endpoint := firstSet("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 	if endpoint == "" {
 		return &Tracing{}, nil
@@ -99,23 +114,12 @@ func FromEnv(ctx context.Context, version string, log *slog.Logger) (*Tracing, e
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%s=%q: want a URL with scheme http or https and a host, e.g. http://otel-collector:4317", endpointVar, endpoint)
 	}
-	protocolVar, protocol := firstSet("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-	if protocol == "" {
-		protocol = ProtocolHTTPProtobuf
-	}
-	sampler, samplerName, err := samplerFromEnv()
-	if err != nil {
-		return nil, err
-	}
 
 	var exp sdktrace.SpanExporter
-	switch protocol {
-	case ProtocolGRPC:
+	if protocol == ProtocolGRPC {
 		exp, err = otlptracegrpc.New(ctx)
-	case ProtocolHTTPProtobuf:
+	} else {
 		exp, err = otlptracehttp.New(ctx)
-	default:
-		return nil, fmt.Errorf("%s=%q: want %s or %s", protocolVar, protocol, ProtocolGRPC, ProtocolHTTPProtobuf)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter (%s to %s): %w", protocol, u.Redacted(), err)

@@ -78,6 +78,9 @@ func TestRefuses(t *testing.T) {
 		{map[string]string{"OTEL_TRACES_SAMPLER": "sometimes"}, `OTEL_TRACES_SAMPLER="sometimes": want always_on, always_off, traceidratio`},
 		{map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"}, `OTEL_TRACES_SAMPLER_ARG="1.5": want a ratio from 0 to 1`},
 		{map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "5%"}, `OTEL_TRACES_SAMPLER_ARG="5%"`},
+		// Before tracing is turned on too.
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "", "OTEL_TRACES_SAMPLER": "parentbased_ratio"}, `OTEL_TRACES_SAMPLER="parentbased_ratio"`},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "", "OTEL_EXPORTER_OTLP_PROTOCOL": "gRPC"}, `OTEL_EXPORTER_OTLP_PROTOCOL="gRPC"`},
 	} {
 		t.Run(tt.want, func(t *testing.T) {
 			clearEnv(t)
