@@ -12,6 +12,7 @@ import (
 	"github.com/historyd/historyd/client"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
+	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -43,16 +44,21 @@ func TestDialTracesWithTheGlobals(t *testing.T) {
 	if _, err := c.Turns(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
+	for _, err := range c.StreamSnapshots(ctx, "t") {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	parent.End()
 	srv.Close()
 
-	byName := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
+	turns := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
 	for _, s := range rec.Ended() {
 		if s.Name() == "historyd.v1.ThreadHistory/Turns" {
-			byName[s.SpanKind()] = s
+			turns[s.SpanKind()] = s
 		}
 	}
-	call, rpc := byName[trace.SpanKindClient], byName[trace.SpanKindServer]
+	call, rpc := turns[trace.SpanKindClient], turns[trace.SpanKindServer]
 	if call == nil || rpc == nil {
 		t.Fatalf("spans %v: want the client's and the server's for Turns", rec.Ended())
 	}
@@ -61,5 +67,23 @@ func TestDialTracesWithTheGlobals(t *testing.T) {
 	}
 	if rpc.Parent().SpanID() != call.SpanContext().SpanID() || !rpc.Parent().IsRemote() {
 		t.Errorf("server span's parent %v, want the client's span %s, arrived over the wire", rpc.Parent(), call.SpanContext().SpanID())
+	}
+	// A stream is traced the same way, its request read for the thread's
+	// hash as a unary call's is.
+	var stream sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "historyd.v1.ThreadHistory/StreamSnapshots" && s.SpanKind() == trace.SpanKindServer {
+			stream = s
+		}
+	}
+	if stream == nil || stream.Parent().TraceID() != parent.SpanContext().TraceID() {
+		t.Fatalf("no server span for StreamSnapshots in the host's trace among %v", rec.Ended())
+	}
+	hashed := false
+	for _, kv := range stream.Attributes() {
+		hashed = hashed || (kv.Key == service.AttrThread && len(kv.Value.AsString()) == 12)
+	}
+	if !hashed {
+		t.Errorf("StreamSnapshots span attributes %v: no %s hash", stream.Attributes(), service.AttrThread)
 	}
 }
