@@ -6,8 +6,8 @@
 // thread has had, and what its session state held at the end of each turn that
 // is still retained by the checkpointer.
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file historyd/v1/history.proto.
  */
 export const file_historyd_v1_history: GenFile = /*@__PURE__*/
-  fileDesc("ChloaXN0b3J5ZC92MS9oaXN0b3J5LnByb3RvEgtoaXN0b3J5ZC52MSJKChBTbmFwc2hvdHNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1jaGVja3BvaW50X25zGAIgASgJEgwKBGtleXMYAyADKAkiogEKEVNuYXBzaG90c1Jlc3BvbnNlEjgKBXR1cm5zGAEgAygLMikuaGlzdG9yeWQudjEuU25hcHNob3RzUmVzcG9uc2UuVHVybnNFbnRyeRINCgV0b3RhbBgCIAEoBRpECgpUdXJuc0VudHJ5EgsKA2tleRgBIAEoBRIlCgV2YWx1ZRgCIAEoCzIWLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZToCOAEiYwoWU3RyZWFtU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEhEKCWZyb21fdHVybhgEIAEoBSJOChdTdHJlYW1TbmFwc2hvdHNSZXNwb25zZRIkCgR0dXJuGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlEg0KBXRvdGFsGAIgASgFIlcKD1NuYXBzaG90UmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSDAoEdHVybhgCIAEoBRIVCg1jaGVja3BvaW50X25zGAMgASgJEgwKBGtleXMYBCADKAki2gEKEFNuYXBzaG90UmVzcG9uc2USJwoFc3RhdGUYASABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGVIABIvCgxub19zdWNoX3R1cm4YAiABKAsyFy5oaXN0b3J5ZC52MS5Ob1N1Y2hUdXJuSAASOwoSbm9fbG9uZ2VyX3JldGFpbmVkGAMgASgLMh0uaGlzdG9yeWQudjEuTm9Mb25nZXJSZXRhaW5lZEgAEg0KBXRvdGFsGAQgASgFEhYKDnJldGFpbmVkX3R1cm5zGAUgAygFQggKBnJlc3VsdCIpCgpOb1N1Y2hUdXJuEgwKBHR1cm4YASABKAUSDQoFdG90YWwYAiABKAUiMgoQTm9Mb25nZXJSZXRhaW5lZBIMCgR0dXJuGAEgASgFEhAKCHF1ZXN0aW9uGAIgASgJIlYKDFR1cm5zUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIcChRpbmNsdWRlX2tleXNfd3JpdHRlbhgDIAEoCCJECg1UdXJuc1Jlc3BvbnNlEiQKBXR1cm5zGAEgAygLMhUuaGlzdG9yeWQudjEuVHVybkluZm8SDQoFdG90YWwYAiABKAUimQEKCFR1cm5JbmZvEg4KBm51bWJlchgBIAEoBRIQCghxdWVzdGlvbhgCIAEoCRIQCghyZXRhaW5lZBgDIAEoCBIVCg1jaGVja3BvaW50X2lkGAQgASgJEiwKCGVuZGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxrZXlzX3dyaXR0ZW4YBiADKAki7wEKCVR1cm5TdGF0ZRIMCgR0dXJuGAEgASgFEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEAoIcXVlc3Rpb24YAyABKAkSNAoHZW50cmllcxgEIAMoCzIjLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZS5FbnRyaWVzRW50cnkSLAoIZW5kZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGkcKDEVudHJpZXNFbnRyeRILCgNrZXkYASABKAkSJgoFdmFsdWUYAiABKAsyFy5oaXN0b3J5ZC52MS5TdGF0ZUVudHJ5OgI4ASK/AgoKU3RhdGVFbnRyeRIlCgV2YWx1ZRgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIRCgR0b29sGAIgASgJSACIAQESEAoDc2VxGAMgASgDSAGIAQESEQoEdHVybhgEIAEoBUgCiAEBEhoKDXR1cm5zX3dyaXR0ZW4YBSABKAVIA4gBARIzCgZpbnB1dHMYBiADKAsyIy5oaXN0b3J5ZC52MS5TdGF0ZUVudHJ5LklucHV0c0VudHJ5EiYKBWV4dHJhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBotCgtJbnB1dHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgcKBV90b29sQgYKBF9zZXFCBwoFX3R1cm5CEAoOX3R1cm5zX3dyaXR0ZW4yxAIKDVRocmVhZEhpc3RvcnkSSgoJU25hcHNob3RzEh0uaGlzdG9yeWQudjEuU25hcHNob3RzUmVxdWVzdBoeLmhpc3RvcnlkLnYxLlNuYXBzaG90c1Jlc3BvbnNlEkcKCFNuYXBzaG90EhwuaGlzdG9yeWQudjEuU25hcHNob3RSZXF1ZXN0Gh0uaGlzdG9yeWQudjEuU25hcHNob3RSZXNwb25zZRI+CgVUdXJucxIZLmhpc3RvcnlkLnYxLlR1cm5zUmVxdWVzdBoaLmhpc3RvcnlkLnYxLlR1cm5zUmVzcG9uc2USXgoPU3RyZWFtU25hcHNob3RzEiMuaGlzdG9yeWQudjEuU3RyZWFtU25hcHNob3RzUmVxdWVzdBokLmhpc3RvcnlkLnYxLlN0cmVhbVNuYXBzaG90c1Jlc3BvbnNlMAFCOVo3Z2l0aHViLmNvbS9oaXN0b3J5ZC9oaXN0b3J5ZC9nZW4vaGlzdG9yeWQvdjE7aGlzdG9yeWR2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChloaXN0b3J5ZC92MS9oaXN0b3J5LnByb3RvEgtoaXN0b3J5ZC52MSJbChBTbmFwc2hvdHNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1jaGVja3BvaW50X25zGAIgASgJEgwKBGtleXMYAyADKAkSDwoHY2hhbm5lbBgEIAEoCSLRAQoRU25hcHNob3RzUmVzcG9uc2USOAoFdHVybnMYASADKAsyKS5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXNwb25zZS5UdXJuc0VudHJ5Eg0KBXRvdGFsGAIgASgFEi0KCW51bWJlcmluZxgDIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmcaRAoKVHVybnNFbnRyeRILCgNrZXkYASABKAUSJQoFdmFsdWUYAiABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGU6AjgBInQKFlN0cmVhbVNuYXBzaG90c1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSDAoEa2V5cxgDIAMoCRIRCglmcm9tX3R1cm4YBCABKAUSDwoHY2hhbm5lbBgFIAEoCSJ9ChdTdHJlYW1TbmFwc2hvdHNSZXNwb25zZRIkCgR0dXJuGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlEg0KBXRvdGFsGAIgASgFEi0KCW51bWJlcmluZxgDIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmciaAoPU25hcHNob3RSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIMCgR0dXJuGAIgASgFEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSDAoEa2V5cxgEIAMoCRIPCgdjaGFubmVsGAUgASgJIokCChBTbmFwc2hvdFJlc3BvbnNlEicKBXN0YXRlGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASLwoMbm9fc3VjaF90dXJuGAIgASgLMhcuaGlzdG9yeWQudjEuTm9TdWNoVHVybkgAEjsKEm5vX2xvbmdlcl9yZXRhaW5lZBgDIAEoCzIdLmhpc3RvcnlkLnYxLk5vTG9uZ2VyUmV0YWluZWRIABINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nQggKBnJlc3VsdCIpCgpOb1N1Y2hUdXJuEgwKBHR1cm4YASABKAUSDQoFdG90YWwYAiABKAUiMgoQTm9Mb25nZXJSZXRhaW5lZBIMCgR0dXJuGAEgASgFEhAKCHF1ZXN0aW9uGAIgASgJImcKDFR1cm5zUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIcChRpbmNsdWRlX2tleXNfd3JpdHRlbhgDIAEoCBIPCgdjaGFubmVsGAQgASgJInMKDVR1cm5zUmVzcG9uc2USJAoFdHVybnMYASADKAsyFS5oaXN0b3J5ZC52MS5UdXJuSW5mbxINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nIrABCghUdXJuSW5mbxIOCgZudW1iZXIYASABKAUSEAoIcXVlc3Rpb24YAiABKAkSEAoIcmV0YWluZWQYAyABKAgSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIsCghlbmRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMa2V5c193cml0dGVuGAYgAygJEhUKDWFuc3dlcmVkX3dpdGgYByADKAUihgIKCVR1cm5TdGF0ZRIMCgR0dXJuGAEgASgFEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEAoIcXVlc3Rpb24YAyABKAkSNAoHZW50cmllcxgEIAMoCzIjLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZS5FbnRyaWVzRW50cnkSLAoIZW5kZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFuc3dlcmVkX3dpdGgYBiADKAUaRwoMRW50cmllc0VudHJ5EgsKA2tleRgBIAEoCRImCgV2YWx1ZRgCIAEoCzIXLmhpc3RvcnlkLnYxLlN0YXRlRW50cnk6AjgBIr8CCgpTdGF0ZUVudHJ5EiUKBXZhbHVlGAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhEKBHRvb2wYAiABKAlIAIgBARIQCgNzZXEYAyABKANIAYgBARIRCgR0dXJuGAQgASgFSAKIAQESGgoNdHVybnNfd3JpdHRlbhgFIAEoBUgDiAEBEjMKBmlucHV0cxgGIAMoCzIjLmhpc3RvcnlkLnYxLlN0YXRlRW50cnkuSW5wdXRzRW50cnkSJgoFZXh0cmEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Gi0KC0lucHV0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBwoFX3Rvb2xCBgoEX3NlcUIHCgVfdHVybkIQCg5fdHVybnNfd3JpdHRlbiqGAQoNVHVybk51bWJlcmluZxIeChpUVVJOX05VTUJFUklOR19VTlNQRUNJRklFRBAAEhsKF1RVUk5fTlVNQkVSSU5HX0NPTVBMRVRFEAESGgoWVFVSTl9OVU1CRVJJTkdfQ09VTlRFRBACEhwKGFRVUk5fTlVNQkVSSU5HX0VTVElNQVRFRBADMsQCCg1UaHJlYWRIaXN0b3J5EkoKCVNuYXBzaG90cxIdLmhpc3RvcnlkLnYxLlNuYXBzaG90c1JlcXVlc3QaHi5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXNwb25zZRJHCghTbmFwc2hvdBIcLmhpc3RvcnlkLnYxLlNuYXBzaG90UmVxdWVzdBodLmhpc3RvcnlkLnYxLlNuYXBzaG90UmVzcG9uc2USPgoFVHVybnMSGS5oaXN0b3J5ZC52MS5UdXJuc1JlcXVlc3QaGi5oaXN0b3J5ZC52MS5UdXJuc1Jlc3BvbnNlEl4KD1N0cmVhbVNuYXBzaG90cxIjLmhpc3RvcnlkLnYxLlN0cmVhbVNuYXBzaG90c1JlcXVlc3QaJC5oaXN0b3J5ZC52MS5TdHJlYW1TbmFwc2hvdHNSZXNwb25zZTABQjlaN2dpdGh1Yi5jb20vaGlzdG9yeWQvaGlzdG9yeWQvZ2VuL2hpc3RvcnlkL3YxO2hpc3RvcnlkdjFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * SnapshotsRequest names a thread and, optionally, the state keys wanted.
@@ -48,6 +48,16 @@ export type SnapshotsRequest = Message<"historyd.v1.SnapshotsRequest"> & {
    * @generated from field: repeated string keys = 3;
    */
   keys: string[];
+
+  /**
+   * channel is the state channel to read (e.g. "tool_state", or deepagents'
+   * "files" and "todos"); empty reads the server's default. It must be one
+   * the server is configured to serve (--state-channels): any other is
+   * INVALID_ARGUMENT naming the ones it serves.
+   *
+   * @generated from field: string channel = 4;
+   */
+  channel: string;
 };
 
 /**
@@ -77,6 +87,13 @@ export type SnapshotsResponse = Message<"historyd.v1.SnapshotsResponse"> & {
    * @generated from field: int32 total = 2;
    */
   total: number;
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 3;
+   */
+  numbering: TurnNumbering;
 };
 
 /**
@@ -125,6 +142,16 @@ export type StreamSnapshotsRequest = Message<"historyd.v1.StreamSnapshotsRequest
    * @generated from field: int32 from_turn = 4;
    */
   fromTurn: number;
+
+  /**
+   * channel is the state channel to read (e.g. "tool_state", or deepagents'
+   * "files" and "todos"); empty reads the server's default. It must be one
+   * the server is configured to serve (--state-channels): any other is
+   * INVALID_ARGUMENT naming the ones it serves.
+   *
+   * @generated from field: string channel = 5;
+   */
+  channel: string;
 };
 
 /**
@@ -155,6 +182,13 @@ export type StreamSnapshotsResponse = Message<"historyd.v1.StreamSnapshotsRespon
    * @generated from field: int32 total = 2;
    */
   total: number;
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 3;
+   */
+  numbering: TurnNumbering;
 };
 
 /**
@@ -201,6 +235,16 @@ export type SnapshotRequest = Message<"historyd.v1.SnapshotRequest"> & {
    * @generated from field: repeated string keys = 4;
    */
   keys: string[];
+
+  /**
+   * channel is the state channel to read (e.g. "tool_state", or deepagents'
+   * "files" and "todos"); empty reads the server's default. It must be one
+   * the server is configured to serve (--state-channels): any other is
+   * INVALID_ARGUMENT naming the ones it serves.
+   *
+   * @generated from field: string channel = 5;
+   */
+  channel: string;
 };
 
 /**
@@ -242,7 +286,8 @@ export type SnapshotResponse = Message<"historyd.v1.SnapshotResponse"> & {
   } | {
     /**
      * no_longer_retained says the turn existed but none of its checkpoints are
-     * retained any more. No other turn's state is given in its place.
+     * retained any more (or, for a DeltaChannel, the checkpoints its value is
+     * rebuilt from). No other turn's state is given in its place.
      *
      * @generated from field: historyd.v1.NoLongerRetained no_longer_retained = 3;
      */
@@ -264,6 +309,13 @@ export type SnapshotResponse = Message<"historyd.v1.SnapshotResponse"> & {
    * @generated from field: repeated int32 retained_turns = 5;
    */
   retainedTurns: number[];
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 6;
+   */
+  numbering: TurnNumbering;
 };
 
 /**
@@ -359,6 +411,14 @@ export type TurnsRequest = Message<"historyd.v1.TurnsRequest"> & {
    * @generated from field: bool include_keys_written = 3;
    */
   includeKeysWritten: boolean;
+
+  /**
+   * channel is the state channel keys_written reads; see
+   * SnapshotsRequest.channel.
+   *
+   * @generated from field: string channel = 4;
+   */
+  channel: string;
 };
 
 /**
@@ -387,6 +447,13 @@ export type TurnsResponse = Message<"historyd.v1.TurnsResponse"> & {
    * @generated from field: int32 total = 2;
    */
   total: number;
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 3;
+   */
+  numbering: TurnNumbering;
 };
 
 /**
@@ -448,6 +515,15 @@ export type TurnInfo = Message<"historyd.v1.TurnInfo"> & {
    * @generated from field: repeated string keys_written = 6;
    */
   keysWritten: string[];
+
+  /**
+   * answered_with lists the other turns whose questions came in the same
+   * input as this turn's and were answered by the same run, in ascending
+   * order. The turn ended on the state that run ended on.
+   *
+   * @generated from field: repeated int32 answered_with = 7;
+   */
+  answeredWith: number[];
 };
 
 /**
@@ -497,6 +573,15 @@ export type TurnState = Message<"historyd.v1.TurnState"> & {
    * @generated from field: google.protobuf.Timestamp ended_at = 5;
    */
   endedAt?: Timestamp | undefined;
+
+  /**
+   * answered_with lists the other turns whose questions came in the same
+   * input as this turn's and were answered by the same run, in ascending
+   * order: the state is the one that run ended on, the same as theirs.
+   *
+   * @generated from field: repeated int32 answered_with = 6;
+   */
+  answeredWith: number[];
 };
 
 /**
@@ -524,7 +609,9 @@ export const TurnStateSchema: GenMessage<TurnState> = /*@__PURE__*/
  * LangChain.js serialized objects ({"lc": 1, "type": "constructor", ...})
  * become their kwargs, with `type` derived from the class name for messages.
  * A key whose stored entry is not a map with a "value" field is returned with
- * the whole stored value in `value` and no other field set.
+ * the whole stored value in `value` and no other field set (deepagents'
+ * files: each path's FileData). A channel whose value is not a map at all (a
+ * list of todos) is returned as one entry named for the channel.
  *
  * @generated from message historyd.v1.StateEntry
  */
@@ -590,17 +677,77 @@ export const StateEntrySchema: GenMessage<StateEntry> = /*@__PURE__*/
   messageDesc(file_historyd_v1_history, 12);
 
 /**
+ * TurnNumbering says how sure a thread's turn numbers are. It depends on
+ * what the checkpointer still retains.
+ *
+ * @generated from enum historyd.v1.TurnNumbering
+ */
+export enum TurnNumbering {
+  /**
+   * TURN_NUMBERING_UNSPECIFIED is never sent.
+   *
+   * @generated from enum value: TURN_NUMBERING_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * TURN_NUMBERING_COMPLETE: the thread's first checkpoint is retained, so
+   * every question was seen and every turn number is exact.
+   *
+   * @generated from enum value: TURN_NUMBERING_COMPLETE = 1;
+   */
+  COMPLETE = 1,
+
+  /**
+   * TURN_NUMBERING_COUNTED: the oldest checkpoints were deleted, and the
+   * questions before the oldest one left are counted from the messages it
+   * still holds. Exact unless a human message was removed before it without
+   * a trace (a RemoveMessage leaves none).
+   *
+   * @generated from enum value: TURN_NUMBERING_COUNTED = 2;
+   */
+  COUNTED = 2,
+
+  /**
+   * TURN_NUMBERING_ESTIMATED: the oldest checkpoints were deleted and the
+   * oldest one left shows that messages were removed before it (it holds a
+   * summary): how many questions came before is not known, so turn numbers
+   * may be too low. A turn's question text says which question it was.
+   *
+   * @generated from enum value: TURN_NUMBERING_ESTIMATED = 3;
+   */
+  ESTIMATED = 3,
+}
+
+/**
+ * Describes the enum historyd.v1.TurnNumbering.
+ */
+export const TurnNumberingSchema: GenEnum<TurnNumbering> = /*@__PURE__*/
+  enumDesc(file_historyd_v1_history, 0);
+
+/**
  * ThreadHistory answers what a thread's session state looked like at each of
  * its earlier turns.
  *
  * A turn is one user question and everything the agent did for it, counted
- * from 1. A thread's turns are derived from its LangGraph checkpoints: a
- * checkpoint belongs to turn n when its messages channel holds n human
- * messages, and the turn ends at its checkpoint with the most messages (equal
- * counts go to the greater checkpoint id). `total` is the number of human
- * messages in the richest checkpoint, so it survives pruning of older
- * checkpoints: a turn in 1..total with no checkpoint left is "no longer
- * retained", and a turn outside 1..total is "no such turn".
+ * from 1. A thread's turns are derived from its LangGraph checkpoints, taken
+ * in checkpoint order (parent links, ids breaking ties): a human message is a
+ * question the first time a checkpoint's messages channel holds it (by
+ * message id), unless it is synthetic (a summary LangChain's summarization
+ * middleware wrote, a harness notification); questions are numbered in the
+ * order they were asked. A checkpoint belongs to the turn of the last
+ * question asked up to it, whatever its messages list still holds, so turns
+ * survive summarization and removed messages; a turn ends at its last
+ * checkpoint. `total` is the number of questions asked, so it survives
+ * pruning of older checkpoints: a turn in 1..total with no checkpoint left is
+ * "no longer retained", and a turn outside 1..total is "no such turn". On a
+ * thread whose messages were never removed this counts exactly the human
+ * messages of each checkpoint.
+ *
+ * Questions asked together in one input were answered by one run: the
+ * earlier ones end on the state that run ended on, and `answered_with` says
+ * so. A DeltaChannel's value (deepagents' messages and files) is rebuilt from
+ * the writes since its last snapshot, as LangGraph rebuilds it.
  *
  * An unknown thread is not an error: it has total 0 and no turns.
  *
@@ -612,8 +759,9 @@ export const StateEntrySchema: GenMessage<StateEntry> = /*@__PURE__*/
  * when the call's deadline (or the server's cap) passes, DATA_LOSS when a
  * stored value cannot be decoded (the message names thread, checkpoint and
  * channel), FAILED_PRECONDITION when the thread uses a storage feature historyd
- * does not read (encrypted or pickled values, delta channels) or the store
- * holds no readable checkpoint tables.
+ * does not read (encrypted or pickled values, DeltaChannel writes the
+ * channel's configured reducer cannot apply) or the store holds no readable
+ * checkpoint tables.
  *
  * A thread outside the calling tenant's thread-id prefixes reads exactly as an
  * unknown thread does, so a tenant cannot learn whether it exists.
