@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/postgres"
 	"github.com/historyd/historyd/store/sqlite"
@@ -18,19 +20,23 @@ import (
 // .sqlite or .sqlite3 for an SQLite file. channels are the only channels
 // whose versions PostgreSQL lists (the SQLite saver keeps them inside the
 // checkpoint blob, read whole anyway); pass Config.Channels, so that the
-// listing and the store agree.
+// listing and the store agree. WithTracing traces its statements.
 //
 // A DSN that is wrong (unknown form, missing SQLite file, a file without
 // checkpoint tables) fails here, at start; a PostgreSQL server that is
 // merely down does not, since it may come up later. The errors name
 // historyd serve's --dsn and --schema, which is where these come from.
 // The caller closes the backend.
-func OpenBackend(ctx context.Context, dsn, schema string, channels []string) (store.Backend, error) {
+func OpenBackend(ctx context.Context, dsn, schema string, channels []string, opts ...BackendOption) (store.Backend, error) {
+	var o backendOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	switch {
 	case dsn == "":
 		return nil, errors.New("no store: set --dsn or HISTORYD_DSN to the checkpointer's database, e.g. postgres://user@localhost:5432/app or sqlite:///path/checkpoints.db")
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: channels})
+		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: channels, TracerProvider: o.tp})
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", RedactDSN(dsn), err)
 		}
@@ -40,7 +46,7 @@ func OpenBackend(ctx context.Context, dsn, schema string, channels []string) (st
 		if schema != "" {
 			return nil, fmt.Errorf("store %s: --schema applies to PostgreSQL only; SQLite files have none", dsn)
 		}
-		b, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+		b, err := sqlite.Open(ctx, sqlite.Config{Path: path, TracerProvider: o.tp})
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("store %s: no such file; point --dsn at the file LangGraph's SqliteSaver writes, or run `historyd demo` to create a demo file", dsn)
@@ -52,6 +58,20 @@ func OpenBackend(ctx context.Context, dsn, schema string, channels []string) (st
 		return b, nil
 	}
 	return nil, fmt.Errorf("store %s: unrecognised DSN; use postgres://…, postgresql://…, sqlite:///path/file.db or a path ending in .db, .sqlite or .sqlite3", RedactDSN(dsn))
+}
+
+// BackendOption adds to what OpenBackend opens.
+type BackendOption func(*backendOptions)
+
+type backendOptions struct {
+	tp trace.TracerProvider
+}
+
+// WithTracing traces the backend's statements with tp (otelpgx for
+// PostgreSQL, the SQLite backend's own spans), each a child of the traced
+// call that ran it. Give it Config.TracerProvider; nil traces nothing.
+func WithTracing(tp trace.TracerProvider) BackendOption {
+	return func(o *backendOptions) { o.tp = tp }
 }
 
 // RedactDSN hides a URL DSN's password so it can be logged.

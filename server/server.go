@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/historyd/historyd/buildinfo"
@@ -72,6 +73,16 @@ type Config struct {
 	// Build is what historyd_build_info reports; zero: the binary's own
 	// build information (buildinfo.Read), without link-time values.
 	Build buildinfo.Info
+	// TracerProvider turns on OpenTelemetry tracing (tracing.FromEnv builds
+	// one from the OTEL_* variables): a span for every call (see
+	// service.Options.TracerProvider) and for the store's index and state
+	// reads (store.SpanIndex, store.SpanReadState). The backend's statements
+	// are traced by the backend: open it with WithTracing and the same
+	// provider. Nil, the default: nothing is installed. The caller shuts the
+	// provider down once the server has stopped, so that the last calls'
+	// spans are sent. Leave Store.TracerProvider and Service.TracerProvider
+	// nil: New sets them.
+	TracerProvider trace.TracerProvider
 	// HealthInterval is how often the health service probes the store
 	// while the server serves. Default 2s.
 	HealthInterval time.Duration
@@ -135,6 +146,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, errors.New("server: Config.Store.Backend is required (OpenBackend opens one from a DSN)")
 	case cfg.Service.Metrics != nil:
 		return nil, errors.New("server: Config.Service.Metrics is set by New; turn metrics on with Config.Metrics")
+	case cfg.Store.TracerProvider != nil || cfg.Service.TracerProvider != nil:
+		return nil, errors.New("server: Config.Store.TracerProvider and Config.Service.TracerProvider are set by New; turn tracing on with Config.TracerProvider")
 	case cfg.HealthInterval < 0:
 		return nil, fmt.Errorf("server: Config.HealthInterval %s: must not be negative (0 is the default, 2s)", cfg.HealthInterval)
 	}
@@ -153,6 +166,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Service.Metrics = s.m.GRPC
 		cfg.Service.MetricsAllMethods = cfg.MetricsAllMethods
 	}
+	cfg.Store.TracerProvider, cfg.Service.TracerProvider = cfg.TracerProvider, cfg.TracerProvider
 	s.st = store.New(cfg.Store)
 	if s.m != nil {
 		s.m.WatchStore(s.st)

@@ -16,6 +16,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -57,6 +58,13 @@ type Options struct {
 	Metrics *grpcprom.ServerMetrics
 	// MetricsAllMethods counts health and reflection calls in Metrics too.
 	MetricsAllMethods bool
+	// TracerProvider, when set, traces every call but health checks and
+	// reflection (otelgrpc's server handler), as a child of the caller's
+	// span when the call carries W3C trace context. No span names a thread
+	// in clear: the span has the thread's hash under AttrThread, as the
+	// request log has it (none with ThreadIDsOmitted), and a status message
+	// naming the thread is redacted as logs are. Nil: nothing is installed.
+	TracerProvider trace.TracerProvider
 	// DisableReflection answers server reflection as an unknown service.
 	DisableReflection bool
 	// StateChannels are the state channels the deployment's store serves;
@@ -114,9 +122,10 @@ type Options struct {
 //  9. tenant isolation (see isolation), which sends denied calls to the
 //     same handlers over an empty store;
 //
-// then the handler, which validates the request. An interceptor added to
-// this chain sees responses whose state entries are still encoded, their
-// getters unset (see toTurnState); one that must read entries reads them
+// then the handler, which validates the request. With TracerProvider set,
+// otelgrpc's stats handler traces the call around all of them. An
+// interceptor added to this chain sees responses whose state entries are
+// still encoded, their getters unset (see toTurnState); one that must read entries reads them
 // from a copy made with Decoded.
 //
 // server.New is the one place a grpc.Server is built with these options;
@@ -205,6 +214,11 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		// grown to what a call needs, instead of a new goroutine per call
 		// growing its stack anew (a tenth of a small call's CPU).
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+	}
+	if o.TracerProvider != nil {
+		// A stats handler sees each call before the first interceptor and
+		// after the last, so the span covers all of the chain.
+		opts = append(opts, grpc.StatsHandler(tracingHandler(o.TracerProvider, tagger)))
 	}
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))

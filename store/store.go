@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/historyd/historyd/store/lgcodec"
@@ -55,6 +56,9 @@ type Config struct {
 	// whose stored value is larger than a quarter of the bound is never
 	// cached. Default 64 MiB; negative disables the cache.
 	CacheStateBytes int
+	// TracerProvider, when set, traces the turn index's refreshes and the
+	// state reads (SpanIndex, SpanReadState). Nil: no spans, no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultMessagesChannel and DefaultStateChannel are the channels a Store
@@ -103,6 +107,8 @@ type Store struct {
 	stateHits, stateMisses atomic.Int64
 	// stateAdmit is the largest stored state value the state cache takes.
 	stateAdmit int
+	// tracer starts the store's spans; nil when the store is not traced.
+	tracer trace.Tracer
 }
 
 // New returns a Store reading through cfg.Backend. A configuration
@@ -110,7 +116,7 @@ type Store struct {
 // that need it.
 func New(cfg Config) *Store {
 	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, states: slices.Clone(cfg.StateChannels), limits: cfg.Limits,
-		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}}
+		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider)}
 	if s.messages == "" {
 		s.messages = DefaultMessagesChannel
 	}
@@ -206,7 +212,9 @@ func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
 // which of the checkpoints in verify still exist; seen says which
 // checkpoints the read saw. Concurrent calls with nothing to verify share
 // one read.
-func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (*index, seen, error) {
+func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (_ *index, _ seen, err error) {
+	ctx, sp := s.startSpan(ctx, SpanIndex)
+	defer func() { endSpan(sp, err) }()
 	if len(verify) > 0 {
 		return s.refresh(ctx, ref, verify)
 	}
@@ -215,10 +223,13 @@ func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (*i
 		seen seen
 	}
 	key := ref.ThreadID + "\x00" + ref.Namespace
-	v, err, _ := s.flight.Do(key, func() (any, error) {
+	v, err, shared := s.flight.Do(key, func() (any, error) {
 		ix, sn, err := s.refresh(ctx, ref, nil)
 		return result{ix, sn}, err
 	})
+	if shared {
+		note(ctx, AttrIndexShared.Bool(true))
+	}
 	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// The shared read ended with another caller's context; ours still
 		// stands.
@@ -321,6 +332,8 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 		if err != nil {
 			return nil, seen{}, err
 		}
+		note(ctx, AttrIndexCache.String("hit"), AttrIndexListed.Int(len(newer)),
+			AttrIndexCheckpoints.Int(len(old.checkpoints)+len(newer)), AttrIndexTurns.Int(old.hist.Total))
 		sn := seen{after: old.maxID, present: make(map[string]bool, len(census.Present))}
 		for _, id := range census.Present {
 			sn.present[id] = true
@@ -353,6 +366,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 			// append to a copy.
 			all := append(slices.Clip(old.checkpoints), placed...)
 			ix := s.build(ref, all, old.thread, counted)
+			note(ctx, AttrIndexTurns.Int(ix.hist.Total))
 			return ix, sn, nil
 		}
 	}
@@ -361,6 +375,11 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 	if err != nil {
 		return nil, seen{}, err
 	}
+	cache := "miss"
+	if cached {
+		cache = "invalidated"
+	}
+	note(ctx, AttrIndexCache.String(cache), AttrIndexListed.Int(len(cps)), AttrIndexCheckpoints.Int(len(cps)))
 	// Read afresh, cold or not: after a deletion, what the store answers
 	// must rest on what is left, not on what it happened to read before
 	// (a DeltaChannel's list read at a checkpoint since deleted may be
@@ -370,7 +389,9 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 	if err != nil {
 		return nil, seen{}, err
 	}
-	return s.build(ref, placed, th, counted), seen{all: true}, nil
+	ix := s.build(ref, placed, th, counted)
+	note(ctx, AttrIndexTurns.Int(ix.hist.Total))
+	return ix, seen{all: true}, nil
 }
 
 // build derives the history of cps and caches the index.
@@ -523,6 +544,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		read = append(read, c.id)
 		readVer = append(readVer, v)
 	}
+	note(ctx, AttrIndexMessagesRead.Int(len(read)))
 	unstored := map[string]bool{} // versions with no stored value
 	// Checkpoints deleted since they were listed: left out of the result,
 	// which then holds only checkpoints seen to exist (or not yet read),
@@ -579,6 +601,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		cps = slices.DeleteFunc(slices.Clone(cps), func(c listed) bool { return missing[c.id] })
 	}
 	if len(unstored) > 0 {
+		note(ctx, AttrIndexDeltaRebuild.Bool(true))
 		if err := s.rebuildMessages(ctx, ref, th, known, cps, unstored); err != nil {
 			return nil, err
 		}

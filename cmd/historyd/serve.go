@@ -24,6 +24,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/tracing"
 )
 
 const serveHelp = `Usage: historyd serve [flags]
@@ -165,7 +166,15 @@ func (c serveConfig) run(ctx context.Context) error {
 	if err := cfg.Store.Validate(); err != nil {
 		return fmt.Errorf("--state-channels/--channel-reducers: %w", err)
 	}
-	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels())
+	// OpenTelemetry, from the standard OTEL_* variables: off unless they
+	// name a collector. Closed last, once the server has drained.
+	tr, err := tracing.FromEnv(ctx, currentBuild().Version, log)
+	if err != nil {
+		return err
+	}
+	defer tr.Close(log)
+	cfg.TracerProvider = tr.TracerProvider()
+	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels(), server.WithTracing(cfg.TracerProvider))
 	if err != nil {
 		return err
 	}

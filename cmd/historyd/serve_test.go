@@ -22,6 +22,7 @@ import (
 
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -112,7 +113,9 @@ func TestByteSize(t *testing.T) {
 func useMemory(t *testing.T, m store.Backend) {
 	t.Helper()
 	old := newBackend
-	newBackend = func(context.Context, string, string, []string) (store.Backend, error) { return m, nil }
+	newBackend = func(context.Context, string, string, []string, ...server.BackendOption) (store.Backend, error) {
+		return m, nil
+	}
 	t.Cleanup(func() { newBackend = old })
 }
 

@@ -12,9 +12,12 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/lgcodec"
@@ -35,6 +38,10 @@ type Config struct {
 	// and CheckpointsSince report; the others are left in the database
 	// rather than sent and parsed for every checkpoint. Empty reports all.
 	Channels []string
+	// TracerProvider, when set, traces every statement, connection and
+	// pool wait of a traced call (otelpgx), as a child of the call's span.
+	// Nil: the pool has no tracer at all.
+	TracerProvider trace.TracerProvider
 }
 
 // Backend is a store.Backend over a pgx connection pool.
@@ -89,6 +96,13 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			return nil
 		}
 		return err
+	}
+	if cfg.TracerProvider != nil {
+		// Spans carry the statement text, never its arguments (otelpgx
+		// records them only when asked to): historyd binds every value,
+		// thread ids included. Metrics are Prometheus's (package metrics).
+		pc.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(cfg.TracerProvider),
+			otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -65,6 +66,9 @@ type Config struct {
 	// MaxConns caps the open connections, each of which keeps its own page
 	// cache. Zero means 4.
 	MaxConns int
+	// TracerProvider, when set, traces every statement of a traced call,
+	// as a child of the call's span (see statement). Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 const (
@@ -88,6 +92,9 @@ type Backend struct {
 	db     *sql.DB
 	file   os.FileInfo
 	closed bool
+
+	// tracer starts statements' spans; nil when not traced.
+	tracer trace.Tracer
 }
 
 var _ store.Backend = (*Backend)(nil)
@@ -152,7 +159,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if busy <= 0 {
 		busy = defaultBusyTimeout
 	}
-	b := &Backend{path: path, dsn: dsn(path, busy), maxConns: cfg.MaxConns, file: fi}
+	b := &Backend{path: path, dsn: dsn(path, busy), maxConns: cfg.MaxConns, file: fi, tracer: newTracer(cfg.TracerProvider)}
 	if b.maxConns <= 0 {
 		b.maxConns = defaultMaxConns
 	}
@@ -238,7 +245,9 @@ func (b *Backend) pool() (*sql.DB, error) {
 }
 
 // check compiles a query over the columns historyd reads.
-func (b *Backend) check(ctx context.Context, db *sql.DB) error {
+func (b *Backend) check(ctx context.Context, db *sql.DB) (err error) {
+	ctx, end := b.statement(ctx, checkSQL)
+	defer func() { end(err) }()
 	rows, err := db.QueryContext(ctx, checkSQL)
 	if err != nil {
 		return b.classify(ctx, err)
@@ -257,19 +266,24 @@ func (b *Backend) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeRes
 // whole checkpoint, channel values included, in one column, so listing only
 // the new ones is what keeps refreshing a long thread cheap. The census
 // and the rows come from one statement, so from one snapshot of the file.
-func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (_ store.Census, err error) {
 	db, err := b.pool()
 	if err != nil {
 		return store.Census{}, err
 	}
+	stmt := listSQL
+	switch {
+	case q.After != "" && q.Count:
+		stmt = countSQL
+	case q.After != "":
+		stmt = sinceSQL
+	}
+	ctx, end := b.statement(ctx, stmt)
+	defer func() { end(err) }()
 	var rows *sql.Rows
 	if q.After == "" {
-		rows, err = db.QueryContext(ctx, listSQL, ref.ThreadID, ref.Namespace)
+		rows, err = db.QueryContext(ctx, stmt, ref.ThreadID, ref.Namespace)
 	} else {
-		stmt := sinceSQL
-		if q.Count {
-			stmt = countSQL
-		}
 		verify, jerr := json.Marshal(nonNil(q.Verify))
 		if jerr != nil {
 			return store.Census{}, fmt.Errorf("sqlite: encode checkpoint ids: %w", jerr)
@@ -442,8 +456,11 @@ func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, 
 
 // taskPathColumn names the writes table's task path column for a query:
 // Python's SqliteSaver has one, LangChain.js's does not.
-func (b *Backend) taskPathColumn(ctx context.Context, db *sql.DB) (string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('writes')`)
+func (b *Backend) taskPathColumn(ctx context.Context, db *sql.DB) (_ string, err error) {
+	const columns = `SELECT name FROM pragma_table_info('writes')`
+	ctx, end := b.statement(ctx, columns)
+	defer func() { end(err) }()
+	rows, err := db.QueryContext(ctx, columns)
 	if err != nil {
 		return "", b.classify(ctx, err)
 	}
@@ -500,7 +517,9 @@ func (b *Backend) batches(ctx context.Context, db *sql.DB, stmt string, args []a
 	return nil
 }
 
-func (b *Backend) query(ctx context.Context, db *sql.DB, q string, args []any, each func(*sql.Rows) error) error {
+func (b *Backend) query(ctx context.Context, db *sql.DB, q string, args []any, each func(*sql.Rows) error) (err error) {
+	ctx, end := b.statement(ctx, q)
+	defer func() { end(err) }()
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return b.classify(ctx, err)

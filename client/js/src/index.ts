@@ -21,4 +21,5 @@ export {
   type TurnInfo,
   type TurnState,
 } from "./client.js";
+export { traceContextInterceptor } from "./tracing.js";
 export { Code } from "@connectrpc/connect";
