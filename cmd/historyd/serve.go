@@ -22,6 +22,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/postgres"
 )
 
 const serveHelp = `Usage: historyd serve [flags]
@@ -51,6 +52,7 @@ var serveCommand = command{
 		c.listen = stringFlag(fs, "listen", "HISTORYD_LISTEN", "localhost:50051", "address to serve gRPC on")
 		c.dsn = stringFlag(fs, "dsn", "HISTORYD_DSN", "", "checkpoint store: postgres://…, postgresql://…, sqlite:///path/file.db or a .db file path (required)")
 		c.schema = stringFlag(fs, "schema", "HISTORYD_SCHEMA", "", "PostgreSQL schema holding the checkpoint tables (default: the search_path)")
+		c.pooler = stringFlag(fs, "pooler", "HISTORYD_POOLER", "none", "connection pooler between historyd and PostgreSQL: none, session, or transaction (PgBouncer's pool_mode = transaction: no session settings, no named prepared statements; the role must be SELECT-only)")
 		c.messages = stringFlag(fs, "messages-channel", "HISTORYD_MESSAGES_CHANNEL", server.DefaultMessagesChannel, "channel holding the conversation's messages")
 		c.state = stringFlag(fs, "state-channel", "HISTORYD_STATE_CHANNEL", server.DefaultStateChannel, "channel holding session state (key → entry)")
 		c.logFormat = stringFlag(fs, "log-format", "HISTORYD_LOG_FORMAT", "text", "log format: text or json")
@@ -89,9 +91,10 @@ var serveCommand = command{
 type serveConfig struct {
 	env *envFlags
 
-	listen, dsn, schema, messages, state, logFormat *string
-	logThreadIDs, logThreadSalt                     *string
-	grace                                           *time.Duration
+	listen, dsn, schema, pooler, messages, state *string
+	logFormat                                    *string
+	logThreadIDs, logThreadSalt                  *string
+	grace                                        *time.Duration
 
 	authTokens, tlsCert, tlsKey, tlsClientCA *string
 	reflection                               *bool
@@ -144,7 +147,11 @@ func (c serveConfig) run(ctx context.Context) error {
 		},
 		Metrics: true,
 	}
-	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels())
+	pooler, err := postgres.ParsePooler(*c.pooler)
+	if err != nil {
+		return fmt.Errorf("--pooler %w", err)
+	}
+	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels(), server.WithPooler(pooler))
 	if err != nil {
 		return err
 	}
@@ -179,7 +186,8 @@ func (c serveConfig) run(ctx context.Context) error {
 	cfg.Service = opts
 	srv, err := server.New(ctx, cfg)
 	if errors.Is(err, store.ErrNotCheckpointStore) {
-		return fmt.Errorf("store %s: %v; point --dsn/--schema at the database LangGraph's checkpointer writes", server.RedactDSN(*c.dsn), err)
+		// Each such error says what to fix; waiting would not help.
+		return fmt.Errorf("store %s: %v", server.RedactDSN(*c.dsn), err)
 	}
 	if err != nil {
 		return err
@@ -231,7 +239,7 @@ func (c serveConfig) run(ctx context.Context) error {
 		}
 	}()
 
-	log.Info("historyd serving", "addr", lis.Addr().String(), "store", server.RedactDSN(*c.dsn),
+	log.Info("historyd serving", "addr", lis.Addr().String(), "store", server.RedactDSN(*c.dsn), "pooler", string(pooler),
 		"messages_channel", *c.messages, "state_channel", *c.state,
 		"tls", serverTLS != nil, "client_certs", serverTLS != nil && serverTLS.ClientAuth(),
 		"auth", opts.Auth != nil, "metrics", metricsAddr, "reflection", *c.reflection)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -41,7 +42,7 @@ func TestServeHelpNamesEveryFlagAndVariable(t *testing.T) {
 		"-keepalive-min-time", "-keepalive-time", "-keepalive-timeout",
 		"-metrics-listen", "HISTORYD_METRICS_LISTEN", "-log-thread-ids", "HISTORYD_LOG_THREAD_SALT",
 		"-cache-threads", "HISTORYD_CACHE_THREADS", "-cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES",
-		"SIGHUP", "docs/security.md", "default 64MiB",
+		"SIGHUP", "docs/security.md", "default 64MiB", "-pooler", "HISTORYD_POOLER",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -68,6 +69,8 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{"env state cache", map[string]string{"HISTORYD_CACHE_STATE_BYTES": "-5"}, nil, "HISTORYD_CACHE_STATE_BYTES"},
 		{"thread ids in plain", nil, []string{"--log-thread-ids", "plain"}, "--log-thread-ids"},
 		{"missing token file", nil, []string{"--auth-tokens", "/nonexistent/tokens.json"}, "--auth-tokens"},
+		{"unknown pooler", nil, []string{"--pooler", "yes"}, "--pooler"},
+		{"env pooler", map[string]string{"HISTORYD_POOLER": "pgbouncer"}, nil, "--pooler"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {
@@ -105,7 +108,9 @@ func TestByteSize(t *testing.T) {
 func useMemory(t *testing.T, m store.Backend) {
 	t.Helper()
 	old := newBackend
-	newBackend = func(context.Context, string, string, []string) (store.Backend, error) { return m, nil }
+	newBackend = func(context.Context, string, string, []string, ...server.BackendOption) (store.Backend, error) {
+		return m, nil
+	}
 	t.Cleanup(func() { newBackend = old })
 }
 

@@ -170,7 +170,7 @@ func FuzzWalk(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Add([]byte{0x81, 0x91, 0xc0, 0xa1, 'x'})             // a list as a map key
+	f.Add([]byte{0x81, 0x91, 0xc0, 0xa1, 'x'})            // a list as a map key
 	f.Add([]byte{0x82, 0xa1, 'a', 0x01, 0xa1, 'a', 0x02}) // a repeated key
 	lim := Limits{MaxBytes: 1 << 16, MaxDepth: 32}
 	f.Fuzz(func(t *testing.T, data []byte) {
