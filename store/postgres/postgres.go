@@ -597,7 +597,8 @@ func (b *Backend) classify(ctx context.Context, err error) error {
 			return fmt.Errorf("%w: %s; point --dsn at the database LangGraph's checkpointer writes", store.ErrNotCheckpointStore, msg)
 		case pgErr.Code == "28P01": // invalid_password
 			return fmt.Errorf("%w: %s; check the password in --dsn (or PGPASSWORD, ~/.pgpass)", store.ErrNotCheckpointStore, msg)
-		case pgErr.Code == "28000": // invalid_authorization_specification
+		case pgErr.Code == "28000", // invalid_authorization_specification
+			pgErr.Code == "08P01" && (strings.Contains(pgErr.Message, "authentication failed") || strings.HasPrefix(pgErr.Message, "no such user")): // PgBouncer's
 			return fmt.Errorf("%w: the server refused the login: %s; check the user in --dsn, that the role exists and may log in, and the server's pg_hba.conf", store.ErrNotCheckpointStore, msg)
 		case pgErr.Code == "08P01" && strings.HasPrefix(pgErr.Message, "unsupported startup parameter"):
 			// A pooler refusing a parameter the DSN sets: it will refuse it
