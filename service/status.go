@@ -128,7 +128,7 @@ func logCause(ctx context.Context, log *slog.Logger, method string, err error) {
 	if r.log == nil {
 		return
 	}
-	log.Log(ctx, *r.log, r.message, "method", method, "code", r.code.String(), "err", oneLine(err.Error()))
+	log.Log(ctx, *r.log, "call failed; the caller was not told why", "method", method, "code", r.code.String(), "err", oneLine(err.Error()))
 }
 
 // oneLine folds text spanning lines or holding tabs into one line, so that
