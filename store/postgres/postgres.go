@@ -90,6 +90,9 @@ type Backend struct {
 	countSQL  string
 	valuesSQL string
 	writesSQL [2]string // without and with task_path
+	// newestSQL and newestAllSQL sample one thread's newest checkpoints,
+	// and any thread's.
+	newestSQL, newestAllSQL string
 	schema    string
 	// taskPath says whether checkpoint_writes has Python's task_path
 	// column (LangGraph.js's table has none): 0 unknown, 1 no, 2 yes.
@@ -161,6 +164,9 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	// Each row: the id, the parent, the checkpoint projected to what
 	// historyd reads of it, and the same of its metadata, both JSON text.
 	row := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', ` + versions + `)::text, ` + metadataSQL
+	// The same with every channel's version, for sampling which channels
+	// there are.
+	allRow := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', c.checkpoint->'channel_versions')::text, ` + metadataSQL
 	return &Backend{
 		pool:    pool,
 		schema:  cfg.Schema,
@@ -193,6 +199,16 @@ CROSS JOIN LATERAL (SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id,
   FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = want.id LIMIT 1) c
 LEFT JOIN ` + blobs + ` b
   ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = $3 AND b.version = c.version`,
+		// A thread's newest: its index, backwards.
+		newestSQL: `SELECT ` + allRow + ` FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
+ORDER BY c.checkpoint_id DESC LIMIT $3`,
+		// Any thread's: the rows in the table's last pages, which is where
+		// new rows go while no vacuum has freed space before them. Sorting
+		// the whole table by id instead would read every checkpoint; this
+		// reads $1 pages (a TID range scan from PostgreSQL 14 on).
+		newestAllSQL: `SELECT ` + allRow + ` FROM ` + checkpoints + ` c
+WHERE c.ctid >= (SELECT format('(%s,0)', greatest(pg_relation_size(to_regclass($3)) / current_setting('block_size')::bigint - $1, 0))::tid)
+ORDER BY c.checkpoint_id DESC LIMIT $2`,
 		writesSQL: [2]string{
 			`SELECT checkpoint_id, task_id, '', idx, type, blob FROM ` + writes + `
 WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = $3 AND checkpoint_id = ANY($4)`,
@@ -481,6 +497,40 @@ func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, 
 		}
 		w.Value = store.Blob{Type: typ, Data: data}
 		if err := fn(w); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return b.classify(ctx, err)
+	}
+	return nil
+}
+
+// Newest hands fn up to limit of the newest checkpoints, of the thread or
+// of any thread, with every channel's version.
+func (b *Backend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+	if limit <= 0 {
+		return nil
+	}
+	var rows pgx.Rows
+	var err error
+	if ref != nil {
+		rows, err = b.pool.Query(ctx, b.newestSQL, ref.ThreadID, ref.Namespace, limit)
+	} else {
+		// A page holds several checkpoints: a quarter as many pages as
+		// rows wanted is enough unless the rows are large.
+		rows, err = b.pool.Query(ctx, b.newestAllSQL, limit/4+1, limit, b.name("checkpoints"))
+	}
+	if err != nil {
+		return b.classify(ctx, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r rowCols
+		if err := rows.Scan(&r.id, &r.parent, &r.checkpoint, &r.metadata); err != nil {
+			return b.classify(ctx, err)
+		}
+		if err := fn(r.row()); err != nil {
 			return err
 		}
 	}
