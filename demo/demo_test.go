@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/sqlite"

@@ -93,7 +93,7 @@ type Backend struct {
 	// newestSQL and newestAllSQL sample one thread's newest checkpoints,
 	// and any thread's.
 	newestSQL, newestAllSQL string
-	schema    string
+	schema                  string
 	// taskPath says whether checkpoint_writes has Python's task_path
 	// column (LangGraph.js's table has none): 0 unknown, 1 no, 2 yes.
 	taskPath atomic.Int32
