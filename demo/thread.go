@@ -34,9 +34,6 @@ const (
 	inputTask     = "__input__" // the pseudo-task that writes the input
 )
 
-// checkpointV is the checkpoint format version langgraph 1.x writes.
-const checkpointV = 4
-
 // The run's config metadata, which LangGraph copies into every checkpoint's
 // metadata: the mark Write looks for before it replaces a file.
 const (

@@ -8,8 +8,6 @@ package store
 
 import (
 	"context"
-
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Ref names the checkpoints of one thread within one checkpoint namespace.
@@ -188,6 +186,3 @@ func Values(ctx context.Context, b Backend, ref Ref, channel string, ids []strin
 	}
 	return out, nil
 }
-
-// emptyBlob is a channel without a value.
-var emptyBlob = Blob{Type: lgcodec.TypeEmpty}
