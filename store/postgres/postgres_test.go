@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/historyd/historyd/lgsaver"
@@ -472,5 +473,59 @@ func TestDeltaChannelRefused(t *testing.T) {
 	var unsupported *lgcodec.UnsupportedError
 	if !errors.As(err, &unsupported) || unsupported.Feature != "DeltaChannel" {
 		t.Errorf("History of a delta thread = %v; want an UnsupportedError naming DeltaChannel", err)
+	}
+}
+
+// TestOwnSessionIsReadOnly: a connection whose session is historyd's own
+// (no pooler, or one in session mode) refuses writes, even as a superuser,
+// and plans prepared statements generically; a transaction-mode pooler's
+// shared sessions get no such setting, and no named prepared statement.
+func TestOwnSessionIsReadOnly(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := ownSession(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	for setting, want := range map[string]string{"default_transaction_read_only": "on", "plan_cache_mode": "force_generic_plan"} {
+		var got string
+		if err := conn.QueryRow(ctx, "SHOW "+setting).Scan(&got); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", setting, got, err, want)
+		}
+	}
+	var pgErr *pgconn.PgError
+	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE historyd_must_not_write (a int)"); !errors.As(err, &pgErr) || pgErr.Code != "25006" {
+		t.Errorf("a write in historyd's session = %v; want SQLSTATE 25006 (read-only transaction)", err)
+	}
+
+	for _, tt := range []struct {
+		pooler Pooler
+		dsn    string
+		mode   pgx.QueryExecMode
+		own    bool
+	}{
+		{PoolerNone, "postgres://u@h/db", pgx.QueryExecModeCacheStatement, true},
+		{PoolerSession, "postgres://u@h/db", pgx.QueryExecModeCacheStatement, true},
+		{PoolerTransaction, "postgres://u@h/db", pgx.QueryExecModeCacheDescribe, false},
+		{PoolerTransaction, "postgres://u@h/db?default_query_exec_mode=cache_statement", pgx.QueryExecModeCacheStatement, false},
+		{PoolerTransaction, "host=h user=u default_query_exec_mode=exec", pgx.QueryExecModeExec, false},
+	} {
+		b, err := Open(ctx, Config{DSN: tt.dsn, Pooler: tt.pooler})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := b.pool.Config().ConnConfig
+		if cc.DefaultQueryExecMode != tt.mode || (b.pool.Config().AfterConnect != nil) != tt.own {
+			t.Errorf("%s, %s: query mode %v, session set up %v; want %v, %v", tt.pooler, tt.dsn, cc.DefaultQueryExecMode, b.pool.Config().AfterConnect != nil, tt.mode, tt.own)
+		}
+		for k := range cc.RuntimeParams {
+			if k != "application_name" {
+				t.Errorf("%s: startup parameter %s sent; a pooler refuses those it does not know", tt.pooler, k)
+			}
+		}
+		b.Close()
 	}
 }
