@@ -22,8 +22,9 @@ TEST_FUZZTIME ?= 5s
 DEMO_DB ?= var/demo.db
 HISTORYD_LISTEN ?= localhost:50051
 PY_GEN := client/python/src/historyd_client/gen
+TS_GEN := client/js/src/gen
 
-.PHONY: all help build gen gen-go gen-python check-gen lint breaking test test-unit test-deps test-python fuzz run clean bench bench-full
+.PHONY: all help build gen gen-go gen-python gen-ts check-gen lint breaking test test-unit test-deps test-python fuzz run clean bench bench-full
 
 ## all: the default: build.
 all: build
@@ -43,8 +44,8 @@ run: build
 	HISTORYD_LISTEN=$(HISTORYD_LISTEN) $(BIN) serve --dsn $(DEMO_DB)
 
 ## gen: regenerate gen/ from proto/ with the pinned buf and plugins, and the
-## Python client's stubs.
-gen: gen-go gen-python
+## Python and TypeScript clients' stubs.
+gen: gen-go gen-python gen-ts
 
 ## gen-go: regenerate gen/ (Go code and the descriptor set) from proto/.
 gen-go:
@@ -57,12 +58,17 @@ gen-go:
 gen-python:
 	client/python/gen.sh
 
+gen-ts:
+	scripts/jsclient.sh
+	rm -rf $(TS_GEN)
+	$(BUF) generate --template buf.gen.ts.yaml
+
 ## check-gen: fail when the committed generated code differs from what
 ## `make gen` produces.
 check-gen: gen
-	@if [ -n "$$(git status --porcelain -- gen $(PY_GEN))" ]; then \
-		echo "gen/ or $(PY_GEN) is out of date with proto/: run 'make gen' and commit the result" >&2; \
-		git status --porcelain -- gen $(PY_GEN) >&2; git --no-pager diff --stat -- gen $(PY_GEN) >&2; exit 1; \
+	@if [ -n "$$(git status --porcelain -- gen $(PY_GEN) $(TS_GEN))" ]; then \
+		echo "gen/, $(PY_GEN) or $(TS_GEN) is out of date with proto/: run 'make gen' and commit the result" >&2; \
+		git status --porcelain -- gen $(PY_GEN) $(TS_GEN) >&2; git --no-pager diff --stat -- gen $(PY_GEN) $(TS_GEN) >&2; exit 1; \
 	fi
 
 ## lint: go vet, staticcheck, gofmt and buf lint.
@@ -90,12 +96,14 @@ test-python:
 test-deps:
 	scripts/pyenv.sh
 	scripts/nodeenv.sh
+	scripts/pyclient.sh
+	scripts/jsclient.sh
 
 ## test: everything: generated code in sync, lint, build, then unit,
 ## integration, conformance and fault-injection tests against a throwaway
 ## PostgreSQL (or the one HISTORYD_TEST_DSN names), then each fuzz target
 ## for $(TEST_FUZZTIME).
-test: check-gen lint breaking build test-deps
+test: check-gen lint breaking build test-deps test-deploy
 	scripts/test.sh $(TEST_FLAGS) ./...
 	scripts/fuzz.sh $(TEST_FUZZTIME)
 
@@ -114,6 +122,28 @@ bench:
 ## profiles of missed floors.
 bench-full:
 	scripts/bench.sh --full
+
+.PHONY: test-deploy image image-test
+
+## test-deploy: render every Kubernetes overlay under deploy/ with kustomize's
+## library and check the objects strictly against the Kubernetes API types,
+## the invariants a working deployment needs, and historyd serve's own flags.
+## deploy/ is a module of its own (no go.work), so that its Kubernetes
+## dependencies stay out of historyd's.
+test-deploy:
+	cd deploy && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -race $(TEST_FLAGS) ./...
+
+## image: the container image localhost/historyd:<git describe> and :latest,
+## built with podman from a static binary compiled here (see Containerfile;
+## IMAGE, IMAGE_VERSION, IMAGE_LICENSES… in scripts/image.sh).
+image:
+	scripts/image.sh
+
+## image-test: build the image, then check its configuration, labels and
+## contents and run it (scripts/image-test.sh). Needs podman, so it is not
+## part of `make test`.
+image-test: image
+	scripts/image-test.sh $${IMAGE:-localhost/historyd}:latest
 
 ## clean: remove bin/, .cache/ (the virtualenv, the test cluster's env file) and var/.
 clean:

@@ -21,8 +21,17 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
-// Defaults for the options of Dial and New.
+// Defaults for the options of Dial and New. The Python and TypeScript
+// clients use the same ones (client/testdata/defaults.json records them, and
+// each client's tests hold it to that file).
 const (
+	// DefaultTimeout bounds each call, retries and backoff included, and a
+	// stream as a whole, when the caller's context has no earlier deadline.
+	// A call that hangs (a peer gone without a reset, a proxy holding the
+	// connection) then fails with DEADLINE_EXCEEDED instead of stalling the
+	// agent turn waiting on it; the server caps every call at its own
+	// --max-call-duration (30s by default) in any case.
+	DefaultTimeout = 10 * time.Second
 	// DefaultRetries is how many times a call that failed with UNAVAILABLE
 	// is tried again. A restarting server or a store failover typically
 	// clears within a few hundred milliseconds, which these cover.
@@ -33,6 +42,9 @@ const (
 	// maxBackoff caps one wait, so a long retry budget does not stall a
 	// call for minutes.
 	maxBackoff = 2 * time.Second
+	// backoffJitter spreads each wait by up to this fraction either way, so
+	// clients that failed together do not retry together.
+	backoffJitter = 0.2
 )
 
 var (
@@ -76,18 +88,22 @@ func WithToken(token string) Option {
 	return func(c *config) { c.token = token }
 }
 
-// WithTimeout bounds each call, retries and backoff included, when the
-// caller's context has no earlier deadline. Zero (the default) leaves calls
-// bounded by their context alone.
+// WithTimeout bounds each call, retries and backoff included (for
+// StreamSnapshots, the whole stream), when the caller's context has no
+// earlier deadline. The default is DefaultTimeout; zero leaves calls bounded
+// by their context alone.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout = d }
 }
 
 // WithRetry sets how many times a call that failed with UNAVAILABLE is tried
 // again (0 disables retries) and the wait before the first retry, which
-// doubles on each later one. Only UNAVAILABLE is retried: every read is
-// idempotent, but the other codes historyd returns (a bad request, a size
-// limit, a value that cannot be decoded) would fail the same way again.
+// doubles on each later one (with 20% jitter, each wait at most 2s). Only
+// UNAVAILABLE is retried: every read is idempotent, but the other codes
+// historyd returns (a bad request, a size limit, a value that cannot be
+// decoded) would fail the same way again. StreamSnapshots resumes after the
+// last turn it received, and counts only failures in a row: a turn received
+// restores the whole budget.
 func WithRetry(retries int, backoff time.Duration) Option {
 	return func(c *config) { c.retries, c.backoff = max(retries, 0), backoff }
 }
@@ -104,6 +120,8 @@ type Client struct {
 	rpc     historydv1.ThreadHistoryClient
 	owned   *grpc.ClientConn // closed by Close; nil when the caller owns the connection
 	timeout time.Duration
+	retries int
+	backoff retry.BackoffFunc // the wait before retry n (from 1)
 	closed  atomic.Bool
 }
 
@@ -152,7 +170,7 @@ func New(conn grpc.ClientConnInterface, opts ...Option) *Client {
 }
 
 func configure(opts []Option) config {
-	cfg := config{retries: DefaultRetries, backoff: DefaultBackoff}
+	cfg := config{timeout: DefaultTimeout, retries: DefaultRetries, backoff: DefaultBackoff}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -166,7 +184,11 @@ func configure(opts []Option) config {
 const MaxResponseBytes = 64 << 20
 
 func newClient(conn grpc.ClientConnInterface, cfg config) *Client {
-	c := &Client{timeout: cfg.timeout}
+	c := &Client{
+		timeout: cfg.timeout,
+		retries: cfg.retries,
+		backoff: retry.BackoffExponentialWithJitterBounded(cfg.backoff, backoffJitter, maxBackoff),
+	}
 	if isNil(conn) {
 		return c
 	}
@@ -181,7 +203,7 @@ func newClient(conn grpc.ClientConnInterface, cfg config) *Client {
 		interceptor = retry.UnaryClientInterceptor(
 			retry.WithMax(uint(cfg.retries)+1), // the library counts attempts, the first included
 			retry.WithCodes(codes.Unavailable),
-			retry.WithBackoff(retry.BackoffExponentialWithJitterBounded(cfg.backoff, 0.2, maxBackoff)),
+			retry.WithBackoff(c.backoff),
 		)
 	}
 	c.rpc = historydv1.NewThreadHistoryClient(&callConn{conn: conn, opts: callOpts, interceptor: interceptor})

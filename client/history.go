@@ -8,7 +8,10 @@
 //   - ThreadHistory is the small interface the rest of a host programs
 //     against, so tests and other transports can stand in for the service.
 //   - Client implements it over gRPC (Dial or New), with TLS, a bearer token,
-//     a per-call timeout and retries of UNAVAILABLE.
+//     a per-call timeout and retries of UNAVAILABLE, and adds Turns and
+//     StreamSnapshots (every turn, one message each, for long histories).
+//     Its defaults are the Python and TypeScript clients' too
+//     (client/testdata/defaults.json).
 //   - Snapshot keeps the three answers to "what did turn n hold" apart in its
 //     type: Found, NoSuchTurn and NoLongerRetained. A pruned turn and a turn
 //     that never happened mean opposite things to a model, so nothing here
@@ -244,6 +247,9 @@ type ReadConfig struct {
 	Keys []string
 	// KeysWritten asks Turns for each turn's keys_written.
 	KeysWritten bool
+	// FromTurn makes StreamSnapshots skip retained turns before it; 0 and 1
+	// both mean from the first turn.
+	FromTurn int
 }
 
 // NewReadConfig applies opts to an empty ReadConfig.
@@ -275,4 +281,11 @@ func WithNamespace(ns string) ReadOption {
 // turn's state on the server, so it is off by default; other reads ignore it.
 func WithKeysWritten() ReadOption {
 	return func(o *ReadConfig) { o.KeysWritten = true }
+}
+
+// WithFromTurn makes Client.StreamSnapshots start at turn n, skipping the
+// retained turns before it, as when resuming a read that stopped. Other
+// reads ignore it.
+func WithFromTurn(n int) ReadOption {
+	return func(o *ReadConfig) { o.FromTurn = n }
 }

@@ -350,7 +350,7 @@ func (w *Writer) putSQLite(ctx context.Context, thread, ns string, cp Checkpoint
 // json.dumps text, LangChain.js's JSON.stringify.
 func (w *Writer) metadata(md lgwrite.Map) ([]byte, error) {
 	if w.saver.Python() {
-		return pythonJSON(orEmptyMap(md))
+		return lgwrite.PythonJSON(orEmptyMap(md))
 	}
 	return lgwrite.EncodeJSON(orEmptyMap(md))
 }

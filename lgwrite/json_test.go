@@ -1,6 +1,7 @@
 package lgwrite
 
 import (
+	"errors"
 	"math"
 	"reflect"
 	"testing"
@@ -47,25 +48,24 @@ func TestMessagesReadBack(t *testing.T) {
 	}
 }
 
-// TestDeltaSnapshot checks both formats' snapshot wrappers: the decoder
-// refuses them as values to rebuild, which is how it recognises them.
+// TestDeltaSnapshot checks both formats' snapshot wrappers: a snapshot
+// stores the channel's whole value, and reads as that value.
 func TestDeltaSnapshot(t *testing.T) {
 	for name, enc := range map[string]func(any) ([]byte, error){lgcodec.TypeMsgpack: EncodeMsgpack, lgcodec.TypeJSON: EncodeJSON} {
-		data, err := enc(DeltaSnapshot{Value: []any{Human("h1", "q")}})
+		data, err := enc(DeltaSnapshot{Value: map[string]any{"/a.md": "x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		v, _, err := lgcodec.Decode(name, data, lgcodec.Limits{})
+		if err != nil || !reflect.DeepEqual(v, map[string]any{"/a.md": "x"}) {
+			t.Errorf("%s: decode of a snapshot = %v, %v", name, v, err)
+		}
+		nested, _ := enc([]any{DeltaSnapshot{Value: 1}})
 		var ue *lgcodec.UnsupportedError
-		if _, _, err := lgcodec.Decode(name, data, lgcodec.Limits{}); err == nil || !asUnsupported(err, &ue) {
-			t.Errorf("%s: decode of a snapshot = %v; want UnsupportedError", name, err)
+		if _, _, err := lgcodec.Decode(name, nested, lgcodec.Limits{}); !errors.As(err, &ue) {
+			t.Errorf("%s: a snapshot inside a value = %v; want UnsupportedError", name, err)
 		}
 	}
-}
-
-func asUnsupported(err error, target **lgcodec.UnsupportedError) bool {
-	u, ok := err.(*lgcodec.UnsupportedError)
-	*target = u
-	return ok
 }
 
 func TestEncodeJSONRefuses(t *testing.T) {

@@ -152,7 +152,7 @@ func TestWatchStore(t *testing.T) {
 	m.WatchStore(st)
 	all := func(h *store.History) []store.Turn { return h.Turns }
 	for range 2 {
-		if _, _, _, err := st.ReadEncoded(context.Background(), ref, all, nil, lenEncoder{}); err != nil {
+		if _, _, _, err := st.ReadEncoded(context.Background(), ref, "", all, nil, lenEncoder{}); err != nil {
 			t.Fatal(err)
 		}
 	}

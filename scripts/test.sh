@@ -18,6 +18,9 @@
 # - HISTORYD_TEST_PYTHON: the venv python of scripts/pyenv.sh.
 # - HISTORYD_TEST_NODE: test/conformance/js, its node_modules from
 #   scripts/nodeenv.sh.
+# - HISTORYD_TEST_CLIENT_PYTHON: the client venv python of scripts/pyclient.sh
+#   (langchain-core, grpcio, protobuf only), and HISTORYD_TEST_CLIENT_JS:
+#   client/js, its node_modules from scripts/jsclient.sh (test/clients).
 # - HISTORYD_TEST_REFERENCE=required when scripts/pyenv.sh found that the
 #   reference implementation imports, so that losing it fails the suite
 #   instead of only being logged.
@@ -46,12 +49,16 @@ fi
 
 scripts/pyenv.sh
 scripts/nodeenv.sh
+scripts/pyclient.sh
+scripts/jsclient.sh
 
 venv=${HISTORYD_VENV:-$REPO/.cache/venv}
 export HISTORYD_TEST_DSN
 export HISTORYD_TEST_SUPERUSER_DSN=${HISTORYD_TEST_SUPERUSER_DSN:-$HISTORYD_TEST_DSN}
 export HISTORYD_TEST_PYTHON=${HISTORYD_TEST_PYTHON:-$venv/bin/python}
 export HISTORYD_TEST_NODE=${HISTORYD_TEST_NODE:-$REPO/test/conformance/js}
+export HISTORYD_TEST_CLIENT_PYTHON=${HISTORYD_TEST_CLIENT_PYTHON:-${HISTORYD_CLIENT_VENV:-$REPO/.cache/venv-client}/bin/python}
+export HISTORYD_TEST_CLIENT_JS=${HISTORYD_TEST_CLIENT_JS:-$REPO/client/js}
 if [[ -z ${HISTORYD_TEST_REFERENCE:-} ]] && grep -q '^ok' "$venv/reference.status" 2>/dev/null; then
   export HISTORYD_TEST_REFERENCE=required
 fi

@@ -35,8 +35,24 @@ const (
 
 // channelCheck knows the configured channels and where to warn.
 type channelCheck struct {
-	log             *slog.Logger
-	messages, state string
+	log *slog.Logger
+	// channels are the messages channel, then the state channels.
+	channels []configured
+}
+
+// configured is one configured channel, and what its absence does.
+type configured struct {
+	name, flag, effect string
+}
+
+func newChannelCheck(log *slog.Logger, messages string, states []string) channelCheck {
+	c := channelCheck{log: log, channels: []configured{{messages, "--messages-channel",
+		"so they answer as having no turns; set --messages-channel to the channel holding the conversation"}}}
+	for _, st := range states {
+		c.channels = append(c.channels, configured{st, "--state-channels",
+			"so their turns have no state entries from it; set --state-channels to the channels holding session state, if these are them"})
+	}
+	return c
 }
 
 // sampled is what a sample of checkpoints held.
@@ -102,17 +118,15 @@ func (s sampled) ran() bool {
 
 // warnMissing logs a warning for each configured channel the sample
 // lacks, unless want says that one is no longer checked; where says what
-// was sampled. It returns which it warned about: messages, state. A
-// sample holding LangGraph's own channels only (a thread whose first step
-// has not run) says nothing yet.
-func (c channelCheck) warnMissing(ctx context.Context, s sampled, where string, want [2]bool, attrs ...any) (warned [2]bool) {
+// was sampled. It returns which it warned about, in the order of
+// c.channels. A sample holding LangGraph's own channels only (a thread
+// whose first step has not run) says nothing yet.
+func (c channelCheck) warnMissing(ctx context.Context, s sampled, where string, want []bool, attrs ...any) []bool {
+	warned := make([]bool, len(c.channels))
 	if s.checkpoints == 0 || !s.ran() {
 		return warned
 	}
-	for i, ch := range []struct{ name, flag, effect string }{
-		{c.messages, "--messages-channel", "so they answer as having no turns; set --messages-channel to the channel holding the conversation"},
-		{c.state, "--state-channel", "so their turns have no state entries; set --state-channel to the channel holding session state, if one of these is it"},
-	} {
+	for i, ch := range c.channels {
 		if !want[i] || s.channels[ch.name] > 0 {
 			continue
 		}
@@ -121,6 +135,15 @@ func (c channelCheck) warnMissing(ctx context.Context, s sampled, where string, 
 		warned[i] = true
 	}
 	return warned
+}
+
+// all is a want of every channel.
+func (c channelCheck) all() []bool {
+	want := make([]bool, len(c.channels))
+	for i := range want {
+		want[i] = true
+	}
+	return want
 }
 
 // checkAtStart samples the store's newest checkpoints and warns about the
@@ -133,7 +156,7 @@ func (c channelCheck) checkAtStart(ctx context.Context, b store.Backend) {
 		c.log.Info("could not sample the channels the checkpoints hold", "err", err)
 		return
 	}
-	c.warnMissing(ctx, s, fmt.Sprintf("the %d newest checkpoints sampled", s.checkpoints), [2]bool{true, true})
+	c.warnMissing(ctx, s, fmt.Sprintf("the %d newest checkpoints sampled", s.checkpoints), c.all())
 }
 
 // channelWatch is a store.Backend that notices a thread listed whole whose
@@ -142,14 +165,26 @@ func (c channelCheck) checkAtStart(ctx context.Context, b store.Backend) {
 type channelWatch struct {
 	store.Backend
 	check channelCheck
-	// warned says, for messages and state, that the warning was given.
-	warned [2]atomic.Bool
+	// warned says, per configured channel, that the warning was given.
+	warned []atomic.Bool
 	// busy is held while a thread is sampled: one at a time.
 	busy atomic.Bool
 }
 
 func newChannelWatch(b store.Backend, c channelCheck) *channelWatch {
-	return &channelWatch{Backend: b, check: c}
+	return &channelWatch{Backend: b, check: c, warned: make([]atomic.Bool, len(c.channels))}
+}
+
+// pending says, per configured channel, whether its warning is still to
+// be given; none says none is.
+func (w *channelWatch) pending() (want []bool, none bool) {
+	want = make([]bool, len(w.warned))
+	none = true
+	for i := range w.warned {
+		want[i] = !w.warned[i].Load()
+		none = none && !want[i]
+	}
+	return want, none
 }
 
 // List implements store.Backend, looking at whole listings for the
@@ -157,23 +192,21 @@ func newChannelWatch(b store.Backend, c channelCheck) *channelWatch {
 // holds its name, so a listing none of whose rows does holds none of the
 // channel, or (a name escaped in JSON text) is sampled to be sure.
 func (w *channelWatch) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
-	if q.After != "" || w.warned[0].Load() && w.warned[1].Load() {
+	want, none := w.pending()
+	if q.After != "" || none {
 		return w.Backend.List(ctx, ref, q, fn)
 	}
-	names := [2][]byte{[]byte(w.check.messages), []byte(w.check.state)}
 	var rows int
-	var seen [2]bool
 	census, err := w.Backend.List(ctx, ref, q, func(r store.Row) error {
 		rows++
-		for i, name := range names {
-			if !seen[i] && bytes.Contains(r.Checkpoint.Data, name) {
-				seen[i] = true
+		for i, ch := range w.check.channels {
+			if want[i] && bytes.Contains(r.Checkpoint.Data, []byte(ch.name)) {
+				want[i] = false
 			}
 		}
 		return fn(r)
 	})
-	want := [2]bool{!seen[0] && !w.warned[0].Load(), !seen[1] && !w.warned[1].Load()}
-	if err == nil && rows > 0 && (want[0] || want[1]) && w.busy.CompareAndSwap(false, true) {
+	if err == nil && rows > 0 && slices.Contains(want, true) && w.busy.CompareAndSwap(false, true) {
 		// Off the call's path, with its values (the thread's log tag)
 		// but not its deadline.
 		go w.confirm(context.WithoutCancel(ctx), ref, want)
@@ -183,7 +216,7 @@ func (w *channelWatch) List(ctx context.Context, ref store.Ref, q store.Query, f
 
 // confirm samples the thread's channels and warns about those of want it
 // holds none of.
-func (w *channelWatch) confirm(ctx context.Context, ref store.Ref, want [2]bool) {
+func (w *channelWatch) confirm(ctx context.Context, ref store.Ref, want []bool) {
 	defer w.busy.Store(false)
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()

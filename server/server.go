@@ -24,14 +24,12 @@ import (
 	"github.com/historyd/historyd/store"
 )
 
-// The channels a Server reads when Config.Store names none.
+// The channels a Server reads when Config.Store names none: LangGraph's
+// messages channel, whose questions mark the turns, and the channel of
+// historyd's StateEntry convention, session state key → entry.
 const (
-	// DefaultMessagesChannel is LangGraph's messages channel, whose human
-	// messages mark the turns.
-	DefaultMessagesChannel = "messages"
-	// DefaultStateChannel is the channel of historyd's StateEntry
-	// convention: session state, key → entry.
-	DefaultStateChannel = "tool_state"
+	DefaultMessagesChannel = store.DefaultMessagesChannel
+	DefaultStateChannel    = store.DefaultStateChannel
 )
 
 // startupProbe bounds New's first probe of the store, so that a store that
@@ -45,8 +43,8 @@ const startupProbe = 5 * time.Second
 type Config struct {
 	// Store configures the store the service reads. Its Backend is
 	// required; the caller opens it (OpenBackend does for a DSN) and closes
-	// it once the server has stopped. MessagesChannel and StateChannel
-	// default to DefaultMessagesChannel and DefaultStateChannel; every other
+	// it once the server has stopped. MessagesChannel and StateChannels
+	// default to DefaultMessagesChannel and [DefaultStateChannel]; every other
 	// field's zero value is store.Config's default (decoding limits,
 	// caches). With Metrics on, the store reads through a wrapper of Backend
 	// that times each query.
@@ -83,15 +81,15 @@ type Config struct {
 // that PostgreSQL lists the versions of exactly these.
 func (c Config) Channels() []string {
 	c.fillChannels()
-	return []string{c.Store.MessagesChannel, c.Store.StateChannel}
+	return append([]string{c.Store.MessagesChannel}, c.Store.StateChannels...)
 }
 
 func (c *Config) fillChannels() {
 	if c.Store.MessagesChannel == "" {
 		c.Store.MessagesChannel = DefaultMessagesChannel
 	}
-	if c.Store.StateChannel == "" {
-		c.Store.StateChannel = DefaultStateChannel
+	if len(c.Store.StateChannels) == 0 {
+		c.Store.StateChannels = []string{DefaultStateChannel}
 	}
 }
 
@@ -134,6 +132,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: Config.HealthInterval %s: must not be negative (0 is the default, 2s)", cfg.HealthInterval)
 	}
 	cfg.fillChannels()
+	if err := cfg.Store.Validate(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	cfg.Service.StateChannels = cfg.Store.StateChannels
 	log := service.RedactThreadIDs(cfg.Service.Logger)
 	cfg.Service.Logger = log
 
@@ -143,7 +145,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Store.Backend = s.m.Backend(cfg.Store.Backend)
 		cfg.Service.Metrics = s.m.GRPC
 	}
-	channels := channelCheck{log: log, messages: cfg.Store.MessagesChannel, state: cfg.Store.StateChannel}
+	channels := newChannelCheck(log, cfg.Store.MessagesChannel, cfg.Store.StateChannels)
 	cfg.Store.Backend = newChannelWatch(cfg.Store.Backend, channels)
 	s.st = store.New(cfg.Store)
 	if s.m != nil {

@@ -53,10 +53,10 @@ func TestChannels(t *testing.T) {
 	if got := (server.Config{}).Channels(); !slices.Equal(got, []string{"messages", "tool_state"}) {
 		t.Errorf("default channels = %v", got)
 	}
-	if got := store.New(store.Config{Backend: storetest.NewMemory()}).StateChannel(); got != server.DefaultStateChannel {
+	if got := store.New(store.Config{Backend: storetest.NewMemory()}).StateChannels()[0]; got != server.DefaultStateChannel {
 		t.Errorf("store's own default state channel %q differs from the server's %q", got, server.DefaultStateChannel)
 	}
-	cfg := server.Config{Store: store.Config{MessagesChannel: "msgs", StateChannel: "session"}}
+	cfg := server.Config{Store: store.Config{MessagesChannel: "msgs", StateChannels: []string{"session"}}}
 	if got := cfg.Channels(); !slices.Equal(got, []string{"msgs", "session"}) {
 		t.Errorf("configured channels = %v", got)
 	}
@@ -65,7 +65,7 @@ func TestChannels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := srv.Store().StateChannel(); got != "session" {
+	if got := srv.Store().StateChannels()[0]; got != "session" {
 		t.Errorf("store reads state channel %q, want session", got)
 	}
 }

@@ -74,8 +74,11 @@ type isolation struct {
 	unknownThreads *Server
 }
 
-func newIsolation(log *slog.Logger) isolation {
-	empty := store.New(store.Config{Backend: store.Empty{}, CacheThreads: -1, CacheScans: -1})
+// newIsolation answers denied calls over an empty store serving the same
+// state channels as the deployment's, so that validation, the channel
+// included, answers a denied call as it would an allowed one.
+func newIsolation(log *slog.Logger, channels []string) isolation {
+	empty := store.New(store.Config{Backend: store.Empty{}, StateChannels: channels, CacheThreads: -1})
 	return isolation{unknownThreads: New(Config{Store: empty, Logger: log})}
 }
 

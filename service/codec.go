@@ -101,36 +101,51 @@ func unmarshalRawStrings(b []byte, m proto.Message) error {
 // size of its small parts, with the large entries between.
 func (c spliceCodec) Marshal(v any) (mem.BufferSlice, error) {
 	var (
-		rest  proto.Message
 		turns []plannedTurn
 		keys  []int32 // SnapshotsResponse's map keys, one per turn
 	)
+	// The small parts are the response with its turns taken out, marshaled
+	// as gRPC's codec would; the turns are put back right after, since the
+	// handler's response may still be read (by an interceptor's log, say).
+	// Taking them out rather than copying the rest keeps every field the
+	// response gains marshaled without a change here.
+	var head []byte
+	var err error
 	switch m := v.(type) {
 	case *historydv1.SnapshotResponse:
-		if m.GetState() == nil {
+		st := m.GetState()
+		if st == nil {
 			return c.base.Marshal(v)
 		}
-		rest = &historydv1.SnapshotResponse{Total: m.Total, RetainedTurns: m.RetainedTurns}
-		turns = []plannedTurn{planTurn(m.GetState())}
+		result := m.Result
+		m.Result = nil
+		head, err = proto.Marshal(m)
+		m.Result = result
+		turns = []plannedTurn{planTurn(st)}
 	case *historydv1.StreamSnapshotsResponse:
 		if m.Turn == nil {
 			return c.base.Marshal(v)
 		}
-		rest = &historydv1.StreamSnapshotsResponse{Total: m.Total}
-		turns = []plannedTurn{planTurn(m.Turn)}
+		turn := m.Turn
+		m.Turn = nil
+		head, err = proto.Marshal(m)
+		m.Turn = turn
+		turns = []plannedTurn{planTurn(turn)}
 	case *historydv1.SnapshotsResponse:
-		rest = &historydv1.SnapshotsResponse{Total: m.Total}
+		all := m.Turns
+		m.Turns = nil
+		head, err = proto.Marshal(m)
+		m.Turns = all
 		// Turn order, so that equal responses are equal bytes.
-		keys = slices.Sorted(maps.Keys(m.Turns))
+		keys = slices.Sorted(maps.Keys(all))
 		for _, n := range keys {
-			turns = append(turns, planTurn(m.Turns[n]))
+			turns = append(turns, planTurn(all[n]))
 		}
 	default:
 		return c.base.Marshal(v)
 	}
-	head, err := proto.Marshal(rest)
 	if err != nil {
-		return nil, fmt.Errorf("marshal %T: %w", rest, err)
+		return nil, fmt.Errorf("marshal %T: %w", v, err)
 	}
 	for _, t := range turns {
 		if t.err != nil {
@@ -195,13 +210,18 @@ func planTurn(ts *historydv1.TurnState) plannedTurn {
 	if ts == nil {
 		ts = &historydv1.TurnState{} // as proto.Marshal writes a nil map value
 	}
-	head, err := proto.Marshal(&historydv1.TurnState{Turn: ts.Turn, CheckpointId: ts.CheckpointId, Question: ts.Question, EndedAt: ts.EndedAt})
+	// Every field but the entries, marshaled with the entries taken out for
+	// the moment (see Marshal).
+	entries := ts.Entries
+	ts.Entries = nil
+	head, err := proto.Marshal(ts)
+	ts.Entries = entries
 	if err != nil {
 		return plannedTurn{err: fmt.Errorf("marshal turn state: %w", err)}
 	}
 	p := plannedTurn{head: head, size: len(head)}
-	for _, k := range slices.Sorted(maps.Keys(ts.Entries)) {
-		data := entryBytes(ts.Entries[k])
+	for _, k := range slices.Sorted(maps.Keys(entries)) {
+		data := entryBytes(entries[k])
 		p.entries = append(p.entries, plannedEntry{k, data})
 		p.size += sizeNested(mapEntrySize(k, len(data)))
 	}

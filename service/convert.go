@@ -35,6 +35,7 @@ func toTurnState(t store.Turn, st store.EncodedState) *historydv1.TurnState {
 		CheckpointId: t.End.ID,
 		Question:     t.Question,
 		Entries:      make(map[string]*historydv1.StateEntry, len(st.Entries)),
+		AnsweredWith: int32s(t.AnsweredWith),
 	}
 	if !t.End.TS.IsZero() {
 		ts.EndedAt = timestamppb.New(t.End.TS)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"math"
+	"slices"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -32,17 +33,20 @@ import (
 // Snapshots implements historyd.v1.ThreadHistory.Snapshots. Calls denied
 // by tenant isolation reach it too, over an empty store (see above).
 func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest) (*historydv1.SnapshotsResponse, error) {
-	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys())); err != nil {
+	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel())); err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
-	h, turns, states, err := s.store.ReadEncoded(ctx, ref, retainedTurns, req.GetKeys(), entryEncoder{})
+	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, req.GetKeys(), entryEncoder{})
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
-	resp := &historydv1.SnapshotsResponse{Total: clampInt32(h.Total), Turns: make(map[int32]*historydv1.TurnState, len(turns))}
+	resp := &historydv1.SnapshotsResponse{Total: clampInt32(h.Total), Turns: make(map[int32]*historydv1.TurnState, len(turns)),
+		Numbering: numbering(h.Numbering)}
 	for i, t := range turns {
-		resp.Turns[int32(t.N)] = toTurnState(t, states[i])
+		if !states[i].Lost {
+			resp.Turns[int32(t.N)] = toTurnState(t, states[i])
+		}
 	}
 	if err := checkResponseSize(ctx, resp, snapshotsAdvice); err != nil {
 		return nil, err
@@ -53,12 +57,13 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 // Snapshot implements historyd.v1.ThreadHistory.Snapshot. Calls denied by
 // tenant isolation reach it too, over an empty store (see above).
 func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) (*historydv1.SnapshotResponse, error) {
-	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurn(req.GetTurn()), checkKeys(req.GetKeys())); err != nil {
+	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurn(req.GetTurn()), checkKeys(req.GetKeys()),
+		s.checkChannel(req.GetChannel())); err != nil {
 		return nil, s.fail(ctx, "Snapshot", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
 	n := int(req.GetTurn())
-	h, turns, states, err := s.store.ReadEncoded(ctx, ref, func(h *store.History) []store.Turn {
+	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), func(h *store.History) []store.Turn {
 		if t, found := h.Turn(n); found == store.Found {
 			return []store.Turn{t}
 		}
@@ -67,8 +72,15 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshot", err)
 	}
-	resp := &historydv1.SnapshotResponse{Total: clampInt32(h.Total), RetainedTurns: retained(h)}
+	resp := &historydv1.SnapshotResponse{Total: clampInt32(h.Total), RetainedTurns: retained(h), Numbering: numbering(h.Numbering)}
 	t, found := h.Turn(n)
+	if found == store.Found && states[0].Lost {
+		// The channel's value at the turn's end was rebuilt from writes of
+		// checkpoints since deleted: the state is gone as surely as if the
+		// turn's own checkpoints were.
+		found = store.NoLongerRetained
+		resp.RetainedTurns = slices.DeleteFunc(resp.RetainedTurns, func(r int32) bool { return r == int32(n) })
+	}
 	switch found {
 	case store.NoSuchTurn:
 		resp.Result = &historydv1.SnapshotResponse_NoSuchTurn{NoSuchTurn: &historydv1.NoSuchTurn{Turn: req.GetTurn(), Total: resp.Total}}
@@ -86,22 +98,29 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 // Turns implements historyd.v1.ThreadHistory.Turns. Calls denied by tenant
 // isolation reach it too, over an empty store (see above).
 func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*historydv1.TurnsResponse, error) {
-	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs())); err != nil {
+	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), s.checkChannel(req.GetChannel())); err != nil {
 		return nil, s.fail(ctx, "Turns", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
 	// Without keys_written no state is read: the list alone is cheap.
-	pick := func(*store.History) []store.Turn { return nil }
+	var (
+		h      *store.History
+		kept   []store.Turn
+		states []store.EncodedState
+		err    error
+	)
 	if req.GetIncludeKeysWritten() {
-		pick = retainedTurns
+		h, kept, states, err = s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, nil, entryEncoder{})
+	} else {
+		h, err = s.store.History(ctx, ref)
 	}
-	h, kept, states, err := s.store.ReadEncoded(ctx, ref, pick, nil, entryEncoder{})
 	if err != nil {
 		return nil, s.fail(ctx, "Turns", err)
 	}
-	resp := &historydv1.TurnsResponse{Total: clampInt32(h.Total), Turns: make([]*historydv1.TurnInfo, len(h.Turns))}
+	resp := &historydv1.TurnsResponse{Total: clampInt32(h.Total), Turns: make([]*historydv1.TurnInfo, len(h.Turns)),
+		Numbering: numbering(h.Numbering)}
 	for i, t := range h.Turns {
-		info := &historydv1.TurnInfo{Number: int32(t.N), Question: t.Question, Retained: t.Retained}
+		info := &historydv1.TurnInfo{Number: int32(t.N), Question: t.Question, Retained: t.Retained, AnsweredWith: int32s(t.AnsweredWith)}
 		if t.Retained {
 			info.CheckpointId = t.End.ID
 			if !t.End.TS.IsZero() {
@@ -121,6 +140,12 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 	return resp, nil
 }
 
+// checkChannel validates a request's channel against the channels the
+// server's store serves.
+func (s *Server) checkChannel(channel string) *FieldError {
+	return checkChannel(channel, s.store.StateChannels())
+}
+
 // retainedTurns picks every retained turn.
 func retainedTurns(h *store.History) []store.Turn {
 	var out []store.Turn
@@ -138,6 +163,27 @@ func retained(h *store.History) []int32 {
 		out = append(out, int32(n))
 	}
 	return out
+}
+
+func int32s(ns []int) []int32 {
+	var out []int32
+	for _, n := range ns {
+		out = append(out, int32(n))
+	}
+	return out
+}
+
+// numbering is a History's numbering on the wire.
+func numbering(n store.Numbering) historydv1.TurnNumbering {
+	switch n {
+	case store.Complete:
+		return historydv1.TurnNumbering_TURN_NUMBERING_COMPLETE
+	case store.Counted:
+		return historydv1.TurnNumbering_TURN_NUMBERING_COUNTED
+	case store.Estimated:
+		return historydv1.TurnNumbering_TURN_NUMBERING_ESTIMATED
+	}
+	return historydv1.TurnNumbering_TURN_NUMBERING_UNSPECIFIED
 }
 
 func clampInt32(n int) int32 {

@@ -47,6 +47,11 @@ type Options struct {
 	Metrics *grpcprom.ServerMetrics
 	// DisableReflection answers server reflection as an unknown service.
 	DisableReflection bool
+	// StateChannels are the state channels the deployment's store serves;
+	// tenant isolation answers denied calls over an empty store serving the
+	// same ones. Default: the store's default, ["tool_state"]. server.New
+	// sets it from the store's configuration.
+	StateChannels []string
 
 	// RateLimit is the calls per second each tenant may make (all callers
 	// share one bucket without Auth). Zero: unlimited.
@@ -160,7 +165,7 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		stream = append(stream, selector.StreamServerInterceptor(tl.stream, guarded))
 	}
 	if o.Auth != nil {
-		iso := newIsolation(log)
+		iso := newIsolation(log, o.StateChannels)
 		unary = append(unary, selector.UnaryServerInterceptor(iso.unary, guarded))
 		stream = append(stream, selector.StreamServerInterceptor(iso.stream, guarded))
 	}

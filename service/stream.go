@@ -15,7 +15,8 @@ const streamBatch = 4
 // handlers.go).
 func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream historydv1.ThreadHistory_StreamSnapshotsServer) error {
 	ctx := stream.Context()
-	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), checkFromTurn(req.GetFromTurn())); err != nil {
+	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), checkFromTurn(req.GetFromTurn()),
+		s.checkChannel(req.GetChannel())); err != nil {
 		return s.fail(ctx, "StreamSnapshots", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
@@ -23,7 +24,7 @@ func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream 
 	if err != nil {
 		return s.fail(ctx, "StreamSnapshots", err)
 	}
-	total := clampInt32(h.Total)
+	total, num := clampInt32(h.Total), numbering(h.Numbering)
 	var turns []store.Turn
 	for _, t := range h.Turns {
 		if t.Retained && t.N >= int(req.GetFromTurn()) {
@@ -31,7 +32,7 @@ func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream 
 		}
 	}
 	if len(turns) == 0 {
-		return stream.Send(&historydv1.StreamSnapshotsResponse{Total: total})
+		return stream.Send(&historydv1.StreamSnapshotsResponse{Total: total, Numbering: num})
 	}
 	for start := 0; start < len(turns); start += streamBatch {
 		batch := turns[start:min(start+streamBatch, len(turns))]
@@ -41,7 +42,7 @@ func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream 
 		}
 		// Each batch is read from the thread as it is now: a turn pruned
 		// since the stream began is left out rather than read from cache.
-		_, batch, states, err := s.store.ReadEncoded(ctx, ref, func(h *store.History) []store.Turn {
+		_, batch, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), func(h *store.History) []store.Turn {
 			var out []store.Turn
 			for _, t := range h.Turns {
 				if t.Retained && want[t.N] {
@@ -54,7 +55,10 @@ func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream 
 			return s.fail(ctx, "StreamSnapshots", err)
 		}
 		for i, t := range batch {
-			if err := stream.Send(&historydv1.StreamSnapshotsResponse{Turn: toTurnState(t, states[i]), Total: total}); err != nil {
+			if states[i].Lost {
+				continue // its value cannot be rebuilt, as Snapshots leaves it out
+			}
+			if err := stream.Send(&historydv1.StreamSnapshotsResponse{Turn: toTurnState(t, states[i]), Total: total, Numbering: num}); err != nil {
 				return err
 			}
 		}

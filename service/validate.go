@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -62,6 +63,19 @@ func checkKeys(keys []string) *FieldError {
 		}
 	}
 	return nil
+}
+
+// checkChannel accepts an empty channel (the server's default) or one of
+// the channels the server serves.
+func checkChannel(channel string, served []string) *FieldError {
+	if channel == "" || slices.Contains(served, channel) {
+		return nil
+	}
+	if err := checkText("channel", channel, MaxKeyBytes, false); err != nil {
+		return err
+	}
+	return &FieldError{"channel", fmt.Sprintf("%q is not a channel this server serves; it serves %s (set with --state-channels)",
+		channel, strings.Join(served, ", "))}
 }
 
 func checkTurn(turn int32) *FieldError {

@@ -78,17 +78,6 @@ func (c *lru[K, V]) remove(k K) {
 	}
 }
 
-// removeIf removes every item whose key drop selects.
-func (c *lru[K, V]) removeIf(drop func(K) bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, e := range c.items {
-		if drop(k) {
-			c.drop(e)
-		}
-	}
-}
-
 // len returns how many items are kept.
 func (c *lru[K, V]) len() int {
 	c.mu.Lock()
@@ -103,21 +92,16 @@ func (c *lru[K, V]) cost() int {
 	return c.used
 }
 
-// scanKey names one messages value: versions are immutable per thread,
-// namespace and channel, so a scan never goes stale.
-type scanKey struct {
-	ref     Ref
-	version string
-}
-
-// index is a thread's checkpoints as last read, counted for derivation.
+// index is a thread's checkpoints as last read, placed for derivation.
 // It is immutable once cached; a refresh builds a new one.
 type index struct {
 	checkpoints []Checkpoint
 	minID       string
 	maxID       string
 	hist        *History
-	questions   []string
+	// thread is what the thread's messages versions hold, shared with the
+	// thread's next index.
+	thread *threadData
 	// counted is when the checkpoints were last counted, which is what
 	// notices a deletion that spared the oldest checkpoint.
 	counted time.Time

@@ -1,15 +1,16 @@
 package store
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 )
 
 // Checkpoint is one checkpoint reduced to what turn derivation needs: its
-// id, time and messages version, and how many messages and human messages
-// its messages channel holds. Counts, not messages: a thread of hundreds of
-// turns has thousands of checkpoints, and only the richest one's questions
-// are ever shown.
+// id and parent, its time, and the questions its messages channel holds.
+// Questions, not messages: a thread of hundreds of turns has thousands of
+// checkpoints, and their messages are read once, to find the questions.
 type Checkpoint struct {
 	// ID is the checkpoint id.
 	ID string
@@ -17,53 +18,109 @@ type Checkpoint struct {
 	Parent string
 	// TS is the checkpoint's timestamp, zero when unknown.
 	TS time.Time
-	// Version is the checkpoint's version of the messages channel.
+	// Version is the checkpoint's version of the messages channel; empty
+	// when the channel has no value yet.
 	Version string
-	// Messages is the number of messages in the checkpoint's messages channel.
+	// Messages is the number of messages in the messages channel.
 	Messages int
-	// Humans is the number of human messages among them.
-	Humans int
-	// State is the checkpoint's version of the state channel; empty when
-	// the channel has no value yet.
-	State string
+	// Asks are the questions the messages channel holds, in order, as
+	// indexes into the thread's question table (see Derive): the human
+	// messages nobody but the user wrote, by message identity.
+	Asks []int32
+	// Synthetic says the messages channel holds a synthetic human message
+	// (a summary, a notification): a sign that messages were removed.
+	Synthetic bool
+	// Unplaced says the checkpoint's messages could not be read: a
+	// DeltaChannel's list whose chain back to a stored value was deleted.
+	// It belongs to no turn.
+	Unplaced bool
+	// Partial says the messages were rebuilt past a deleted checkpoint:
+	// Asks holds only the questions asked since, and how many came before
+	// is not known.
+	Partial bool
+	// Between says the checkpoint was made between runs, not by a run's
+	// step: by an input (metadata source "input"; the run's question is
+	// not in the messages channel yet, only in the checkpoint's pending
+	// writes) or by update_state ("update", "fork"). It carries on the
+	// state of its parent, whatever turn that was.
+	Between bool
+	// States maps each state channel to its version at the checkpoint; a
+	// channel without a value has none.
+	States map[string]string
+}
+
+// State returns the checkpoint's version of a state channel, empty when
+// the channel has no value there.
+func (c Checkpoint) State(channel string) string { return c.States[channel] }
+
+// Question is one question of a thread: a human message, by its id.
+type Question struct {
+	// ID is the message id (or, for a message without one, its place
+	// among the human messages of the list that held it).
+	ID string
+	// Text is the message's text.
+	Text string
 }
 
 // Turn is one turn of a thread, without its state.
 type Turn struct {
 	// N is the turn number, counted from 1.
 	N int
-	// Question is the text of the turn's human message, from the thread's
-	// richest checkpoint.
+	// Question is the text of the turn's question.
 	Question string
-	// Retained says whether some checkpoint of the turn is still stored.
+	// Retained says whether the state the turn ended on can be read.
 	Retained bool
 	// End is the checkpoint the turn ended on; only set when Retained.
 	End Checkpoint
+	// AnsweredWith lists the other turns whose questions came in the same
+	// input as this one's and were answered by the same run: the turn ended
+	// on the state that run ended on.
+	AnsweredWith []int
+}
+
+// Numbering says how sure a thread's turn numbers are.
+type Numbering int
+
+const (
+	// Complete means the thread's first checkpoint is retained: every
+	// question was seen, and every turn number is exact.
+	Complete Numbering = iota + 1
+	// Counted means the oldest checkpoints were deleted, and the questions
+	// before the oldest one left are counted from the messages it still
+	// holds, as the reference does. The numbers are exact unless messages
+	// were removed before it without a trace.
+	Counted
+	// Estimated means checkpoints were deleted and what is left does not
+	// show how many questions came before: the oldest one left shows that
+	// messages were removed before it (it holds a summary), or a
+	// DeltaChannel's messages are rebuilt past a deleted checkpoint and
+	// show only the questions asked since. The numbers may be too low.
+	Estimated
+)
+
+// String returns the numbering as the API spells it.
+func (n Numbering) String() string {
+	switch n {
+	case Complete:
+		return "complete"
+	case Counted:
+		return "counted"
+	case Estimated:
+		return "estimated"
+	}
+	return fmt.Sprintf("Numbering(%d)", int(n))
 }
 
 // History is a thread's turns: every turn from 1 to Total, retained or not.
 type History struct {
 	// Ref names the thread.
 	Ref Ref
-	// Total is how many turns the thread has had: the number of human messages
-	// in its richest checkpoint.
+	// Total is how many questions the thread has been asked.
 	Total int
 	// Turns holds turns 1..Total in order; Turns[i].N == i+1.
 	Turns []Turn
-	// Richest is the checkpoint holding the most human messages (the
-	// greatest id among equals); its messages give every turn's question.
-	// Zero when Total is 0.
-	Richest Checkpoint
-}
-
-// SetQuestions fills each turn's question from the richest checkpoint's
-// human messages, in order.
-func (h *History) SetQuestions(humans []string) {
-	for i := range h.Turns {
-		if i < len(humans) {
-			h.Turns[i].Question = humans[i]
-		}
-	}
+	// Numbering says how sure the turn numbers are.
+	Numbering Numbering
 }
 
 // Outcome is which of the three answers a request for one turn gets. The
@@ -119,62 +176,234 @@ func (h *History) Retained() []int {
 }
 
 // Derive builds a thread's turn history from its checkpoints, given in any
-// order. It is the one place the turn rules live:
+// order, and its question table (Checkpoint.Asks index it). It is the one
+// place the turn rules live:
 //
-//   - a checkpoint's turn is its number of human messages; checkpoints with
-//     none belong to no turn;
-//   - a turn ends at its checkpoint with the most messages, equal counts going
-//     to the greater checkpoint id (ids are time-ordered);
-//   - the total is the human-message count of the richest checkpoint, which
-//     survives however much older history was pruned;
-//   - a turn in 1..total with no checkpoint is no longer retained;
-//   - turn n's question is the n-th human message of the richest checkpoint
-//     (History.Richest; the caller reads its messages and calls
-//     SetQuestions).
+//   - checkpoints are taken in checkpoint order: a parent before its
+//     children, ids (which are time-ordered) deciding the rest;
+//   - a question is asked the first time a checkpoint holds it, and
+//     questions are numbered in the order they are asked (in one
+//     checkpoint, in list order);
+//   - a checkpoint belongs to the turn of the last question asked up to it,
+//     whatever its messages still hold (after a summary they may hold
+//     none of them); checkpoints before the first question belong to none;
+//   - a turn ends at its last checkpoint; a checkpoint made between runs
+//     (Checkpoint.Between: the input checkpoint that opens the next run,
+//     an update_state) counts only when it follows the turn's end (the
+//     same state, carried on) or the turn has no other: one on another
+//     branch (a fork back to an earlier turn) is not the state the turn
+//     ended on; the total is the number of questions asked;
+//   - a turn with no checkpoint whose question was asked together with
+//     later ones (one input holding several questions, at a checkpoint
+//     whose parent is retained or that is the thread's first) ended on the
+//     state the run answering them ended on: the last of them's end;
+//   - any other turn from 1 to the total has no checkpoint left: it is no
+//     longer retained.
 //
-// The result does not depend on the order of cps.
-func Derive(ref Ref, cps []Checkpoint) *History {
-	var richest *Checkpoint
-	ends := map[int]*Checkpoint{}
-	for i := range cps {
-		c := &cps[i]
-		n := c.Humans
-		if n == 0 {
+// On a thread whose messages were never removed this numbers turns exactly
+// as counting human messages does. The result does not depend on the order
+// of cps.
+func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
+	h := &History{Ref: ref, Numbering: Complete}
+	order := checkpointOrder(cps)
+	listed := make(map[string]bool, len(cps))
+	for _, c := range cps {
+		listed[c.ID] = true
+	}
+	if len(order) > 0 {
+		oldest := cps[order[0]]
+		if oldest.Parent != "" && !listed[oldest.Parent] {
+			h.Numbering = Counted
+			for _, i := range order {
+				if !cps[i].Unplaced {
+					// The oldest checkpoint whose messages are known says
+					// whether messages were removed before it.
+					if cps[i].Synthetic {
+						h.Numbering = Estimated
+					}
+					break
+				}
+			}
+		}
+	}
+
+	for _, c := range cps {
+		if c.Partial && !c.Unplaced {
+			h.Numbering = Estimated
+			break
+		}
+	}
+
+	// The questions in the order they were asked. A question is asked
+	// where a checkpoint first holds it, after every question asked
+	// before; but a list that holds, ahead of a question already seen, one
+	// not seen before proves it was asked earlier (its own checkpoints
+	// were deleted, or read only in part): it goes before that one.
+	seen := make([]bool, len(questions))
+	firstAt := make([]int, len(questions))   // index in cps of the checkpoint first holding each question
+	inserted := make([]bool, len(questions)) // placed ahead of a question seen before it
+	var seq []int32
+	for _, i := range order {
+		c := cps[i]
+		if c.Unplaced {
 			continue
 		}
-		// Ties between equally rich checkpoints go to the greater id so the
-		// questions do not depend on the order checkpoints were listed in.
-		if richest == nil || n > richest.Humans || (n == richest.Humans && c.ID > richest.ID) {
-			richest = c
+		prior := make([]bool, len(c.Asks)) // seen before c
+		last := -1                         // index in c.Asks of the last of those
+		for k, q := range c.Asks {
+			if q >= 0 && int(q) < len(seen) && seen[q] {
+				prior[k], last = true, k
+			}
 		}
-		if held, ok := ends[n]; !ok || endsLater(c, held) {
-			ends[n] = c
+		for k, q := range c.Asks {
+			if q < 0 || int(q) >= len(seen) || seen[q] {
+				continue
+			}
+			seen[q], firstAt[q] = true, i
+			if k > last {
+				seq = append(seq, q)
+				continue
+			}
+			// Ahead of the next question of c.Asks seen before c.
+			next := k + 1 + slices.Index(prior[k+1:], true)
+			seq = slices.Insert(seq, slices.Index(seq, c.Asks[next]), q)
+			inserted[q] = true
 		}
 	}
-	h := &History{Ref: ref}
-	if richest == nil {
-		return h
+	number := make(map[int32]int, len(seq)) // turn number of each question
+	for n, q := range seq {
+		number[q] = n + 1
 	}
-	h.Total = richest.Humans
-	h.Richest = *richest
+	// Each checkpoint belongs to the turn of the last question asked up to
+	// it; a turn ends at its last checkpoint.
+	ends := make([]int, len(seq)) // index in cps of each turn's last checkpoint; -1 for none
+	for n := range ends {
+		ends[n] = -1
+	}
+	askedUpTo := 0
+	for _, i := range order {
+		c := cps[i]
+		if c.Unplaced {
+			continue
+		}
+		for _, q := range c.Asks {
+			askedUpTo = max(askedUpTo, number[q])
+		}
+		if askedUpTo > 0 && (!c.Between || ends[askedUpTo-1] < 0 || cps[ends[askedUpTo-1]].ID == c.Parent) {
+			ends[askedUpTo-1] = i
+		}
+	}
+	if h.Numbering == Estimated && holdsEvery(cps, seq) {
+		// A list read whole, with no sign of removed messages, holds every
+		// question known: it proves the count as far as any list can.
+		h.Numbering = Counted
+	}
+	h.Total = len(seq)
 	h.Turns = make([]Turn, h.Total)
-	for i := range h.Turns {
-		t := Turn{N: i + 1}
-		if end, ok := ends[t.N]; ok {
-			t.Retained = true
-			t.End = *end
+	for n := range h.Turns {
+		t := Turn{N: n + 1, Question: questions[seq[n]].Text}
+		if ends[n] >= 0 {
+			t.Retained, t.End = true, cps[ends[n]]
 		}
-		h.Turns[i] = t
+		h.Turns[n] = t
+	}
+	// Questions first held together by a checkpoint the run asking them
+	// made (its parent is there, or it is the thread's first) came in one
+	// input. With the parent deleted, earlier questions may have been
+	// asked before it: those stay no longer retained.
+	// Questions placed ahead of earlier ones were not asked with the
+	// questions first held next to them.
+	for n := 0; n < h.Total; {
+		m := n
+		for m+1 < h.Total && firstAt[seq[m+1]] == firstAt[seq[n]] && !inserted[seq[n]] && !inserted[seq[m+1]] {
+			m++
+		}
+		first := cps[firstAt[seq[n]]]
+		if m > n && (first.Parent == "" || listed[first.Parent]) {
+			for k := n; k <= m; k++ {
+				for j := n; j <= m; j++ {
+					if j != k {
+						h.Turns[k].AnsweredWith = append(h.Turns[k].AnsweredWith, j+1)
+					}
+				}
+				if !h.Turns[k].Retained && h.Turns[m].Retained {
+					h.Turns[k].Retained, h.Turns[k].End = true, h.Turns[m].End
+				}
+			}
+		}
+		n = m + 1
 	}
 	return h
 }
 
-// endsLater reports whether c sits later in its turn than held. Within a turn
-// the message list only grows, so more messages is later; a super-step that
-// left the messages alone is placed by its time-ordered id.
-func endsLater(c, held *Checkpoint) bool {
-	if c.Messages != held.Messages {
-		return c.Messages > held.Messages
+// holdsEvery reports whether one checkpoint of cps holds every question of
+// seq in a list read whole (not in part, with no synthetic message).
+func holdsEvery(cps []Checkpoint, seq []int32) bool {
+	for _, c := range cps {
+		if c.Unplaced || c.Partial || c.Synthetic || len(c.Asks) < len(seq) {
+			continue
+		}
+		held := make(map[int32]bool, len(c.Asks))
+		for _, q := range c.Asks {
+			held[q] = true
+		}
+		every := true
+		for _, q := range seq {
+			every = every && held[q]
+		}
+		if every {
+			return true
+		}
 	}
-	return c.ID > held.ID
+	return false
+}
+
+// checkpointOrder returns the indexes of cps in checkpoint order: sorted
+// by id, and a checkpoint whose parent sorts after it (clocks disagreeing)
+// moved after its parent, so that a parent always comes first.
+func checkpointOrder(cps []Checkpoint) []int {
+	order := make([]int, len(cps))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(cps[a].ID, cps[b].ID) })
+	at := make(map[string]int, len(cps))
+	for i, c := range cps {
+		at[c.ID] = i
+	}
+	inversions := false
+	for _, c := range cps {
+		if p, ok := at[c.Parent]; ok && cps[p].ID > c.ID {
+			inversions = true
+			break
+		}
+	}
+	if !inversions {
+		return order
+	}
+	// From each checkpoint in id order, its unplaced ancestors first; a
+	// cycle (which no saver writes) is broken where met.
+	out := make([]int, 0, len(cps))
+	placed := make([]bool, len(cps))
+	visit := func(i int) {
+		var chain []int
+		onChain := map[int]bool{}
+		for j := i; !placed[j] && !onChain[j]; {
+			chain = append(chain, j)
+			onChain[j] = true
+			p, ok := at[cps[j].Parent]
+			if !ok {
+				break
+			}
+			j = p
+		}
+		for k := len(chain) - 1; k >= 0; k-- {
+			placed[chain[k]] = true
+			out = append(out, chain[k])
+		}
+	}
+	for _, i := range order {
+		visit(i)
+	}
+	return out
 }

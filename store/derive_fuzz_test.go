@@ -6,161 +6,139 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"time"
 )
 
-// fuzzCheckpoints turns fuzz input into a thread's checkpoints, three bytes
-// each: the id, the human-message count (0..31) and how many other messages
-// there are (0..15). Ids are unique within a thread, as the checkpoint
-// table's key makes them, so a repeated id byte is skipped. Equal counts get
-// equal messages versions, as equal message lists do.
-func fuzzCheckpoints(data []byte) []Checkpoint {
-	seen := map[byte]bool{}
-	var out []Checkpoint
-	for i := 0; i+3 <= len(data); i += 3 {
-		id, humans, others := data[i], int(data[i+1]%32), int(data[i+2]%16)
-		if seen[id] {
+// fuzzThread plays fuzz input as a conversation, two bytes a step: the op
+// and, for pruning, how much. It returns the checkpoints (each the child of
+// the one before), the question table, whether any message was removed,
+// and whether two questions ever came in one step.
+//
+//	0: a question is asked        1: another message is added
+//	2: the oldest question left is removed   3: two questions at once
+//	4: the oldest checkpoints (arg%8 of them) are deleted, as pruning does
+func fuzzThread(data []byte) (cps []Checkpoint, qs []Question, removed, together bool) {
+	tb := newTable()
+	var msgs []string // "" for a non-human message
+	asked := 0
+	prune := 0
+	var steps []step
+	for i := 0; i+2 <= len(data) && len(steps) < 64; i += 2 {
+		switch data[i] % 5 {
+		case 0:
+			asked++
+			msgs = append(msgs, fmt.Sprintf("q%d", asked))
+		case 1:
+			msgs = append(msgs, "")
+		case 2:
+			for j, m := range msgs {
+				if m != "" {
+					msgs = slices.Delete(msgs, j, j+1)
+					removed = true
+					break
+				}
+			}
+		case 3:
+			msgs = append(msgs, fmt.Sprintf("q%d", asked+1), fmt.Sprintf("q%d", asked+2))
+			asked += 2
+			together = true
+		case 4:
+			prune += int(data[i+1] % 8)
 			continue
 		}
-		seen[id] = true
-		out = append(out, Checkpoint{
-			ID:       fmt.Sprintf("1f0c-%02x", id),
-			TS:       time.Unix(int64(id), 0).UTC(),
-			Version:  fmt.Sprintf("%d/%d", humans, humans+others),
-			Messages: humans + others,
-			Humans:   humans,
-		})
+		var humans []string
+		for _, m := range msgs {
+			if m != "" {
+				humans = append(humans, m)
+			}
+		}
+		steps = append(steps, step{msgs: len(msgs), humans: humans})
 	}
-	return out
+	cps = tb.chain("1f0c", steps)
+	return cps[min(prune, len(cps)):], tb.qs, removed, together
 }
 
-// FuzzDerive checks the turn rules on arbitrary checkpoint sets: Derive never
-// panics; its result does not depend on the order of its input; the total is
-// the largest human-message count; turns 1..total are all present, in
-// order; a turn is retained exactly when some checkpoint has that many human
-// messages, and then ends at the one with the most messages (the greatest id
-// among equals); the richest checkpoint has the greatest id among those with
-// the most human messages.
+// referenceDerive is the rule historyd had before questions were numbered
+// by identity, and the reference implementation still has: a checkpoint's
+// turn is its number of human messages, a turn ends at its checkpoint with
+// the most messages (the greatest id among equals), the total is the most
+// human messages any checkpoint holds.
+func referenceDerive(cps []Checkpoint) (total int, ends map[int]string) {
+	ends = map[int]string{}
+	best := map[int]Checkpoint{}
+	for _, c := range cps {
+		n := len(c.Asks)
+		total = max(total, n)
+		if n == 0 {
+			continue
+		}
+		held, ok := best[n]
+		if !ok || c.Messages > held.Messages || c.Messages == held.Messages && c.ID > held.ID {
+			best[n] = c
+			ends[n] = c.ID
+		}
+	}
+	return total, ends
+}
+
+// FuzzDerive checks the turn rules on arbitrary conversations: Derive never
+// panics; its result does not depend on the order of its input; the total
+// is the number of questions asked in the checkpoints it has; every turn is
+// present, in order, and a retained one ends at a checkpoint of the
+// thread; and on a thread whose messages were never removed it numbers
+// turns exactly as counting human messages does (the reference rule),
+// except that questions asked together end on their run's state instead of
+// reading as pruned.
 func FuzzDerive(f *testing.F) {
 	f.Add([]byte{})
-	f.Add([]byte{0, 0, 0, 1, 1, 0, 2, 1, 1, 3, 1, 2, 4, 2, 2})
-	f.Add([]byte{9, 3, 5, 1, 3, 5, 5, 3, 5})
+	f.Add([]byte{0, 0, 1, 0, 1, 0, 0, 0, 1, 0})             // two questions
+	f.Add([]byte{0, 0, 1, 0, 0, 0, 1, 0, 4, 3, 0, 0, 1, 0}) // pruned
+	f.Add([]byte{0, 0, 1, 0, 3, 0, 1, 0})                   // two at once
+	f.Add([]byte{0, 0, 1, 0, 0, 0, 2, 0, 1, 0, 0, 0})       // a removal
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cps := fuzzCheckpoints(data)
+		cps, qs, removed, together := fuzzThread(data)
+		ref := Ref{ThreadID: "fuzz"}
 		input := slices.Clone(cps)
-		ref := Ref{ThreadID: "fuzz", Namespace: "ns"}
-		h := Derive(ref, cps)
+		h := Derive(ref, cps, qs)
 		if !reflect.DeepEqual(cps, input) {
 			t.Fatal("Derive modified its input")
 		}
-		checkDerived(t, ref, cps, h)
-
-		reversed := slices.Clone(cps)
-		slices.Reverse(reversed)
-		shuffled := slices.Clone(cps)
-		r := rand.New(rand.NewPCG(uint64(len(data)), 1))
-		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		for name, order := range map[string][]Checkpoint{"reversed": reversed, "shuffled": shuffled} {
-			if got := Derive(ref, order); !reflect.DeepEqual(got, h) {
-				t.Fatalf("%s input: %+v\nin given order: %+v", name, got, h)
+		for seed := range uint64(3) {
+			s := slices.Clone(cps)
+			rand.New(rand.NewPCG(seed, 1)).Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+			if got := Derive(ref, s, qs); !reflect.DeepEqual(got, h) {
+				t.Fatalf("Derive depends on the order of its input:\n%+v\n%+v", got, h)
 			}
 		}
-
-		// Questions: as many as the richest checkpoint's human messages,
-		// and short lists (a scan that saw fewer) must not panic.
-		qs := make([]string, h.Total)
-		for i := range qs {
-			qs[i] = fmt.Sprintf("q%d", i+1)
+		seen := map[int32]bool{}
+		ids := map[string]bool{}
+		for _, c := range cps {
+			ids[c.ID] = true
+			for _, q := range c.Asks {
+				seen[q] = true
+			}
 		}
-		h.SetQuestions(qs)
+		if h.Total != len(seen) || len(h.Turns) != h.Total {
+			t.Fatalf("total %d with %d turns; %d questions were asked", h.Total, len(h.Turns), len(seen))
+		}
+		for i, turn := range h.Turns {
+			if turn.N != i+1 || turn.Retained != (turn.End.ID != "") || turn.Retained && !ids[turn.End.ID] {
+				t.Fatalf("turn %d: %+v", i+1, turn)
+			}
+		}
+		if removed {
+			return
+		}
+		total, ends := referenceDerive(cps)
+		if h.Total != total {
+			t.Fatalf("total %d, the reference rule says %d", h.Total, total)
+		}
 		for _, turn := range h.Turns {
-			if turn.Question != fmt.Sprintf("q%d", turn.N) {
-				t.Fatalf("turn %d question = %q", turn.N, turn.Question)
-			}
-		}
-		h.SetQuestions(qs[:len(qs)/2])
-		h.SetQuestions(nil)
-	})
-}
-
-func checkDerived(t *testing.T, ref Ref, cps []Checkpoint, h *History) {
-	t.Helper()
-	if h == nil {
-		t.Fatal("Derive returned nil")
-	}
-	if h.Ref != ref {
-		t.Fatalf("ref = %+v, want %+v", h.Ref, ref)
-	}
-	total := 0
-	for _, c := range cps {
-		total = max(total, c.Humans)
-	}
-	if h.Total != total {
-		t.Fatalf("total = %d, want the largest human count %d", h.Total, total)
-	}
-	if len(h.Turns) != total {
-		t.Fatalf("%d turns for a total of %d", len(h.Turns), total)
-	}
-	if total == 0 {
-		if h.Richest != (Checkpoint{}) {
-			t.Fatalf("richest = %+v with no turns", h.Richest)
-		}
-	} else {
-		var richest Checkpoint
-		for _, c := range cps {
-			if c.Humans == total && c.ID > richest.ID {
-				richest = c
-			}
-		}
-		if h.Richest != richest {
-			t.Fatalf("richest = %+v, want %+v", h.Richest, richest)
-		}
-	}
-	var retained []int
-	for i, turn := range h.Turns {
-		if turn.N != i+1 {
-			t.Fatalf("Turns[%d].N = %d", i, turn.N)
-		}
-		var end Checkpoint
-		found := false
-		for _, c := range cps {
-			if c.Humans != turn.N {
+			if together && len(turn.AnsweredWith) > 0 {
 				continue
 			}
-			if !found || c.Messages > end.Messages || c.Messages == end.Messages && c.ID > end.ID {
-				end = c
+			if end := ends[turn.N]; turn.End.ID != end {
+				t.Fatalf("turn %d ends at %q, the reference rule says %q\n%+v", turn.N, turn.End.ID, end, cps)
 			}
-			found = true
 		}
-		if turn.Retained != found {
-			t.Fatalf("turn %d retained = %v, but a checkpoint with %d human messages exists: %v", turn.N, turn.Retained, turn.N, found)
-		}
-		if !found {
-			if turn.End != (Checkpoint{}) {
-				t.Fatalf("turn %d is not retained but ends at %+v", turn.N, turn.End)
-			}
-			if _, l := h.Turn(turn.N); l != NoLongerRetained {
-				t.Fatalf("Turn(%d) = %v, want NoLongerRetained", turn.N, l)
-			}
-			continue
-		}
-		retained = append(retained, turn.N)
-		if turn.End.Humans != turn.N {
-			t.Fatalf("turn %d ends at %+v, which has %d human messages", turn.N, turn.End, turn.End.Humans)
-		}
-		if turn.End != end {
-			t.Fatalf("turn %d ends at %+v, want %+v", turn.N, turn.End, end)
-		}
-		if got, l := h.Turn(turn.N); l != Found || got.End != end {
-			t.Fatalf("Turn(%d) = %+v, %v", turn.N, got, l)
-		}
-	}
-	if got := h.Retained(); !slices.Equal(got, retained) {
-		t.Fatalf("Retained() = %v, want %v", got, retained)
-	}
-	for _, n := range []int{-1, 0, total + 1} {
-		if _, l := h.Turn(n); l != NoSuchTurn {
-			t.Fatalf("Turn(%d) = %v with total %d, want NoSuchTurn", n, l, total)
-		}
-	}
+	})
 }

@@ -2,9 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/store/reduce"
 )
 
 // Encoder turns one entry into the bytes the layer above serves. The store
@@ -35,6 +39,10 @@ type EncodedEntry struct {
 type EncodedState struct {
 	// Entries are the state's entries, sorted by key.
 	Entries []EncodedEntry
+	// Lost says the value cannot be read: it is a DeltaChannel's, rebuilt
+	// from the writes of earlier checkpoints, and one of those was
+	// deleted. The turn's state is no longer retained.
+	Lost bool
 }
 
 // cost is what the state holds in memory, roughly: the encodings, the keys
@@ -49,7 +57,7 @@ func (st EncodedState) cost() int {
 
 // project keeps the entries whose keys are in keys; no keys keeps all.
 func (st EncodedState) project(keys []string) EncodedState {
-	if len(keys) == 0 {
+	if len(keys) == 0 || st.Lost {
 		return st
 	}
 	var out EncodedState
@@ -69,39 +77,56 @@ func (st EncodedState) project(keys []string) EncodedState {
 type stateKey struct {
 	enc     Encoder
 	ref     Ref
+	channel string
 	lineage string
 	version string
 }
 
-// ReadEncoded derives the thread's history and reads the state of the
-// turns pick selects from it, restricted to keys, each entry encoded by enc.
-// The encodings of each state version are cached (Config.CacheStateBytes),
-// so a warm read decodes nothing; states too large for the cache are
-// decoded one entry at a time, restricted to keys, and not kept. It never
-// answers for a turn whose last checkpoint was deleted: when one turns out
-// to be gone (a deletion that spared the thread's oldest checkpoint), it
-// derives the history afresh and reads again, once.
-func (s *Store) ReadEncoded(ctx context.Context, ref Ref, pick func(*History) []Turn, keys []string, enc Encoder) (*History, []Turn, []EncodedState, error) {
+// ErrUnknownChannel marks a request for a channel the store was not
+// configured to read.
+var ErrUnknownChannel = errors.New("not a state channel historyd serves")
+
+// ReadEncoded derives the thread's history and reads channel's value at
+// the end of each turn pick selects from it ("" reads the default state
+// channel), restricted to keys, each entry encoded by enc. The encodings
+// of each state version are cached (Config.CacheStateBytes), so a warm read
+// decodes nothing; states too large for the cache are decoded one entry at
+// a time, restricted to keys, and not kept. A DeltaChannel's value is
+// rebuilt from writes where the turn's end stores none; a turn whose value
+// cannot be rebuilt, the checkpoints it is rebuilt from having been
+// deleted, is read as Lost. It never answers for a turn whose last
+// checkpoint was deleted: when one turns out to be gone (a deletion that
+// spared the thread's oldest checkpoint), it derives the history afresh and
+// reads again, once.
+func (s *Store) ReadEncoded(ctx context.Context, ref Ref, channel string, pick func(*History) []Turn, keys []string, enc Encoder) (*History, []Turn, []EncodedState, error) {
+	if channel == "" {
+		channel = s.states[0]
+	}
+	if !slices.Contains(s.states, channel) {
+		return nil, nil, nil, fmt.Errorf("channel %q: %w (it serves %s)", channel, ErrUnknownChannel, strings.Join(s.states, ", "))
+	}
 	return readFresh(ctx, s, ref, pick, func(ix *index, turns []Turn, sn seen) ([]EncodedState, error) {
-		return s.encodedStates(ctx, ref, ix.minID, turns, keys, enc, sn)
+		return s.encodedStates(ctx, ref, channel, ix, turns, keys, enc, sn)
 	})
 }
 
 // encodedStates reads the turns' states from the cache when the refresh
 // that derived them saw their last checkpoints (sn), and from the backend
 // otherwise, which is also what notices a last checkpoint since deleted.
-func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turns []Turn, keys []string, enc Encoder, sn seen) ([]EncodedState, error) {
+func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *index, turns []Turn, keys []string, enc Encoder, sn seen) ([]EncodedState, error) {
+	lineage := ix.minID
 	out := make([]EncodedState, len(turns))
 	var miss []int
 	for i, t := range turns {
 		if !t.Retained {
 			return nil, fmt.Errorf("turn %d of thread %q is not retained", t.N, ref.ThreadID)
 		}
+		v := t.End.State(channel)
 		if sn.has(t.End.ID) {
-			if t.End.State == "" {
+			if v == "" {
 				continue // no value yet: an empty state
 			}
-			if st, ok := s.states.get(stateKey{enc, ref, lineage, t.End.State}); ok {
+			if st, ok := s.encoded.get(stateKey{enc, ref, channel, lineage, v}); ok {
 				out[i] = st.project(keys)
 				continue
 			}
@@ -126,49 +151,142 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, lineage string, turn
 	}
 	// Turns that ended on the same version share one decoding.
 	decoded := map[string]EncodedState{}
+	unstored := map[string][]int{} // version → turns whose value is rebuilt
 	each := func(j int, b Blob) error {
-		t := turns[miss[j]]
-		if b.Missing {
+		i := miss[j]
+		t := turns[i]
+		v := t.End.State(channel)
+		switch {
+		case b.Missing:
 			s.indexes.remove(ref)
 			return fmt.Errorf("turn %d of thread %q: %w", t.N, ref.ThreadID, ErrStale)
+		case b.Type == lgcodec.TypeEmpty && v != "":
+			// A version and no stored value: rebuilt from writes below.
+			unstored[v] = append(unstored[v], i)
+			return nil
 		}
-		if st, ok := decoded[t.End.State]; ok && t.End.State != "" {
-			out[miss[j]] = st.project(keys)
+		if st, ok := decoded[v]; ok && v != "" {
+			out[i] = st.project(keys)
 			return nil
 		}
 		// A state the cache could not hold anyway is decoded for the keys
 		// asked only; any other is decoded whole, once, and kept.
-		cacheable := t.End.State != "" && len(b.Data) <= s.stateAdmit
+		cacheable := v != "" && len(b.Data) <= s.stateAdmit
 		var only map[string]bool
 		if !cacheable {
 			only = keep
 		}
-		st, err := s.encodeState(b, only, enc)
+		st, err := s.encodeState(b, channel, only, enc)
 		if err != nil {
-			return &DecodeError{Ref: ref, CheckpointID: t.End.ID, Channel: s.state, Err: err}
+			return &DecodeError{Ref: ref, CheckpointID: t.End.ID, Channel: channel, Err: err}
 		}
 		if cacheable {
-			decoded[t.End.State] = st
-			s.states.putCost(stateKey{enc, ref, lineage, t.End.State}, st, st.cost())
+			decoded[v] = st
+			s.encoded.putCost(stateKey{enc, ref, channel, lineage, v}, st, st.cost())
 		}
-		out[miss[j]] = st.project(keys)
+		out[i] = st.project(keys)
 		return nil
 	}
 	// Decoded straight from the driver's buffer where the backend allows:
 	// the encodings never alias the blob.
-	if err := s.eachValue(ctx, ref, s.state, ids, each); err != nil {
+	if err := s.eachValue(ctx, ref, channel, ids, each); err != nil {
 		return nil, err
 	}
+	if len(unstored) > 0 {
+		if err := s.rebuildStates(ctx, ref, channel, ix, turns, unstored, keys, enc, out); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// rebuildStates rebuilds, from writes, channel's value at the ends of the
+// turns whose versions are in unstored, encodes and caches each, and
+// fills out.
+func (s *Store) rebuildStates(ctx context.Context, ref Ref, channel string, ix *index, turns []Turn, unstored map[string][]int, keys []string, enc Encoder, out []EncodedState) error {
+	reducer, ok := reduce.Named(s.reducers[channel])
+	if !ok {
+		return fmt.Errorf("channel %q of thread %q is rebuilt from writes, but %q is not a reducer historyd has", channel, ref.ThreadID, s.reducers[channel])
+	}
+	nodes := make(map[string]listed, len(ix.checkpoints))
+	for _, c := range ix.checkpoints {
+		nodes[c.ID] = listed{id: c.ID, parent: c.Parent, versions: c.States}
+	}
+	var targets []string
+	at := map[string][]int{}
+	for _, is := range unstored {
+		id := turns[is[0]].End.ID
+		targets = append(targets, id)
+		at[id] = is
+	}
+	slices.Sort(targets)
+	decode := func(id string, b Blob) (any, error) {
+		v, _, err := lgcodec.Decode(b.Type, b.Data, s.limits)
+		if err != nil {
+			return nil, &DecodeError{Ref: ref, CheckpointID: id, Channel: channel, Err: err}
+		}
+		return v, nil
+	}
+	broken, err := rebuild(ctx, s, ref, channel, nodes, targets, folder[any]{
+		seed:  decode,
+		empty: func() any { return nil },
+		apply: func(id string, base any, writes []Write) (any, error) {
+			vals := make([]any, len(writes))
+			for i, w := range writes {
+				v, err := decode(id, w.Value)
+				if err != nil {
+					return nil, err
+				}
+				vals[i] = v
+			}
+			v, err := reducer.Replay(base, vals)
+			if err != nil {
+				return nil, &DecodeError{Ref: ref, CheckpointID: id, Channel: channel, Err: &lgcodec.UnsupportedError{
+					Format: "writes", Feature: "DeltaChannel writes", Offset: -1,
+					Reason: fmt.Sprintf("the %s reducer cannot apply them: %v; set the channel's reducer (--channel-reducers)", reducer.Name, err)}}
+			}
+			return v, nil
+		},
+		done: func(id string, v any) error {
+			var st EncodedState
+			err := entriesOf(v, channel, nil, func(k string, e Entry) error {
+				data, err := enc.Encode(e)
+				if err != nil {
+					return fmt.Errorf("encode key %q: %w", k, err)
+				}
+				st.Entries = append(st.Entries, EncodedEntry{Key: k, Turn: e.Turn, Data: data})
+				return nil
+			})
+			if err != nil {
+				return &DecodeError{Ref: ref, CheckpointID: id, Channel: channel, Err: err}
+			}
+			if version := nodes[id].versions[channel]; st.cost() <= s.stateAdmit {
+				s.encoded.putCost(stateKey{enc, ref, channel, ix.minID, version}, st, st.cost())
+			}
+			for _, i := range at[id] {
+				out[i] = st.project(keys)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range broken {
+		for _, i := range at[id] {
+			out[i] = EncodedState{Lost: true}
+		}
+	}
+	return nil
 }
 
 // encodeState decodes a state channel value one entry at a time, encoding
 // each before the next is decoded. Entry values stay encoded
 // (lgcodec.EachEntry) until the encoder re-encodes them, so no state value
 // is ever built in memory.
-func (s *Store) encodeState(b Blob, keep map[string]bool, enc Encoder) (EncodedState, error) {
+func (s *Store) encodeState(b Blob, channel string, keep map[string]bool, enc Encoder) (EncodedState, error) {
 	var st EncodedState
-	err := eachEntry(b, keep, s.limits, func(k string, e Entry) error {
+	err := eachEntry(b, channel, keep, s.limits, func(k string, e Entry) error {
 		data, err := enc.Encode(e)
 		if err != nil {
 			return fmt.Errorf("encode key %q: %w", k, err)

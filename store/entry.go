@@ -1,8 +1,9 @@
 package store
 
 import (
-	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/historyd/historyd/store/lgcodec"
 )
@@ -34,19 +35,37 @@ type Entry struct {
 // re-encodes it.
 const valueField = "value"
 
-// eachEntry decodes a state channel value one entry at a time, keeping
-// only the keys in keep (all when keep is nil), and hands fn each key with
-// its entry before decoding the next. Entry values are left encoded as
-// lgcodec.Raw (lgcodec.EachEntry), valid only during fn. A channel with no
-// value, or a null one, has no entries; any other value that is not a map
-// is an error.
-func eachEntry(b Blob, keep map[string]bool, lim lgcodec.Limits, fn func(string, Entry) error) error {
+// eachEntry decodes channel's value one entry at a time, keeping only the
+// keys in keep (all when keep is nil), and hands fn each key with its entry
+// before decoding the next. Entry values are left encoded as lgcodec.Raw
+// (lgcodec.EachEntry), valid only during fn. A channel with no value, or a
+// null one, has no entries; a value that is not a map (deepagents' todos,
+// a list) is one entry named for the channel.
+func eachEntry(b Blob, channel string, keep map[string]bool, lim lgcodec.Limits, fn func(string, Entry) error) error {
 	whole, _, err := lgcodec.EachEntry(b.Type, b.Data, keep, valueField, lim, func(k string, v any) error { return fn(k, ParseEntry(v)) })
-	if err != nil {
+	if err != nil || whole == nil {
 		return err
 	}
-	if whole != nil {
-		return fmt.Errorf("state is a %T, not a map of keys to entries", whole)
+	return entriesOf(whole, channel, keep, fn)
+}
+
+// entriesOf hands fn the entries of a decoded channel value, in key order:
+// a map's keys, or the whole value as one entry named for the channel.
+func entriesOf(v any, channel string, keep map[string]bool, fn func(string, Entry) error) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		if v == nil || keep != nil && !keep[channel] {
+			return nil
+		}
+		return fn(channel, Entry{Value: v})
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if keep != nil && !keep[k] {
+			continue
+		}
+		if err := fn(k, ParseEntry(m[k])); err != nil {
+			return err
+		}
 	}
 	return nil
 }

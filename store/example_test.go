@@ -6,22 +6,27 @@ import (
 	"github.com/historyd/historyd/store"
 )
 
-// Derive numbers a thread's turns from its checkpoints. Here a retention
-// job has deleted the checkpoints of the first of three questions: the
-// oldest checkpoint left already holds two human messages, so turn 1
-// existed and is no longer retained, turn 2 ends at its last checkpoint,
-// and the thread never had a turn 4.
+// Derive numbers a thread's turns from its checkpoints: a question is asked
+// the first time a checkpoint holds it. Here a retention job has deleted
+// the checkpoints of the first of three questions, so the oldest checkpoint
+// left already holds two: turn 1 existed and is no longer retained. A
+// summary then replaced the first two questions, and turn 3 is still turn
+// 3. The thread never had a turn 4.
 func ExampleDerive() {
+	questions := []store.Question{
+		{ID: "h1", Text: "sketch the Severn"},
+		{ID: "h2", Text: "now the Thames"},
+		{ID: "h3", Text: "compare them"},
+	}
 	h := store.Derive(store.Ref{ThreadID: "demo"}, []store.Checkpoint{
-		// Given in any order: derivation does not depend on it.
-		{ID: "1f0c-05", Messages: 5, Humans: 3}, // question 3 asked
-		{ID: "1f0c-03", Messages: 3, Humans: 2}, // question 2 asked
-		{ID: "1f0c-04", Messages: 4, Humans: 2}, // and answered
-		{ID: "1f0c-06", Messages: 6, Humans: 3}, // and answered
-	})
-	// The questions come from the richest checkpoint's messages.
-	h.SetQuestions([]string{"sketch the Severn", "now the Thames", "compare them"})
-	fmt.Println("total", h.Total, "retained", h.Retained())
+		// Given in any order: derivation does not depend on it. Asks are
+		// the questions each one's messages hold, by index in questions.
+		{ID: "1f0c-05", Parent: "1f0c-04", Messages: 5, Asks: []int32{0, 1, 2}},            // question 3 asked
+		{ID: "1f0c-03", Parent: "1f0c-02", Messages: 3, Asks: []int32{0, 1}},               // question 2 asked
+		{ID: "1f0c-04", Parent: "1f0c-03", Messages: 4, Asks: []int32{0, 1}},               // and answered
+		{ID: "1f0c-06", Parent: "1f0c-05", Messages: 2, Asks: []int32{2}, Synthetic: true}, // summarized
+	}, questions)
+	fmt.Println("total", h.Total, "retained", h.Retained(), "numbering", h.Numbering)
 	for n := 1; n <= 4; n++ {
 		t, outcome := h.Turn(n)
 		switch outcome {
@@ -34,7 +39,7 @@ func ExampleDerive() {
 		}
 	}
 	// Output:
-	// total 3 retained [2 3]
+	// total 3 retained [2 3] numbering counted
 	// turn 1: no_longer_retained: "sketch the Severn"
 	// turn 2: found, ends at 1f0c-04: "now the Thames"
 	// turn 3: found, ends at 1f0c-06: "compare them"

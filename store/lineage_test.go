@@ -53,7 +53,7 @@ func TestThreadWrittenAgain(t *testing.T) {
 	first := storetest.Build(mem, ref, storetest.Demo[:2])
 	st := store.New(store.Config{Backend: mem})
 	all := func(h *store.History) []store.Turn { return h.Turns }
-	h, _, states, err := st.ReadEncoded(ctx, ref, all, nil, valueEncoder{})
+	h, _, states, err := st.ReadEncoded(ctx, ref, "", all, nil, valueEncoder{})
 	if err != nil || h.Total != 2 || h.Turns[1].Question != storetest.Demo[1].Question {
 		t.Fatalf("first conversation: %+v, %v", h, err)
 	}
@@ -75,7 +75,7 @@ func TestThreadWrittenAgain(t *testing.T) {
 	for _, turn := range second {
 		b.Turn(turn)
 	}
-	h, _, states, err = st.ReadEncoded(ctx, ref, all, nil, valueEncoder{})
+	h, _, states, err = st.ReadEncoded(ctx, ref, "", all, nil, valueEncoder{})
 	if err != nil {
 		t.Fatal(err)
 	}

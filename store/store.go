@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 
 	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/store/reduce"
 )
 
 // Config configures a Store. The zero value of every field but Backend is a
@@ -21,18 +24,23 @@ type Config struct {
 	// MessagesChannel is the channel holding the conversation's messages.
 	// Default "messages".
 	MessagesChannel string
-	// StateChannel is the channel holding session state, key → StateEntry.
-	// Default "tool_state".
-	StateChannel string
+	// StateChannels are the channels holding session state that may be
+	// read; the first is read when a request names none. A tool_state
+	// channel holds key → StateEntry; any other map is served key by key,
+	// and a value that is not a map as one entry named for the channel.
+	// Default ["tool_state"].
+	StateChannels []string
+	// Reducers names the reducer of each channel whose value is rebuilt
+	// from writes (a DeltaChannel's): "messages", "merge", "tool_state" or
+	// "last" (see package reduce). Default: "messages" for the messages
+	// channel, "tool_state" for a channel named tool_state, "merge" for any
+	// other (deepagents' files).
+	Reducers map[string]string
 	// Limits bound each decoded value. Default: lgcodec's defaults.
 	Limits lgcodec.Limits
 	// CacheThreads is how many threads' turn indexes are kept in memory and
 	// refreshed incrementally. Default 1024; negative disables the cache.
 	CacheThreads int
-	// CacheScans is how many messages versions' counts are kept. Versions
-	// are immutable, so these never go stale. Default 65536; negative
-	// disables.
-	CacheScans int
 	// RecountEvery is how often a cached thread's checkpoints are counted.
 	// Every refresh checks the oldest checkpoint, which catches pruning
 	// (LangGraph's prune strategies and retention jobs delete the oldest
@@ -49,39 +57,79 @@ type Config struct {
 	CacheStateBytes int
 }
 
+// DefaultMessagesChannel and DefaultStateChannel are the channels a Store
+// reads when Config names none.
+const (
+	DefaultMessagesChannel = "messages"
+	DefaultStateChannel    = "tool_state"
+)
+
+// Validate reports a configuration New would misread: a channel named
+// twice or empty, or a reducer it does not know.
+func (c Config) Validate() error {
+	seen := map[string]bool{}
+	for _, ch := range append([]string{c.MessagesChannel}, c.StateChannels...) {
+		if ch == "" && len(seen) > 0 {
+			return errors.New("store: a state channel name is empty")
+		}
+		if ch != "" && seen[ch] {
+			return fmt.Errorf("store: channel %q is named twice", ch)
+		}
+		seen[ch] = true
+	}
+	for ch, name := range c.Reducers {
+		if _, ok := reduce.Named(name); !ok && name != "messages" {
+			return fmt.Errorf("store: channel %q: unknown reducer %q; want one of %s", ch, name, strings.Join(reduce.Names(), ", "))
+		}
+	}
+	return nil
+}
+
 // Store derives turns from a backend's checkpoints and reads the state each
 // turn ended on. It is safe for concurrent use.
 type Store struct {
 	b        Backend
 	messages string
-	state    string
+	states   []string
+	reducers map[string]string
 	limits   lgcodec.Limits
 	indexes  *lru[Ref, *index]
 	recount  time.Duration
-	scans    *lru[scanKey, counts]
 	flight   singleflight.Group
-	states   *lru[stateKey, EncodedState]
+	encoded  *lru[stateKey, EncodedState]
 	// stateHits and stateMisses count encoded-state cache lookups.
 	stateHits, stateMisses atomic.Int64
 	// stateAdmit is the largest stored state value the state cache takes.
 	stateAdmit int
 }
 
-type counts struct{ messages, humans int }
-
-// New returns a Store reading through cfg.Backend.
+// New returns a Store reading through cfg.Backend. A configuration
+// Validate refuses is read as it stands: an unknown reducer fails the reads
+// that need it.
 func New(cfg Config) *Store {
-	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, state: cfg.StateChannel, limits: cfg.Limits}
+	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, states: slices.Clone(cfg.StateChannels), limits: cfg.Limits,
+		reducers: map[string]string{}}
 	if s.messages == "" {
-		s.messages = "messages"
+		s.messages = DefaultMessagesChannel
 	}
-	if s.state == "" {
-		s.state = "tool_state"
+	if len(s.states) == 0 {
+		s.states = []string{DefaultStateChannel}
+	}
+	for _, ch := range append([]string{s.messages}, s.states...) {
+		switch {
+		case cfg.Reducers[ch] != "":
+			s.reducers[ch] = cfg.Reducers[ch]
+		case ch == s.messages:
+			s.reducers[ch] = "messages"
+		case ch == DefaultStateChannel:
+			s.reducers[ch] = reduce.ToolState.Name
+		default:
+			s.reducers[ch] = reduce.Merge.Name
+		}
 	}
 	s.indexes = newLRU[Ref, *index](orDefault(cfg.CacheThreads, 1024))
-	s.scans = newLRU[scanKey, counts](orDefault(cfg.CacheScans, 65536))
-	s.states = newLRU[stateKey, EncodedState](orDefault(cfg.CacheStateBytes, 64<<20))
-	s.stateAdmit = s.states.cap / 4
+	s.encoded = newLRU[stateKey, EncodedState](orDefault(cfg.CacheStateBytes, 64<<20))
+	s.stateAdmit = s.encoded.cap / 4
 	s.recount = cfg.RecountEvery
 	if s.recount == 0 {
 		s.recount = time.Second
@@ -112,8 +160,8 @@ type CacheStats struct {
 func (s *Store) CacheStats() CacheStats {
 	return CacheStats{
 		Threads:       s.indexes.len(),
-		StateVersions: s.states.len(),
-		StateBytes:    s.states.cost(),
+		StateVersions: s.encoded.len(),
+		StateBytes:    s.encoded.cost(),
 		StateHits:     s.stateHits.Load(),
 		StateMisses:   s.stateMisses.Load(),
 	}
@@ -126,8 +174,17 @@ func (s *Store) Backend() Backend { return s.b }
 // tables the store can read; health probes ask the store, not its backend.
 func (s *Store) Ping(ctx context.Context) error { return s.b.Ping(ctx) }
 
-// StateChannel returns the name of the channel read as session state.
-func (s *Store) StateChannel() string { return s.state }
+// StateChannels returns the channels that may be read as session state,
+// the default first.
+func (s *Store) StateChannels() []string { return slices.Clone(s.states) }
+
+// MessagesChannel returns the channel turns are derived from.
+func (s *Store) MessagesChannel() string { return s.messages }
+
+// readsChannel reports whether channel is one the store reads.
+func (s *Store) readsChannel(channel string) bool {
+	return channel == s.messages || slices.Contains(s.states, channel)
+}
 
 // History derives the thread's turns. A cached index is refreshed by
 // reading only checkpoints newer than the newest one seen, unless the
@@ -188,13 +245,24 @@ func (p seen) has(id string) bool {
 	return p.all || (p.after != "" && id > p.after) || p.present[id]
 }
 
-// listed is one checkpoint row, parsed: what derivation and delta
-// detection read of it.
+// listed is one checkpoint row, parsed: what derivation and rebuilding
+// read of it.
 type listed struct {
 	id, parent string
 	ts         time.Time
-	versions   map[string]string
-	delta      bool
+	// versions holds the versions of the channels the store reads.
+	versions map[string]string
+	delta    bool
+	// between says the checkpoint was made between runs (see
+	// Checkpoint.Between).
+	between bool
+}
+
+// madeBetweenRuns reports whether a checkpoint whose metadata names source
+// was made between runs: by an input, or by update_state (which LangGraph
+// records as "update", and as "fork" when it branches off).
+func madeBetweenRuns(source string) bool {
+	return source == "input" || source == "update" || source == "fork"
 }
 
 // list reads the thread's checkpoints through the backend and parses each
@@ -202,9 +270,8 @@ type listed struct {
 // reads.
 func (s *Store) list(ctx context.Context, ref Ref, q Query) (Census, []listed, error) {
 	var out []listed
-	keep := func(ch string) bool { return ch == s.messages || ch == s.state }
 	census, err := s.b.List(ctx, ref, q, func(r Row) error {
-		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, keep)
+		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, s.readsChannel)
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "checkpoint", Err: err}
 		}
@@ -212,7 +279,7 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query) (Census, []listed, e
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "metadata", Err: err}
 		}
-		out = append(out, listed{id: r.ID, parent: r.Parent, ts: cp.TS, versions: cp.Versions, delta: md.Delta})
+		out = append(out, listed{id: r.ID, parent: r.Parent, ts: cp.TS, versions: cp.Versions, delta: md.Delta, between: madeBetweenRuns(md.Source)})
 		return nil
 	})
 	if err != nil {
@@ -258,15 +325,15 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 				}
 				return old, sn, nil
 			}
-			counts, err := s.count(ctx, ref, newer)
+			placed, err := s.place(ctx, ref, old.thread, old.checkpoints, newer)
 			if err != nil {
 				return nil, seen{}, err
 			}
 			// old.checkpoints is shared with readers of the old index:
 			// append to a copy.
-			all := append(slices.Clip(old.checkpoints), counts...)
-			ix, err := s.build(ctx, ref, all, old, counted)
-			return ix, sn, err
+			all := append(slices.Clip(old.checkpoints), placed...)
+			ix := s.build(ref, all, old.thread, counted)
+			return ix, sn, nil
 		}
 	}
 	counted := time.Now()
@@ -274,52 +341,21 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 	if err != nil {
 		return nil, seen{}, err
 	}
-	if cached && !sharesCheckpoint(old, cps) {
-		// Not one checkpoint survived: the thread was deleted and written
-		// again under the same id, and its versions may have started over
-		// (LangGraph.js counts them), so the scans cached under them are
-		// another conversation's. Encoded states are keyed by the oldest
-		// checkpoint id as well, which a new lineage never shares.
-		s.scans.removeIf(func(k scanKey) bool { return k.ref == ref })
-		old = nil // nor are its questions
-	}
-	counts, err := s.count(ctx, ref, cps)
+	// Read afresh, cold or not: after a deletion, what the store answers
+	// must rest on what is left, not on what it happened to read before
+	// (a DeltaChannel's list read at a checkpoint since deleted may be
+	// beyond what the checkpoints left can show).
+	th := newThreadData()
+	placed, err := s.place(ctx, ref, th, nil, cps)
 	if err != nil {
 		return nil, seen{}, err
 	}
-	ix, err := s.build(ctx, ref, counts, old, counted)
-	return ix, seen{all: true}, err
+	return s.build(ref, placed, th, counted), seen{all: true}, nil
 }
 
-// build derives the history of cps, reads the questions from the richest
-// checkpoint (reusing prev's when the richest is unchanged), and caches the
-// result.
-func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, prev *index, counted time.Time) (*index, error) {
-	h := Derive(ref, cps)
-	var questions []string
-	if h.Total > 0 {
-		if prev != nil && prev.hist.Total > 0 && prev.hist.Richest.Version == h.Richest.Version {
-			questions = prev.questions
-		} else {
-			err := s.eachValue(ctx, ref, s.messages, []string{h.Richest.ID}, func(_ int, b Blob) error {
-				if b.Missing {
-					s.indexes.remove(ref)
-					return fmt.Errorf("thread %q: %w", ref.ThreadID, ErrStale)
-				}
-				m, err := lgcodec.ScanMessages(b.Type, b.Data, s.limits)
-				if err != nil {
-					return &DecodeError{Ref: ref, CheckpointID: h.Richest.ID, Channel: s.messages, Err: err}
-				}
-				questions = m.Humans
-				return nil
-			})
-			if err != nil {
-				return nil, err
-			}
-		}
-		h.SetQuestions(questions)
-	}
-	ix := &index{checkpoints: cps, hist: h, questions: questions, counted: counted}
+// build derives the history of cps and caches the index.
+func (s *Store) build(ref Ref, cps []Checkpoint, th *threadData, counted time.Time) *index {
+	ix := &index{checkpoints: cps, hist: Derive(ref, cps, th.table()), thread: th, counted: counted}
 	for i, c := range cps {
 		ix.maxID = max(ix.maxID, c.ID)
 		if i == 0 || c.ID < ix.minID {
@@ -327,27 +363,7 @@ func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, prev *inde
 		}
 	}
 	s.indexes.put(ref, ix)
-	return ix, nil
-}
-
-// sharesCheckpoint reports whether cps can be the thread the index was
-// built from: the index was empty, or one of cps is in it. An empty index
-// shares with anything, since there was nothing of an earlier conversation
-// to hold on to.
-func sharesCheckpoint(ix *index, cps []listed) bool {
-	if len(ix.checkpoints) == 0 || len(cps) == 0 {
-		return len(ix.checkpoints) == 0
-	}
-	ids := make(map[string]bool, len(ix.checkpoints))
-	for _, c := range ix.checkpoints {
-		ids[c.ID] = true
-	}
-	for _, c := range cps {
-		if ids[c.id] {
-			return true
-		}
-	}
-	return false
+	return ix
 }
 
 // eachValue hands fn each of channel's values at the checkpoints in ids,
@@ -369,82 +385,215 @@ func (s *Store) eachValue(ctx context.Context, ref Ref, channel string, ids []st
 // scanBatch is how many messages versions one backend read fetches.
 const scanBatch = 16
 
-// refuseDelta reports a thread whose graph uses DeltaChannel: its
-// checkpoints leave such channels out between snapshots, so counting their
-// messages would derive wrong turns.
-func refuseDelta(ref Ref, cps []listed, channel string) error {
-	for _, c := range cps {
-		if c.delta {
-			return &DecodeError{Ref: ref, CheckpointID: c.id, Channel: channel, Err: &lgcodec.UnsupportedError{
-				Format: "checkpoint", Feature: "DeltaChannel", Offset: -1,
-				Reason: "the thread's graph stores channels as deltas rebuilt from writes; historyd reads stored values only",
-			}}
-		}
-	}
-	return nil
+// threadData is what the store learns of one lineage of a thread and never
+// has to learn again: its questions, each numbered by message identity in
+// a table the checkpoints' Asks index, and what each messages version
+// holds. It is shared by the thread's successive indexes.
+type threadData struct {
+	mu        sync.Mutex
+	questions []Question
+	byID      map[string]int32
+	// versions maps a messages version to what the list holds.
+	versions map[string]held
 }
 
-// count counts the messages of each checkpoint, reading and scanning each
-// distinct messages version once, and not at all when a scan is cached.
-func (s *Store) count(ctx context.Context, ref Ref, cps []listed) ([]Checkpoint, error) {
-	if err := refuseDelta(ref, cps, s.messages); err != nil {
-		return nil, err
+// held is what one messages version's list holds.
+type held struct {
+	messages  int
+	asks      []int32
+	synthetic bool
+	// partial says the list was rebuilt past a deleted checkpoint: it
+	// holds only what was written since, and asks only the questions
+	// asked since.
+	partial bool
+}
+
+func newThreadData() *threadData {
+	return &threadData{byID: map[string]int32{}, versions: map[string]held{}}
+}
+
+// table returns the question table as it now stands; later questions are
+// appended, so it stays valid for the Asks already handed out.
+func (th *threadData) table() []Question {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	return th.questions[:len(th.questions):len(th.questions)]
+}
+
+// learn records what a messages version holds, numbering its questions.
+// A human message without an id is known by its place among the list's
+// questions, which is how counting human messages knows it.
+func (th *threadData) learn(version string, count int, list []lgcodec.Message) held {
+	return th.learnAs(version, held{messages: count}, list)
+}
+
+// learnAs is learn for a list rebuilt from writes, h saying how.
+func (th *threadData) learnAs(version string, h held, list []lgcodec.Message) held {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	place := 0
+	for _, m := range list {
+		if m.Type != "human" {
+			continue
+		}
+		if m.Synthetic {
+			h.synthetic = true
+			continue
+		}
+		id := m.ID
+		if id == "" {
+			id = fmt.Sprintf("#%d", place)
+		}
+		place++
+		q, ok := th.byID[id]
+		if !ok {
+			q = int32(len(th.questions))
+			th.byID[id] = q
+			th.questions = append(th.questions, Question{ID: id, Text: m.Text})
+		}
+		h.asks = append(h.asks, q)
 	}
-	found := map[string]counts{}
-	var missing []string // checkpoint ids, one per unscanned version
-	var missingVersion []string
+	th.versions[version] = h
+	return h
+}
+
+func (th *threadData) lookup(version string) (held, bool) {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	h, ok := th.versions[version]
+	return h, ok
+}
+
+// place reads what the messages channel of each checkpoint of cps holds,
+// reading and scanning each distinct messages version once, and not at all
+// when th knows it. A version with no stored value (a DeltaChannel between
+// snapshots) is rebuilt from writes, along parent links through earlier
+// (known) and new checkpoints alike. Checkpoints whose messages cannot be
+// rebuilt are Unplaced.
+func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Checkpoint, cps []listed) ([]Checkpoint, error) {
+	mode := lgcodec.Humans
+	for _, c := range cps {
+		if c.delta {
+			// Stored lists seed rebuilt ones, which need every message.
+			mode = lgcodec.All
+			break
+		}
+	}
+	queued := map[string]bool{}
+	var read []string    // checkpoint ids, one per unknown version
+	var readVer []string // their versions
 	for _, c := range cps {
 		v, ok := c.versions[s.messages]
-		if !ok {
+		if !ok || queued[v] {
 			continue
 		}
-		if _, done := found[v]; done {
+		if _, ok := th.lookup(v); ok {
 			continue
 		}
-		if n, ok := s.scans.get(scanKey{ref, v}); ok {
-			found[v] = n
-			continue
-		}
-		found[v] = counts{}
-		missing = append(missing, c.id)
-		missingVersion = append(missingVersion, v)
+		queued[v] = true
+		read = append(read, c.id)
+		readVer = append(readVer, v)
 	}
+	unstored := map[string]bool{} // versions with no stored value
 	// Every messages version holds the whole conversation so far, so a long
 	// thread's versions add up to far more than any one of them: they are
 	// read a batch at a time, never all at once.
-	for start := 0; start < len(missing); start += scanBatch {
-		end := min(start+scanBatch, len(missing))
-		err := s.eachValue(ctx, ref, s.messages, missing[start:end], func(j int, b Blob) error {
+	for start := 0; start < len(read); start += scanBatch {
+		end := min(start+scanBatch, len(read))
+		err := s.eachValue(ctx, ref, s.messages, read[start:end], func(j int, b Blob) error {
 			i := start + j
-			if b.Missing {
-				// Deleted since it was listed: counted as no messages for
-				// now, and not cached, since that is not the version's
-				// value. The next refresh notices the deletion.
+			switch {
+			case b.Missing:
+				// Deleted since it was listed: the next refresh notices.
+				return nil
+			case b.Type == lgcodec.TypeEmpty:
+				unstored[readVer[i]] = true
 				return nil
 			}
-			m, err := lgcodec.CountMessages(b.Type, b.Data, s.limits)
+			m, err := lgcodec.ReadMessages(b.Type, b.Data, s.limits, mode)
 			if err != nil {
-				return &DecodeError{Ref: ref, CheckpointID: missing[i], Channel: s.messages, Err: err}
+				return &DecodeError{Ref: ref, CheckpointID: read[i], Channel: s.messages, Err: err}
 			}
-			n := counts{m.Count, m.HumanCount}
-			found[missingVersion[i]] = n
-			s.scans.put(scanKey{ref, missingVersion[i]}, n)
+			th.learn(readVer[i], m.Count, m.List)
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
+	if len(unstored) > 0 {
+		if err := s.rebuildMessages(ctx, ref, th, known, cps, unstored); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]Checkpoint, len(cps))
 	for i, c := range cps {
-		p := Checkpoint{ID: c.id, Parent: c.parent, TS: c.ts, State: c.versions[s.state]}
+		p := Checkpoint{ID: c.id, Parent: c.parent, TS: c.ts, States: c.versions, Between: c.between}
 		if v, ok := c.versions[s.messages]; ok {
-			n := found[v]
-			p.Version, p.Messages, p.Humans = v, n.messages, n.humans
+			p.Version = v
+			if h, ok := th.lookup(v); ok {
+				p.Messages, p.Asks, p.Synthetic, p.Partial = h.messages, h.asks, h.synthetic, h.partial
+			} else {
+				p.Unplaced = true
+			}
 		}
 		out[i] = p
 	}
 	return out, nil
+}
+
+// rebuiltList is a messages list rebuilt from writes; partial says it was
+// rebuilt past a deleted checkpoint and holds only what was written since.
+type rebuiltList struct {
+	list    []lgcodec.Message
+	partial bool
+}
+
+// rebuildMessages rebuilds, from writes, the messages versions of cps that
+// have no stored value, and records what each holds.
+func (s *Store) rebuildMessages(ctx context.Context, ref Ref, th *threadData, known []Checkpoint, cps []listed, unstored map[string]bool) error {
+	nodes := make(map[string]listed, len(known)+len(cps))
+	for _, c := range known {
+		nodes[c.ID] = listed{id: c.ID, parent: c.Parent, versions: c.States, between: c.Between}
+	}
+	var targets []string
+	done := map[string]bool{}
+	for _, c := range cps {
+		nodes[c.id] = c
+		if v := c.versions[s.messages]; unstored[v] && !done[v] {
+			done[v] = true
+			targets = append(targets, c.id)
+		}
+	}
+	_, err := rebuild(ctx, s, ref, s.messages, nodes, targets, folder[rebuiltList]{
+		seed: func(id string, b Blob) (rebuiltList, error) {
+			m, err := lgcodec.ReadMessages(b.Type, b.Data, s.limits, lgcodec.All)
+			if err != nil {
+				return rebuiltList{}, &DecodeError{Ref: ref, CheckpointID: id, Channel: s.messages, Err: err}
+			}
+			return rebuiltList{list: m.List}, nil
+		},
+		empty: func() rebuiltList { return rebuiltList{} },
+		// Past a deleted checkpoint the list starts over, unknown: what is
+		// written since still shows which questions were asked since.
+		orphan: func() rebuiltList { return rebuiltList{partial: true} },
+		apply: func(id string, base rebuiltList, writes []Write) (rebuiltList, error) {
+			ws := make([]lgcodec.MessageWrite, 0, len(writes))
+			for _, w := range writes {
+				mw, err := lgcodec.ReadMessageWrite(w.Value.Type, w.Value.Data, s.limits)
+				if err != nil {
+					return rebuiltList{}, &DecodeError{Ref: ref, CheckpointID: id, Channel: s.messages, Err: err}
+				}
+				ws = append(ws, mw)
+			}
+			return rebuiltList{list: reduce.Messages(base.list, ws), partial: base.partial && !reduce.Resets(ws)}, nil
+		},
+		done: func(id string, v rebuiltList) error {
+			th.learnAs(nodes[id].versions[s.messages], held{messages: len(v.list), partial: v.partial}, v.list)
+			return nil
+		},
+	})
+	return err
 }
 
 // readFresh derives the history, picks turns and reads them with read,

@@ -59,6 +59,8 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 				t.Fatalf("%d checkpoints, want %d", got, want)
 			}
 			var placed []store.Checkpoint
+			var questions []store.Question
+			byID := map[string]int32{}
 			for i, id := range m.order {
 				if i > 0 && id <= m.order[i-1] {
 					t.Fatalf("checkpoint ids out of order: %s after %s", id, m.order[i-1])
@@ -68,16 +70,28 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 				}
 				versions := m.cps[id]["channel_versions"].(map[string]any)
 				pl := store.Checkpoint{ID: id}
+				if i > 0 {
+					pl.Parent = m.order[i-1]
+				}
 				if v, ok := versions["messages"].(string); ok {
 					blob, ok := m.blobs[[2]string{"messages", v}]
 					if !ok {
 						t.Fatalf("checkpoint %s: no messages blob for version %s", id, v)
 					}
-					msgs, err := lgcodec.ScanMessages("msgpack", blob, lgcodec.Limits{})
+					msgs, err := lgcodec.ReadMessages("msgpack", blob, lgcodec.Limits{}, lgcodec.Humans)
 					if err != nil {
 						t.Fatal(err)
 					}
-					pl.Version, pl.Messages, pl.Humans = v, msgs.Count, len(msgs.Humans)
+					pl.Version, pl.Messages = v, msgs.Count
+					for _, h := range msgs.List {
+						q, ok := byID[h.ID]
+						if !ok {
+							q = int32(len(questions))
+							byID[h.ID] = q
+							questions = append(questions, store.Question{ID: h.ID, Text: h.Text})
+						}
+						pl.Asks = append(pl.Asks, q)
+					}
 				}
 				placed = append(placed, pl)
 
@@ -97,7 +111,7 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 					t.Errorf("checkpoint %s (step %d): tool_state decodes differently from what the generator recorded", id, want.Step)
 				}
 			}
-			h := store.Derive(store.Ref{ThreadID: "plan"}, placed)
+			h := store.Derive(store.Ref{ThreadID: "plan"}, placed, questions)
 			if h.Total != p.Turns {
 				t.Fatalf("historyd derives %d turns, want %d", h.Total, p.Turns)
 			}

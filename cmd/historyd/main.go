@@ -27,7 +27,7 @@ type command struct {
 	flags   func(fs *flag.FlagSet) func(ctx context.Context) error
 }
 
-var commands = []command{serveCommand, demoCommand}
+var commands = []command{serveCommand, demoCommand, versionCommand}
 
 const usage = `historyd serves what LangGraph threads' session state held at each earlier turn.
 
@@ -46,6 +46,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	args = versionAlias(args)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" && len(args) == 1 {
 		printUsage(stdout)
 		if len(args) == 0 {

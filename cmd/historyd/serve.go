@@ -54,7 +54,9 @@ var serveCommand = command{
 		c.schema = stringFlag(fs, "schema", "HISTORYD_SCHEMA", "", "PostgreSQL schema holding the checkpoint tables (default: the search_path)")
 		c.pooler = stringFlag(fs, "pooler", "HISTORYD_POOLER", "none", "connection pooler between historyd and PostgreSQL: none, session, or transaction (PgBouncer's pool_mode = transaction: no session settings, no named prepared statements; the role must be SELECT-only)")
 		c.messages = stringFlag(fs, "messages-channel", "HISTORYD_MESSAGES_CHANNEL", server.DefaultMessagesChannel, "channel holding the conversation's messages")
-		c.state = stringFlag(fs, "state-channel", "HISTORYD_STATE_CHANNEL", server.DefaultStateChannel, "channel holding session state (key → entry)")
+		c.states = stringFlag(fs, "state-channels", "HISTORYD_STATE_CHANNELS", server.DefaultStateChannel, "comma-separated state channels a request may read (its channel field), the first read when it names none; e.g. tool_state,files,todos for deepagents")
+		c.state = stringFlag(fs, "state-channel", "HISTORYD_STATE_CHANNEL", "", "the one state channel served: the older spelling of --state-channels with one channel")
+		c.reducers = stringFlag(fs, "channel-reducers", "HISTORYD_CHANNEL_REDUCERS", "", "reducer of each channel rebuilt from writes (a DeltaChannel's), as channel=reducer pairs separated by commas; reducers: messages, merge (key by key, null deletes: deepagents' files), tool_state (mcp-toolsets-runtime), last (default: messages for the messages channel, tool_state for tool_state, merge for any other)")
 		c.logFormat = stringFlag(fs, "log-format", "HISTORYD_LOG_FORMAT", "text", "log format: text or json")
 		c.logThreadIDs = stringFlag(fs, "log-thread-ids", "HISTORYD_LOG_THREAD_IDS", "hash", "how logs show thread ids: hash (first 12 hex digits of HMAC-SHA256 with --log-thread-salt) or omit; never as sent")
 		c.logThreadSalt = stringFlag(fs, "log-thread-salt", "HISTORYD_LOG_THREAD_SALT", "", "key of the thread id hash in logs, to find a thread's calls across restarts (default: random per process; prefer the environment variable)")
@@ -92,7 +94,7 @@ type serveConfig struct {
 	env *envFlags
 
 	listen, dsn, schema, pooler, messages, state *string
-	logFormat                                    *string
+	logFormat, states, reducers                  *string
 	logThreadIDs, logThreadSalt                  *string
 	grace                                        *time.Duration
 
@@ -140,12 +142,19 @@ func (c serveConfig) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	channels, reducers, err := c.channels()
+	if err != nil {
+		return err
+	}
 	cfg := server.Config{
 		Store: store.Config{
-			MessagesChannel: *c.messages, StateChannel: *c.state,
+			MessagesChannel: *c.messages, StateChannels: channels, Reducers: reducers,
 			CacheThreads: offIfZero(*c.cacheThreads), CacheStateBytes: offIfZero(int(*c.cacheState)),
 		},
 		Metrics: true,
+	}
+	if err := cfg.Store.Validate(); err != nil {
+		return fmt.Errorf("--state-channels/--channel-reducers: %w", err)
 	}
 	pooler, err := postgres.ParsePooler(*c.pooler)
 	if err != nil {
@@ -240,7 +249,7 @@ func (c serveConfig) run(ctx context.Context) error {
 	}()
 
 	log.Info("historyd serving", "addr", lis.Addr().String(), "store", server.RedactDSN(*c.dsn), "pooler", string(pooler),
-		"messages_channel", *c.messages, "state_channel", *c.state,
+		"messages_channel", *c.messages, "state_channels", strings.Join(cfg.Store.StateChannels, ","),
 		"tls", serverTLS != nil, "client_certs", serverTLS != nil && serverTLS.ClientAuth(),
 		"auth", opts.Auth != nil, "metrics", metricsAddr, "reflection", *c.reflection)
 	if servingHook != nil {
@@ -262,6 +271,37 @@ func (c serveConfig) run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
 	return nil
+}
+
+// channels reads --state-channels (or the older --state-channel) and
+// --channel-reducers.
+func (c serveConfig) channels() ([]string, map[string]string, error) {
+	list := *c.states
+	if *c.state != "" {
+		if c.env.fs.Lookup("state-channels").Value.String() != server.DefaultStateChannel && list != *c.state {
+			return nil, nil, fmt.Errorf("--state-channel %q and --state-channels %q: give one of them", *c.state, list)
+		}
+		list = *c.state
+	}
+	var channels []string
+	for _, ch := range strings.Split(list, ",") {
+		ch = strings.TrimSpace(ch)
+		if ch == "" {
+			return nil, nil, fmt.Errorf("--state-channels %q: want channel names separated by commas, none empty", list)
+		}
+		channels = append(channels, ch)
+	}
+	reducers := map[string]string{}
+	if *c.reducers != "" {
+		for _, pair := range strings.Split(*c.reducers, ",") {
+			ch, name, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			if !ok || ch == "" || name == "" {
+				return nil, nil, fmt.Errorf("--channel-reducers %q: want channel=reducer pairs separated by commas, e.g. files=merge", *c.reducers)
+			}
+			reducers[ch] = name
+		}
+	}
+	return channels, reducers, nil
 }
 
 // options turns the flags into service.Options, refusing contradictory or

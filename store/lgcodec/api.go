@@ -247,18 +247,10 @@ func checkDecodable(blobType string, data []byte, lim Limits) error {
 	return nil
 }
 
-// Messages is what turn derivation needs from a messages channel value.
-type Messages struct {
-	Count  int      // number of messages in the list
-	Humans []string // text of each human message, in order
-	// HumanCount is the number of human messages: len(Humans), also when
-	// CountMessages leaves Humans out.
-	HumanCount int
-}
-
-// ScanMessages reads a messages channel value (a list of LangChain messages) and
-// counts messages and human messages WITHOUT materializing non-human messages
-// (skip them in the msgpack stream; only the `type` and, for humans, `content` are read).
+// ScanMessages reads a messages channel value (a list of LangChain
+// messages) and counts messages and human messages without building the
+// others: in msgpack they are stepped over, only their "type" read, and for
+// human messages their text.
 //
 // A message is human when its "type" is "human" (after the JSON mapping of
 // Decode, which gives LangChain.js messages their type from the class name).
@@ -266,23 +258,26 @@ type Messages struct {
 // concatenation of the string blocks and the {"type": "text", "text": "..."}
 // blocks of list content.
 //
-// An "empty" blob (the channel has no value yet) has no messages. Any other
-// value that is not a list is a *MalformedError. Skipped messages are only
-// checked for well-formed structure, so ScanMessages may accept a blob that
-// Decode rejects, never the other way round. JSON has no lengths to skip by,
-// so a "json" value is decoded whole (as Decode would) and then read.
+// An "empty" blob (the channel has no value yet) has no messages; a
+// DeltaChannel snapshot reads as the list it holds. Any other value that is
+// not a list is a *MalformedError. Skipped messages are only checked for
+// well-formed structure, so ScanMessages may accept a blob that Decode
+// rejects, never the other way round. JSON has no lengths to skip by, so a
+// "json" value is decoded whole (as Decode would) and then read.
 func ScanMessages(blobType string, data []byte, lim Limits) (Messages, error) {
-	return scanMessages(blobType, data, lim, true)
+	return ReadMessages(blobType, data, lim, Humans)
 }
 
 // CountMessages is ScanMessages without the texts: Humans stays nil and
 // HumanCount says how many there are. No human message's content is
 // decoded, so counting every checkpoint of a long thread builds no text.
 func CountMessages(blobType string, data []byte, lim Limits) (Messages, error) {
-	return scanMessages(blobType, data, lim, false)
+	return ReadMessages(blobType, data, lim, CountOnly)
 }
 
-func scanMessages(blobType string, data []byte, lim Limits, texts bool) (Messages, error) {
+// ReadMessages reads a messages channel value as ScanMessages does, keeping
+// what mode asks for in Messages.List.
+func ReadMessages(blobType string, data []byte, lim Limits, mode ReadMode) (Messages, error) {
 	lim = lim.withDefaults()
 	switch blobType {
 	case TypeEmpty:
@@ -295,20 +290,20 @@ func scanMessages(blobType string, data []byte, lim Limits, texts bool) (Message
 	}
 	switch blobType {
 	case TypeMsgpack:
-		return scanMsgpackMessages(data, lim, texts)
+		return scanMsgpackMessages(data, lim, mode)
 	case TypeJSON:
 		v, err := decodeJSON(data, lim)
 		if err != nil {
 			return Messages{}, err
 		}
-		return messagesFromValue(blobType, v, texts)
+		return messagesFromValue(blobType, v, mode)
 	default:
 		return Messages{}, &MalformedError{Format: blobType, Offset: 0, Reason: "messages value is raw bytes, not a list"}
 	}
 }
 
 // messagesFromValue derives Messages from an already decoded value.
-func messagesFromValue(format string, v any, texts bool) (Messages, error) {
+func messagesFromValue(format string, v any, mode ReadMode) (Messages, error) {
 	list, ok := v.([]any)
 	if !ok {
 		return Messages{}, &MalformedError{Format: format, Offset: 0,
@@ -316,16 +311,8 @@ func messagesFromValue(format string, v any, texts bool) (Messages, error) {
 	}
 	out := Messages{Count: len(list)}
 	for _, item := range list {
-		m, ok := item.(map[string]any)
-		if !ok {
-			continue
-		}
-		if t, _ := m["type"].(string); t == "human" {
-			out.HumanCount++
-			if texts {
-				out.Humans = append(out.Humans, messageText(m["content"]))
-			}
-		}
+		m, _ := item.(map[string]any)
+		out.add(decodedMessage(m), mode)
 	}
 	return out, nil
 }

@@ -240,7 +240,8 @@ func TestDecodeMsgpack(t *testing.T) {
 				pyExtMethod(t, 5, "m", "AIMessage", "model_validate_json", mapHeader(1), "type", "ai"))),
 			want: []any{map[string]any{"type": "ai"}},
 		},
-		{name: "ext 7 delta snapshot", data: enc(t, ext{7, enc(t, arrayHeader(0))}), err: unsupported},
+		{name: "ext 7 delta snapshot is its value", data: enc(t, ext{7, enc(t, arrayHeader(0))}), want: []any{}},
+		{name: "ext 7 delta snapshot inside a value", data: enc(t, arrayHeader(1), ext{7, enc(t, arrayHeader(0))}), err: unsupported},
 		{name: "ext 7 nested", data: enc(t, mapHeader(1), "messages", ext{7, enc(t, arrayHeader(0))}), err: unsupported},
 		{name: "ext 8 unknown", data: enc(t, ext{8, enc(t, 1)}), err: unsupported},
 		{name: "ext -1 timestamp", data: unhex(t, "d6 ff 00 00 00 01"), err: unsupported},
@@ -667,7 +668,7 @@ func TestDecodeLangChainJSON(t *testing.T) {
 				map[string]any{"lc": int64(2), "type": "constructor", "id": []any{"Set"}, "method": "evil", "args": []any{[]any{int64(1)}}, "kwargs": map[string]any{}},
 			},
 		},
-		{name: "js delta snapshot", in: `{"lc":2,"type":"delta_snapshot","value":[]}`, err: unsupported},
+		{name: "js delta snapshot", in: `{"lc":2,"type":"delta_snapshot","value":[]}`, want: []any{}},
 		{name: "js delta snapshot nested", in: `{"messages":{"lc":2,"type":"delta_snapshot","value":null}}`, err: unsupported},
 		{
 			name: "old python records",
@@ -784,7 +785,7 @@ func TestScanMessagesMsgpack(t *testing.T) {
 		},
 		{name: "not a list", data: enc(t, map[string]any{"a": 1}), err: malformed},
 		{name: "secret is not a list", data: enc(t, pyExt(t, 0, "pydantic", "SecretStr", "x")), err: malformed},
-		{name: "delta snapshot", data: enc(t, ext{7, enc(t, arrayHeader(0))}), err: unsupported},
+		{name: "delta snapshot", data: enc(t, ext{7, enc(t, arrayHeader(0))})},
 		{name: "delta snapshot element", data: enc(t, arrayHeader(1), ext{7, enc(t, arrayHeader(0))}), err: unsupported},
 		{name: "truncated", data: enc(t, arrayHeader(2), human("a")), err: malformed},
 		{name: "truncated inside skipped message", data: enc(t, arrayHeader(1), rawBytes{0x82, 0xa4, 't', 'y', 'p', 'e', 0xa2, 'a', 'i', 0x92}), err: malformed},
@@ -830,7 +831,12 @@ func TestScanMessagesOtherTypes(t *testing.T) {
 	}
 	_, err = ScanMessages("json", []byte(`{"messages":[]}`), Limits{})
 	malformed.check(t, err)
-	_, err = ScanMessages("json", []byte(`{"lc":2,"type":"delta_snapshot","value":[]}`), Limits{})
+	// A snapshot reads as the list it holds.
+	m, err = ScanMessages("json", []byte(`{"lc":2,"type":"delta_snapshot","value":[{"lc":1,"type":"constructor","id":["langchain_core","messages","HumanMessage"],"kwargs":{"content":"q"}}]}`), Limits{})
+	if err != nil || m.Count != 1 || !reflect.DeepEqual(m.Humans, []string{"q"}) {
+		t.Fatalf("json snapshot: %+v, %v", m, err)
+	}
+	_, err = ScanMessages("json", []byte(`[{"lc":2,"type":"delta_snapshot","value":[]}]`), Limits{})
 	unsupported.check(t, err)
 }
 
@@ -843,7 +849,7 @@ func checkScanAgreesWithDecode(t testing.TB, typ string, data []byte, lim Limits
 	if err != nil || !ok {
 		return
 	}
-	want, werr := messagesFromValue(typ, v, true)
+	want, werr := messagesFromValue(typ, v, Humans)
 	got, gerr := ScanMessages(typ, data, lim)
 	if werr != nil {
 		return
@@ -858,6 +864,14 @@ func checkScanAgreesWithDecode(t testing.TB, typ string, data []byte, lim Limits
 	counted, cerr := CountMessages(typ, data, lim)
 	if cerr != nil || counted.Count != got.Count || counted.HumanCount != got.HumanCount || counted.Humans != nil {
 		t.Fatalf("CountMessages = %+v, %v; ScanMessages gives %+v", counted, cerr, got)
+	}
+	// What each mode keeps of every message agrees with the decoded list.
+	for _, mode := range []ReadMode{Humans, All} {
+		want, _ := messagesFromValue(typ, v, mode)
+		got, err := ReadMessages(typ, data, lim, mode)
+		if err != nil || !reflect.DeepEqual(got.List, want.List) {
+			t.Fatalf("ReadMessages(mode %d) = %+v, %v; the decoded list gives %+v", mode, got.List, err, want.List)
+		}
 	}
 }
 

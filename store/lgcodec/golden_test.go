@@ -148,6 +148,7 @@ var jsHostRenderings = map[string]string{
 	"$deviates Error: JSON.stringify writes {}, historyd the message":                                                  "{} would lose the value",
 	"$deviates Uint8Array: JSON.stringify writes an index map, historyd the bytes":                                     "bytes are served as base64, as for Python",
 	"$deviates Send: historyd drops lg_name":                                                                           "Send reads {node, args}",
+	"$deviates DeltaSnapshot: a channel's whole stored value, served as the value it holds":                            "the snapshot is how the channel is stored, not a value of its own",
 }
 
 // TestGoldenJSAsHostsRender holds every value the LangChain.js serializer

@@ -12,11 +12,15 @@ import (
 // encoding/json, because they need what that package does not give: Python's
 // NaN and Infinity literals, exact 64-bit integers, byte offsets in errors,
 // a configurable depth limit, and a look at every object as it closes to
-// refuse delta snapshots where they are.
+// unwrap a DeltaChannel snapshot that is the whole value, and refuse one
+// anywhere else.
 type jsonParser struct {
 	data     []byte
 	pos      int
 	maxDepth int
+	// snapshot is set when the whole value is a DeltaChannel snapshot
+	// record, whose value is the channel's value.
+	snapshot bool
 }
 
 func decodeJSON(data []byte, lim Limits) (any, error) {
@@ -32,6 +36,10 @@ func decodeJSON(data []byte, lim Limits) (any, error) {
 	p.skipSpace()
 	if p.pos != len(p.data) {
 		return nil, p.malformed(p.pos, "unexpected %s after the value", p.describe())
+	}
+	if p.snapshot {
+		// A DeltaChannel snapshot stores the channel's whole value.
+		v = v.(map[string]any)["value"]
 	}
 	r := &reviver{keys: newKeyBudget(TypeJSON, len(data))}
 	v = r.revive(v, false)
@@ -180,8 +188,12 @@ func (p *jsonParser) object(depth int) (any, error) {
 			p.pos++
 			if isLC(out, 2) && out["type"] == "delta_snapshot" {
 				if _, ok := out["value"]; ok {
+					if depth == 0 {
+						p.snapshot = true
+						return out, nil
+					}
 					return nil, &UnsupportedError{Format: TypeJSON, Feature: "delta_snapshot record", Offset: start,
-						Reason: "the channel is a DeltaChannel; its value must be rebuilt from the writes of earlier checkpoints"}
+						Reason: "a DeltaChannel snapshot inside a value; LangGraph.js only stores one as a channel's whole value"}
 				}
 			}
 			return out, nil

@@ -65,9 +65,8 @@ type mpDecoder struct {
 	// memory than the blob could ever fill.
 	pending int
 	keys    keyBudget
-	// noText makes the messages scan count human messages without
-	// decoding their content.
-	noText bool
+	// mode is what the messages scan keeps of each message.
+	mode ReadMode
 }
 
 func newMsgpackDecoder(data []byte, lim Limits) *mpDecoder {
@@ -282,7 +281,25 @@ func (d *mpDecoder) extToken(t mpToken, n int) (mpToken, error) {
 	return t, nil
 }
 
+// snapshotPayload returns the value a DeltaChannel snapshot holds when data
+// is one (extension 7 around the whole value: a snapshot stores the
+// channel's value), and data itself otherwise. Offsets in errors are then
+// offsets in the payload.
+func snapshotPayload(data []byte) []byte {
+	d := newMsgpackDecoder(data, Limits{}.withDefaults())
+	if len(data) == 0 || !(data[0] >= 0xc7 && data[0] <= 0xc9 || data[0] >= 0xd4 && data[0] <= 0xd8) {
+		return data
+	}
+	d.started()
+	t, err := d.readToken()
+	if err != nil || t.kind != mpExt || t.code != extDeltaSnapshot || d.pos != len(data) {
+		return data
+	}
+	return data[t.start : t.start+t.n]
+}
+
 func decodeMsgpack(data []byte, lim Limits) (any, error) {
+	data = snapshotPayload(data)
 	d := newMsgpackDecoder(data, lim)
 	v, err := d.decodeValue(0)
 	if err != nil {
@@ -369,7 +386,7 @@ func validString(b []byte) string {
 func (d *mpDecoder) unsupportedExt(t mpToken) error {
 	if t.code == extDeltaSnapshot {
 		return &UnsupportedError{Format: TypeMsgpack, Feature: "ext 7 (delta snapshot)", Offset: t.off,
-			Reason: "the channel is a DeltaChannel; its value must be rebuilt from the writes of earlier checkpoints"}
+			Reason: "a DeltaChannel snapshot inside a value; LangGraph only stores one as a channel's whole value"}
 	}
 	return &UnsupportedError{Format: TypeMsgpack, Feature: fmt.Sprintf("ext %d", t.code), Offset: t.off,
 		Reason: "extension code not written by LangGraph's serializer"}

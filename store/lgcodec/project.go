@@ -43,6 +43,7 @@ func eachMsgpackKey(data []byte, keep map[string]bool, lim Limits, entry func(*m
 	if err := checkDecodable(TypeMsgpack, data, lim); err != nil {
 		return nil, false, err
 	}
+	data = snapshotPayload(data)
 	d := newMsgpackDecoder(data, lim)
 	d.started()
 	t, err := d.readToken()

@@ -11,9 +11,9 @@ import (
 // list is mostly AI and tool messages with large payloads, and turn
 // derivation reads it at every checkpoint, so skipping them is what keeps
 // listing turns cheap.
-func scanMsgpackMessages(data []byte, lim Limits, texts bool) (Messages, error) {
-	d := newMsgpackDecoder(data, lim)
-	d.noText = !texts
+func scanMsgpackMessages(data []byte, lim Limits, mode ReadMode) (Messages, error) {
+	d := newMsgpackDecoder(snapshotPayload(data), lim)
+	d.mode = mode
 	var out Messages
 	if err := d.scanList(0, &out); err != nil {
 		return Messages{}, err
@@ -39,16 +39,11 @@ func (d *mpDecoder) scanList(depth int, out *Messages) error {
 		}
 		out.Count = t.n
 		for range t.n {
-			human, text, err := d.scanMessage(depth + 1)
+			m, err := d.scanMessage(depth + 1)
 			if err != nil {
 				return err
 			}
-			if human {
-				out.HumanCount++
-				if !d.noText {
-					out.Humans = append(out.Humans, text)
-				}
-			}
+			out.add(m, d.mode)
 		}
 		return nil
 	case mpExt:
@@ -57,7 +52,7 @@ func (d *mpDecoder) scanList(depth int, out *Messages) error {
 			if err != nil {
 				return err
 			}
-			*out, err = messagesFromValue(TypeMsgpack, v, !d.noText)
+			*out, err = messagesFromValue(TypeMsgpack, v, d.mode)
 			var me *MalformedError
 			if errors.As(err, &me) {
 				me.Offset = t.off
@@ -146,112 +141,142 @@ func (d *mpDecoder) scanName(depth int) ([]byte, error) {
 	return nil, nil
 }
 
-// scanMessage reads one list element at slot depth and reports whether it
-// is a human message, with its text.
-func (d *mpDecoder) scanMessage(depth int) (human bool, text string, err error) {
+// scanMessage reads one list element at slot depth as a Message; an
+// element that is no message has no type.
+func (d *mpDecoder) scanMessage(depth int) (Message, error) {
 	d.started()
 	t, err := d.readToken()
 	if err != nil {
-		return false, "", err
+		return Message{}, err
 	}
 	switch t.kind {
 	case mpMap:
 		return d.scanMessageMap(t, depth)
 	case mpArray:
 		if depth+1 > d.maxDepth {
-			return false, "", depthError(d.maxDepth, depth+1, t.off)
+			return Message{}, depthError(d.maxDepth, depth+1, t.off)
 		}
-		return false, "", d.skipValues(t.n, depth+1)
+		return Message{}, d.skipValues(t.n, depth+1)
 	case mpExt:
 		if t.code == extNumpyArray {
 			// Its payload was stepped over with the token; an array is
 			// never a message.
-			return false, "", nil
+			return Message{}, nil
 		}
+		var m Message
 		err = d.scanTuple(t, depth, func(depth int) error {
-			human, text, err = d.scanMessage(depth)
+			m, err = d.scanMessage(depth)
 			return err
 		}, func() error { return nil })
-		return human, text, err
+		return m, err
 	}
-	return false, "", nil
+	return Message{}, nil
 }
 
 // scanMessageMap reads a message's field map, whose header t has been
 // read. Keys are compared in their decoded form, as Decode would key them.
-func (d *mpDecoder) scanMessageMap(t mpToken, depth int) (bool, string, error) {
+// The fields a mode needs are stepped over when met and decoded after the
+// map, once the type says whether they are needed: type follows content
+// in model_dump order.
+func (d *mpDecoder) scanMessageMap(t mpToken, depth int) (Message, error) {
 	if depth+1 > d.maxDepth {
-		return false, "", depthError(d.maxDepth, depth+1, t.off)
+		return Message{}, depthError(d.maxDepth, depth+1, t.off)
 	}
-	human := false
-	contentAt := -1
+	var m Message
+	contentAt, idAt, kwargsAt := -1, -1, -1
 	for range t.n {
 		key, err := d.scanKey(depth + 1)
 		if err != nil {
-			return false, "", err
+			return Message{}, err
 		}
+		at := d.pos
 		switch key {
 		case "type":
-			if human, err = d.scanType(depth + 1); err != nil {
-				return false, "", err
+			if m.Type, err = d.scanType(depth + 1); err != nil {
+				return Message{}, err
 			}
+			continue
 		case "content":
-			contentAt = d.pos
-			if err := d.skipValues(1, depth+1); err != nil {
-				return false, "", err
-			}
-		default:
-			if err := d.skipValues(1, depth+1); err != nil {
-				return false, "", err
-			}
+			contentAt = at
+		case "id":
+			idAt = at
+		case "additional_kwargs":
+			kwargsAt = at
+		}
+		if err := d.skipValues(1, depth+1); err != nil {
+			return Message{}, err
 		}
 	}
-	if !human {
-		return false, "", nil
+	human := m.Type == "human"
+	if !human && d.mode != All {
+		return Message{Type: m.Type}, nil
 	}
-	if contentAt < 0 || d.noText {
-		return true, "", nil
+	if d.mode == CountOnly {
+		return m, nil
 	}
-	// The content was skipped once to find the type, which follows it in
-	// model_dump order; decode it now that it is known to be needed. The
-	// values around it are all accounted for, so pending is set aside.
+	// The values around the fields are all accounted for, so pending is set
+	// aside while they are decoded.
 	endAt, pending := d.pos, d.pending
-	d.pos, d.pending = contentAt, 0
-	content, err := d.decodeValue(depth + 1)
-	d.pos, d.pending = endAt, pending
-	if err != nil {
-		return false, "", err
+	defer func() { d.pos, d.pending = endAt, pending }()
+	decodeAt := func(at int) (any, error) {
+		d.pos, d.pending = at, 0
+		return d.decodeValue(depth + 1)
 	}
-	return true, messageText(content), nil
+	if idAt >= 0 {
+		v, err := decodeAt(idAt)
+		if err != nil {
+			return Message{}, err
+		}
+		m.ID, _ = v.(string)
+	}
+	if !human {
+		return m, nil
+	}
+	if kwargsAt >= 0 {
+		v, err := decodeAt(kwargsAt)
+		if err != nil {
+			return Message{}, err
+		}
+		m.Synthetic = isSynthetic(v)
+	}
+	if contentAt >= 0 {
+		content, err := decodeAt(contentAt)
+		if err != nil {
+			return Message{}, err
+		}
+		m.Text = messageText(content)
+	}
+	return m, nil
 }
 
-// scanType reads a message's type and reports whether it is "human". Only
-// extension values are decoded, since they could decode to that string.
-func (d *mpDecoder) scanType(depth int) (bool, error) {
+// scanType reads a message's type. Only extension values are decoded,
+// since they could decode to a string; the common types are not copied.
+func (d *mpDecoder) scanType(depth int) (string, error) {
 	start := d.pos
 	pending := d.pending
 	d.started()
 	t, err := d.readToken()
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	switch t.kind {
 	case mpStr:
-		return string(d.buf[t.start:t.start+t.n]) == "human", nil
+		return messageType(d.buf[t.start : t.start+t.n]), nil
 	case mpArray, mpMap:
 		d.pos, d.pending = start, pending
-		return false, d.skipValues(1, depth)
+		return "", d.skipValues(1, depth)
 	case mpExt:
 		d.pos, d.pending = start, pending
 		v, err := d.decodeValue(depth)
-		return v == "human", err
+		s, _ := v.(string)
+		return s, err
 	}
-	return false, nil
+	return "", nil
 }
 
-// scanKey reads a map key and returns its text when it could be "type" or
-// "content", else "". Only strings, bytes (via base64) and extensions (via
-// their decoded value) can have such a text.
+// scanKey reads a map key and returns its text when it could be one of the
+// fields scanMessageMap reads, else "". Only strings, bytes (via base64)
+// and extensions (via their decoded value) can have such a text.
 func (d *mpDecoder) scanKey(depth int) (string, error) {
 	start := d.pos
 	pending := d.pending
@@ -267,10 +292,17 @@ func (d *mpDecoder) scanKey(depth int) (string, error) {
 			return "type", nil
 		case "content":
 			return "content", nil
+		case "id":
+			return "id", nil
+		case "additional_kwargs":
+			return "additional_kwargs", nil
 		}
 	case mpBin:
-		if t.n == 3 {
-			return base64.StdEncoding.EncodeToString(d.buf[t.start : t.start+t.n]), nil
+		// Keyed by their base64 text, bytes name a field only when that
+		// text does: 3 bytes give "type", 12 "additional_kwargs"… none of
+		// the field names is valid base64 of another length.
+		if k := base64.StdEncoding.EncodeToString(d.buf[t.start : t.start+t.n]); messageField(k) {
+			return k, nil
 		}
 	case mpArray, mpMap:
 		if depth+1 > d.maxDepth {

@@ -90,6 +90,7 @@ func Walk(v any, vis Visitor) error {
 // MsgpackRaw is a whole msgpack blob as a Raw, for walking a value stored
 // on its own without decoding it.
 func MsgpackRaw(data []byte, lim Limits) Raw {
+	data = snapshotPayload(data)
 	return Raw{data: data, start: 0, end: len(data), depth: 0, lim: lim.withDefaults()}
 }
 

@@ -119,7 +119,7 @@ func openBackend(t *testing.T, dsn, schema string, channels ...string) *Backend 
 // simple protocol (text-format results) itself.
 func TestSuite(t *testing.T) {
 	for _, saver := range []lgsaver.Saver{lgsaver.PostgresPython, lgsaver.PostgresJS} {
-		for name, channels := range map[string][]string{"two channels": {"messages", "tool_state"}, "all channels": nil} {
+		for name, channels := range map[string][]string{"the channels read": {"messages", "tool_state", "files"}, "all channels": nil} {
 			t.Run(saver.String()+"/"+name, func(t *testing.T) {
 				storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
 					admin, schema, ro := newSchemaFor(t, saver)
@@ -448,31 +448,6 @@ func TestHostileThreadIDs(t *testing.T) {
 		if h.Total != want {
 			t.Errorf("thread %q: total %d, want %d", id[:min(len(id), 40)], h.Total, want)
 		}
-	}
-}
-
-// TestDeltaChannelRefused marks one checkpoint's metadata as LangGraph does
-// for graphs with DeltaChannel channels: the thread is refused, not misread.
-func TestDeltaChannelRefused(t *testing.T) {
-	admin, schema, ro := newSchema(t)
-	b := openBackend(t, ro, schema)
-	q := pgx.Identifier{schema}.Sanitize()
-	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
-	ref := store.Ref{ThreadID: "delta"}
-	written := storetest.Build(w, ref, storetest.Demo[:2])
-	st := store.New(store.Config{Backend: b})
-	if h, err := st.History(context.Background(), ref); err != nil || h.Total != 2 {
-		t.Fatalf("before marking: %v, %v", h, err)
-	}
-	if _, err := admin.Exec(context.Background(), `UPDATE `+q+`.checkpoints SET metadata = '{"delta_writes_versioned": true}' WHERE checkpoint_id = $1`, written[1].End); err != nil {
-		t.Fatal(err)
-	}
-	// A marked checkpoint rewritten in place is seen once the cache rereads
-	// the thread; a new store reads it fresh.
-	_, err := store.New(store.Config{Backend: b}).History(context.Background(), ref)
-	var unsupported *lgcodec.UnsupportedError
-	if !errors.As(err, &unsupported) || unsupported.Feature != "DeltaChannel" {
-		t.Errorf("History of a delta thread = %v; want an UnsupportedError naming DeltaChannel", err)
 	}
 }
 

@@ -312,7 +312,7 @@ func TestReadWhileWriting(t *testing.T) {
 			deadline := time.Now().Add(1500 * time.Millisecond)
 			reads, last := 0, 0
 			for time.Now().Before(deadline) {
-				h, _, _, err := st.ReadEncoded(ctx, ref, func(h *store.History) []store.Turn { return h.Turns[len(h.Turns)-1:] }, nil, storetest.EntryEncoder{})
+				h, _, _, err := st.ReadEncoded(ctx, ref, "", func(h *store.History) []store.Turn { return h.Turns[len(h.Turns)-1:] }, nil, storetest.EntryEncoder{})
 				if err != nil {
 					t.Fatalf("read %d: %v", reads, err)
 				}
@@ -729,31 +729,5 @@ func TestListSince(t *testing.T) {
 				t.Errorf("corrupt newer checkpoint: %v; want a DecodeError", err)
 			}
 		})
-	}
-}
-
-// TestDeltaChannelRefused marks one checkpoint's metadata as LangGraph does
-// for graphs with DeltaChannel channels: the thread is refused, not misread.
-func TestDeltaChannelRefused(t *testing.T) {
-	for _, saver := range savers {
-		format := saver.Serializer()
-		path, w := newSaverFile(t, saver)
-		ref := store.Ref{ThreadID: "delta"}
-		written := storetest.Build(w, ref, storetest.Demo[:2])
-		if _, err := w.db.Exec(`UPDATE checkpoints SET metadata = ? WHERE checkpoint_id = ?`,
-			[]byte(`{"source": "loop", "counters_since_delta_snapshot": {"messages": 2}}`), written[1].End); err != nil {
-			t.Fatal(err)
-		}
-		b := openBackend(t, path)
-		_, err := store.New(store.Config{Backend: b}).History(context.Background(), ref)
-		var unsupported *lgcodec.UnsupportedError
-		if !errors.As(err, &unsupported) || unsupported.Feature != "DeltaChannel" {
-			t.Errorf("%s: History of a delta thread = %v; want an UnsupportedError naming DeltaChannel", format, err)
-		}
-		other := store.Ref{ThreadID: "plain"}
-		storetest.Build(w, other, storetest.Demo[:1])
-		if h, err := store.New(store.Config{Backend: b}).History(context.Background(), other); err != nil || h.Total != 1 {
-			t.Errorf("%s: another thread in the same file = %v, %v", format, h, err)
-		}
 	}
 }

@@ -58,6 +58,7 @@ var Cases = []Case{
 	{"Parents are listed as written", parentsListed},
 	{"Channel versions: null, missing, integer, float and string", versionForms},
 	{"Writes are read by channel and checkpoint", writesRead},
+	{"DeltaChannel values are rebuilt from writes", deltaRebuilt},
 	{"Cached history follows new and deleted checkpoints", cacheFollows},
 	{"Cached state of a deleted turn is never served", cachedStateOfDeletedTurn},
 	{"Incremental listing checks what still exists", incrementalCensus},
@@ -298,9 +299,9 @@ func versionForms(t *testing.T, open Open) {
 		{"v-4", "00000000000000000000000000000003.0.25", "s4", "four"},
 	} {
 		turn := h.Turns[i]
-		if turn.End.ID != want.end || turn.End.Version != want.version || turn.End.State != want.state {
+		if turn.End.ID != want.end || turn.End.Version != want.version || turn.End.State("tool_state") != want.state {
 			t.Errorf("turn %d ends at %s, messages version %q, state version %q; want %s, %q, %q",
-				turn.N, turn.End.ID, turn.End.Version, turn.End.State, want.end, want.version, want.state)
+				turn.N, turn.End.ID, turn.End.Version, turn.End.State("tool_state"), want.end, want.version, want.state)
 		}
 		if turn.Question != fmt.Sprintf("question %d", i+1) {
 			t.Errorf("turn %d question %q", turn.N, turn.Question)
@@ -361,6 +362,81 @@ func writesRead(t *testing.T, open Open) {
 	want := []got{{"w-1", "00000000-0000-0000-0000-000000000000", "", 0, "h1"}, {"w-1", task, path, 0, "a1"}}
 	if !reflect.DeepEqual(all, want) {
 		t.Errorf("writes = %+v\nwant %+v", all, want)
+	}
+}
+
+// deltaThread writes a thread whose messages and files channels are
+// DeltaChannels: most checkpoints store neither, the writes attached to
+// each checkpoint hold the changes, and one checkpoint stores snapshots.
+func deltaThread(w Writer, ref store.Ref) {
+	ts := func(i int) time.Time { return Base.Add(time.Duration(i) * time.Second) }
+	ws := func(ch string, v any) lgsaver.Write {
+		return lgsaver.Write{TaskID: "t", TaskPath: "~__pregel_pull, node", Channel: ch, Value: v}
+	}
+	h1, a1, h2, a2 := lgwrite.Human("h1", "first question"), lgwrite.AI("a1", "one"), lgwrite.Human("h2", "second question"), lgwrite.AI("a2", "two")
+	for _, cp := range []lgsaver.Checkpoint{
+		// The input's write hangs on the thread's first checkpoint.
+		{ID: "d-0", TS: ts(0), Writes: []lgsaver.Write{ws("messages", []any{h1})}},
+		{ID: "d-1", Parent: "d-0", TS: ts(1), Versions: lgwrite.Map{{Key: "messages", Value: 1}},
+			Writes: []lgsaver.Write{ws("messages", []any{a1}), {TaskID: "t", TaskPath: "~__pregel_pull, node", Idx: 1, Channel: "files", Value: map[string]any{"/a.md": "v1"}}}},
+		{ID: "d-2", Parent: "d-1", TS: ts(2), Versions: lgwrite.Map{{Key: "messages", Value: 2}, {Key: "files", Value: 1}},
+			Writes: []lgsaver.Write{ws("messages", []any{h2})}},
+		{ID: "d-3", Parent: "d-2", TS: ts(3),
+			Values: lgwrite.Map{
+				{Key: "messages", Value: lgwrite.DeltaSnapshot{Value: []any{h1, a1, h2}}},
+				{Key: "files", Value: lgwrite.DeltaSnapshot{Value: map[string]any{"/a.md": "v1"}}},
+			},
+			Versions: lgwrite.Map{{Key: "messages", Value: 3}, {Key: "files", Value: 2}},
+			Writes:   []lgsaver.Write{ws("files", map[string]any{"/a.md": "v2", "/b.md": "b"}), {TaskID: "t", TaskPath: "~__pregel_pull, node", Idx: 1, Channel: "messages", Value: []any{a2}}}},
+		{ID: "d-4", Parent: "d-3", TS: ts(4), Versions: lgwrite.Map{{Key: "messages", Value: 4}, {Key: "files", Value: 3}},
+			Writes: []lgsaver.Write{ws("messages", []any{lgwrite.Remove("h1")}), {TaskID: "u", Channel: "files", Value: map[string]any{"/b.md": nil}}}},
+		{ID: "d-5", Parent: "d-4", TS: ts(5), Versions: lgwrite.Map{{Key: "messages", Value: 5}, {Key: "files", Value: 4}}},
+	} {
+		cp.Metadata = lgwrite.Map{{Key: "source", Value: "loop"}, {Key: "counters_since_delta_snapshot", Value: lgwrite.Map{}}}
+		w.Put(ref, cp)
+	}
+}
+
+// deltaRebuilt reads a DeltaChannel thread as LangGraph rebuilds it: the
+// messages (for turns) and a state channel (files, key by key) at
+// checkpoints storing neither, through the snapshot and the writes since;
+// then the same with the oldest checkpoints pruned.
+func deltaRebuilt(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-delta"}
+	deltaThread(w, ref)
+	st := store.New(store.Config{Backend: b, StateChannels: []string{"tool_state", "files"}})
+	read := func(want map[int]map[string]any) *store.History {
+		t.Helper()
+		h, turns, enc, err := st.ReadEncoded(context.Background(), ref, "files", Retained, nil, EntryEncoder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, turn := range turns {
+			got := map[string]any{}
+			for _, e := range enc[i].Entries {
+				var m map[string]any
+				if err := json.Unmarshal(e.Data, &m); err != nil {
+					t.Fatal(err)
+				}
+				got[e.Key] = m["value"]
+			}
+			if !reflect.DeepEqual(got, want[turn.N]) {
+				t.Errorf("turn %d files = %v, want %v", turn.N, got, want[turn.N])
+			}
+		}
+		return h
+	}
+	h := read(map[int]map[string]any{1: {"/a.md": "v1"}, 2: {"/a.md": "v2"}})
+	if h.Total != 2 || h.Turns[0].End.ID != "d-2" || h.Turns[1].End.ID != "d-5" || h.Numbering != store.Complete ||
+		h.Turns[0].Question != "first question" || h.Turns[1].Question != "second question" {
+		t.Errorf("history %+v; want turn 1 ending at d-2, turn 2 at d-5 (a removed question still counts)", h.Turns)
+	}
+	// Pruned up to the snapshot: the rest rebuilds from it.
+	w.Delete(ref, []string{"d-0", "d-1", "d-2"})
+	h = read(map[int]map[string]any{2: {"/a.md": "v2"}})
+	if h.Total != 2 || h.Turns[0].Retained || !h.Turns[1].Retained || h.Numbering != store.Counted {
+		t.Errorf("after pruning: %+v, numbering %v; want turn 1 no longer retained, 2 served, numbering counted", h.Turns, h.Numbering)
 	}
 }
 
@@ -598,7 +674,7 @@ func Only(n int) func(*store.History) []store.Turn {
 // fields a host recorded.
 func Read(t testing.TB, st *store.Store, ref store.Ref, pick func(*store.History) []store.Turn, keys []string) (*store.History, []store.Turn, []map[string]map[string]any) {
 	t.Helper()
-	h, turns, enc, err := st.ReadEncoded(context.Background(), ref, pick, keys, EntryEncoder{})
+	h, turns, enc, err := st.ReadEncoded(context.Background(), ref, "", pick, keys, EntryEncoder{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,7 +136,7 @@ async def run(args: argparse.Namespace, make_inspect_state: Any) -> dict[str, An
     asks = [json.loads(raw) for raw in args.ask]
     present = present_tool_state(args.dsn, args.thread)
 
-    async with HistorydThreadHistory(args.target, timeout=args.timeout) as history:
+    async with HistorydThreadHistory(args.target, timeout=args.timeout, plaintext=True) as history:
         answers = await ask_all(make_inspect_state(history=history), asks, present, args.thread)
         snap = await history.snapshot(args.thread, 1)
         whole = await history.snapshots(args.thread)

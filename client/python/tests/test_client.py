@@ -237,7 +237,7 @@ class Served(unittest.IsolatedAsyncioTestCase):
         await self.server.stop(None)
 
     def client(self, **kw) -> HistorydThreadHistory:
-        return HistorydThreadHistory(self.target, **kw)
+        return HistorydThreadHistory(self.target, plaintext=True, **kw)
 
 
 class SnapshotTest(Served):
@@ -340,9 +340,9 @@ class SnapshotTest(Served):
 class AuthTest(Served):
     async def test_bearer_token(self) -> None:
         tokens = iter(["first", "second"])
-        async with self.client(token="s3cret", allow_plaintext_token=True) as h:
+        async with self.client(token="s3cret") as h:
             await h.snapshot("t", 3)
-        async with self.client(token=lambda: next(tokens), allow_plaintext_token=True) as h:
+        async with self.client(token=lambda: next(tokens)) as h:
             await h.snapshot("t", 3)
             await h.turns("t")
         async with self.client() as h:
@@ -352,12 +352,16 @@ class AuthTest(Served):
         )
         self.assertTrue(all(ua.startswith("historyd-python-client") for ua in self.fake.user_agents))
 
-    def test_token_refused_in_plaintext(self) -> None:
-        with self.assertRaisesRegex(ValueError, "plaintext"):
-            HistorydThreadHistory("127.0.0.1:1", token="s3cret")
-        # Over TLS it is accepted (nothing is dialled until the first call).
-        HistorydThreadHistory("127.0.0.1:1", token="s3cret", secure=True)
+    def test_tls_unless_plaintext_is_asked_for(self) -> None:
+        # TLS by default, as in the Go and TypeScript clients (nothing is
+        # dialled until the first call).
+        self.assertIn("plaintext=False", repr(HistorydThreadHistory("127.0.0.1:1", token="s3cret")))
         HistorydThreadHistory("127.0.0.1:1", token="s3cret", credentials=grpc.ssl_channel_credentials())
+        self.assertIn("plaintext=True", repr(HistorydThreadHistory("127.0.0.1:1", token="s3cret", plaintext=True)))
+        with self.assertRaisesRegex(ValueError, "contradict"):
+            HistorydThreadHistory("127.0.0.1:1", plaintext=True, credentials=grpc.ssl_channel_credentials())
+        with self.assertRaises(TypeError):  # the old switch: refused, not read as TLS silently
+            HistorydThreadHistory("127.0.0.1:1", secure=False)
 
     def test_bad_arguments(self) -> None:
         for kw in ({"timeout": 0}, {"timeout": -1.0}):
@@ -366,7 +370,10 @@ class AuthTest(Served):
         with self.assertRaises(ValueError):
             HistorydThreadHistory("")
         with self.assertRaises(ValueError):
-            HistorydThreadHistory("127.0.0.1:1", token="", allow_plaintext_token=True)
+            HistorydThreadHistory("127.0.0.1:1", token="", plaintext=True)
+        for kw in ({"retries": -1}, {"retries": 1.5}, {"backoff": -0.1}):
+            with self.assertRaises(ValueError):
+                HistorydThreadHistory("127.0.0.1:1", **kw)
 
 
 class ErrorTest(Served):
@@ -393,7 +400,7 @@ class ErrorTest(Served):
         server = grpc.aio.server()
         port = server.add_insecure_port("127.0.0.1:0")  # bound, then never started
         await server.stop(None)
-        async with HistorydThreadHistory(f"127.0.0.1:{port}", timeout=2) as h:
+        async with HistorydThreadHistory(f"127.0.0.1:{port}", timeout=2, plaintext=True) as h:
             with self.assertRaises(HistorydError) as down:
                 await h.snapshot("t", 1)
         self.assertIn(down.exception.code(), (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED))
@@ -476,7 +483,7 @@ class EventLoopTest(unittest.TestCase):
 
         server, port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
         try:
-            h = HistorydThreadHistory(f"127.0.0.1:{port}")
+            h = HistorydThreadHistory(f"127.0.0.1:{port}", plaintext=True)
             a = asyncio.run(h.snapshot("t", 3))
             b = asyncio.run(h.snapshot("t", 4))
             self.assertEqual(a.total, TOTAL)

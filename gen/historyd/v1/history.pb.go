@@ -27,6 +27,71 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TurnNumbering says how sure a thread's turn numbers are. It depends on
+// what the checkpointer still retains.
+type TurnNumbering int32
+
+const (
+	// TURN_NUMBERING_UNSPECIFIED is never sent.
+	TurnNumbering_TURN_NUMBERING_UNSPECIFIED TurnNumbering = 0
+	// TURN_NUMBERING_COMPLETE: the thread's first checkpoint is retained, so
+	// every question was seen and every turn number is exact.
+	TurnNumbering_TURN_NUMBERING_COMPLETE TurnNumbering = 1
+	// TURN_NUMBERING_COUNTED: the oldest checkpoints were deleted, and the
+	// questions before the oldest one left are counted from the messages it
+	// still holds. Exact unless a human message was removed before it without
+	// a trace (a RemoveMessage leaves none).
+	TurnNumbering_TURN_NUMBERING_COUNTED TurnNumbering = 2
+	// TURN_NUMBERING_ESTIMATED: the oldest checkpoints were deleted and the
+	// oldest one left shows that messages were removed before it (it holds a
+	// summary): how many questions came before is not known, so turn numbers
+	// may be too low. A turn's question text says which question it was.
+	TurnNumbering_TURN_NUMBERING_ESTIMATED TurnNumbering = 3
+)
+
+// Enum value maps for TurnNumbering.
+var (
+	TurnNumbering_name = map[int32]string{
+		0: "TURN_NUMBERING_UNSPECIFIED",
+		1: "TURN_NUMBERING_COMPLETE",
+		2: "TURN_NUMBERING_COUNTED",
+		3: "TURN_NUMBERING_ESTIMATED",
+	}
+	TurnNumbering_value = map[string]int32{
+		"TURN_NUMBERING_UNSPECIFIED": 0,
+		"TURN_NUMBERING_COMPLETE":    1,
+		"TURN_NUMBERING_COUNTED":     2,
+		"TURN_NUMBERING_ESTIMATED":   3,
+	}
+)
+
+func (x TurnNumbering) Enum() *TurnNumbering {
+	p := new(TurnNumbering)
+	*p = x
+	return p
+}
+
+func (x TurnNumbering) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TurnNumbering) Descriptor() protoreflect.EnumDescriptor {
+	return file_historyd_v1_history_proto_enumTypes[0].Descriptor()
+}
+
+func (TurnNumbering) Type() protoreflect.EnumType {
+	return &file_historyd_v1_history_proto_enumTypes[0]
+}
+
+func (x TurnNumbering) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TurnNumbering.Descriptor instead.
+func (TurnNumbering) EnumDescriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{0}
+}
+
 // SnapshotsRequest names a thread and, optionally, the state keys wanted.
 type SnapshotsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -39,7 +104,12 @@ type SnapshotsRequest struct {
 	// keys, when not empty, restricts each turn's state to these keys (at most
 	// 256 keys of at most 512 bytes each). Keys a turn does not hold are simply
 	// absent from that turn's state.
-	Keys          []string `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	Keys []string `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	// channel is the state channel to read (e.g. "tool_state", or deepagents'
+	// "files" and "todos"); empty reads the server's default. It must be one
+	// the server is configured to serve (--state-channels): any other is
+	// INVALID_ARGUMENT naming the ones it serves.
+	Channel       string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -95,6 +165,13 @@ func (x *SnapshotsRequest) GetKeys() []string {
 	return nil
 }
 
+func (x *SnapshotsRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
 // SnapshotsResponse holds every retained turn's state.
 type SnapshotsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -102,7 +179,9 @@ type SnapshotsResponse struct {
 	// only retained turns appear.
 	Turns map[int32]*TurnState `protobuf:"bytes,1,rep,name=turns,proto3" json:"turns,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// total is how many turns the thread has had, retained or not.
-	Total         int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	Total int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// numbering says how sure the turn numbers are.
+	Numbering     TurnNumbering `protobuf:"varint,3,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -151,6 +230,13 @@ func (x *SnapshotsResponse) GetTotal() int32 {
 	return 0
 }
 
+func (x *SnapshotsResponse) GetNumbering() TurnNumbering {
+	if x != nil {
+		return x.Numbering
+	}
+	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
+}
+
 // StreamSnapshotsRequest names a thread and, optionally, the state keys and
 // the first turn wanted.
 type StreamSnapshotsRequest struct {
@@ -167,7 +253,12 @@ type StreamSnapshotsRequest struct {
 	// from_turn skips retained turns before it, so a client can resume an
 	// interrupted stream. 0 and 1 both mean from the first turn; must not be
 	// negative.
-	FromTurn      int32 `protobuf:"varint,4,opt,name=from_turn,json=fromTurn,proto3" json:"from_turn,omitempty"`
+	FromTurn int32 `protobuf:"varint,4,opt,name=from_turn,json=fromTurn,proto3" json:"from_turn,omitempty"`
+	// channel is the state channel to read (e.g. "tool_state", or deepagents'
+	// "files" and "todos"); empty reads the server's default. It must be one
+	// the server is configured to serve (--state-channels): any other is
+	// INVALID_ARGUMENT naming the ones it serves.
+	Channel       string `protobuf:"bytes,5,opt,name=channel,proto3" json:"channel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +321,13 @@ func (x *StreamSnapshotsRequest) GetFromTurn() int32 {
 	return 0
 }
 
+func (x *StreamSnapshotsRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
 // StreamSnapshotsResponse is one retained turn's state. A thread with no
 // retained turn (at or after from_turn) gets a single message with total set
 // and no turn.
@@ -238,7 +336,9 @@ type StreamSnapshotsResponse struct {
 	// turn is the retained turn's state.
 	Turn *TurnState `protobuf:"bytes,1,opt,name=turn,proto3" json:"turn,omitempty"`
 	// total is how many turns the thread has had, retained or not.
-	Total         int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	Total int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// numbering says how sure the turn numbers are.
+	Numbering     TurnNumbering `protobuf:"varint,3,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +387,13 @@ func (x *StreamSnapshotsResponse) GetTotal() int32 {
 	return 0
 }
 
+func (x *StreamSnapshotsResponse) GetNumbering() TurnNumbering {
+	if x != nil {
+		return x.Numbering
+	}
+	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
+}
+
 // SnapshotRequest names one turn of a thread.
 type SnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -301,7 +408,12 @@ type SnapshotRequest struct {
 	CheckpointNs string `protobuf:"bytes,3,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
 	// keys, when not empty, restricts the state to these keys (at most 256 keys
 	// of at most 512 bytes each).
-	Keys          []string `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
+	Keys []string `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
+	// channel is the state channel to read (e.g. "tool_state", or deepagents'
+	// "files" and "todos"); empty reads the server's default. It must be one
+	// the server is configured to serve (--state-channels): any other is
+	// INVALID_ARGUMENT naming the ones it serves.
+	Channel       string `protobuf:"bytes,5,opt,name=channel,proto3" json:"channel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -364,6 +476,13 @@ func (x *SnapshotRequest) GetKeys() []string {
 	return nil
 }
 
+func (x *SnapshotRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
 // SnapshotResponse is exactly one of: the turn's state, no_such_turn, or
 // no_longer_retained; always with the thread's total and retained turns.
 type SnapshotResponse struct {
@@ -381,6 +500,8 @@ type SnapshotResponse struct {
 	// retained_turns lists the turn numbers whose state can still be read, in
 	// ascending order.
 	RetainedTurns []int32 `protobuf:"varint,5,rep,packed,name=retained_turns,json=retainedTurns,proto3" json:"retained_turns,omitempty"`
+	// numbering says how sure the turn numbers are.
+	Numbering     TurnNumbering `protobuf:"varint,6,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -463,6 +584,13 @@ func (x *SnapshotResponse) GetRetainedTurns() []int32 {
 	return nil
 }
 
+func (x *SnapshotResponse) GetNumbering() TurnNumbering {
+	if x != nil {
+		return x.Numbering
+	}
+	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
+}
+
 type isSnapshotResponse_Result interface {
 	isSnapshotResponse_Result()
 }
@@ -480,7 +608,8 @@ type SnapshotResponse_NoSuchTurn struct {
 
 type SnapshotResponse_NoLongerRetained struct {
 	// no_longer_retained says the turn existed but none of its checkpoints are
-	// retained any more. No other turn's state is given in its place.
+	// retained any more (or, for a DeltaChannel, the checkpoints its value is
+	// rebuilt from). No other turn's state is given in its place.
 	NoLongerRetained *NoLongerRetained `protobuf:"bytes,3,opt,name=no_longer_retained,json=noLongerRetained,proto3,oneof"`
 }
 
@@ -613,8 +742,11 @@ type TurnsRequest struct {
 	// include_keys_written asks for each retained turn's keys_written. It costs
 	// decoding the state at each retained turn's end, so it is off by default.
 	IncludeKeysWritten bool `protobuf:"varint,3,opt,name=include_keys_written,json=includeKeysWritten,proto3" json:"include_keys_written,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// channel is the state channel keys_written reads; see
+	// SnapshotsRequest.channel.
+	Channel       string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TurnsRequest) Reset() {
@@ -668,13 +800,22 @@ func (x *TurnsRequest) GetIncludeKeysWritten() bool {
 	return false
 }
 
+func (x *TurnsRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
 // TurnsResponse lists every turn from 1 to total.
 type TurnsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// turns lists turns 1..total in order, retained or not.
 	Turns []*TurnInfo `protobuf:"bytes,1,rep,name=turns,proto3" json:"turns,omitempty"`
 	// total is how many turns the thread has had.
-	Total         int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	Total int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// numbering says how sure the turn numbers are.
+	Numbering     TurnNumbering `protobuf:"varint,3,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -723,6 +864,13 @@ func (x *TurnsResponse) GetTotal() int32 {
 	return 0
 }
 
+func (x *TurnsResponse) GetNumbering() TurnNumbering {
+	if x != nil {
+		return x.Numbering
+	}
+	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
+}
+
 // TurnInfo describes one turn without its state.
 type TurnInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -742,7 +890,11 @@ type TurnInfo struct {
 	// keys_written lists the state keys whose entry records this turn as its
 	// last write (StateEntry.turn), sorted. Only filled when the request sets
 	// include_keys_written.
-	KeysWritten   []string `protobuf:"bytes,6,rep,name=keys_written,json=keysWritten,proto3" json:"keys_written,omitempty"`
+	KeysWritten []string `protobuf:"bytes,6,rep,name=keys_written,json=keysWritten,proto3" json:"keys_written,omitempty"`
+	// answered_with lists the other turns whose questions came in the same
+	// input as this turn's and were answered by the same run, in ascending
+	// order. The turn ended on the state that run ended on.
+	AnsweredWith  []int32 `protobuf:"varint,7,rep,packed,name=answered_with,json=answeredWith,proto3" json:"answered_with,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -819,6 +971,13 @@ func (x *TurnInfo) GetKeysWritten() []string {
 	return nil
 }
 
+func (x *TurnInfo) GetAnsweredWith() []int32 {
+	if x != nil {
+		return x.AnsweredWith
+	}
+	return nil
+}
+
 // TurnState is a thread's session state at the end of one turn.
 type TurnState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -831,7 +990,11 @@ type TurnState struct {
 	// entries maps each session-state key to its entry as the turn ended.
 	Entries map[string]*StateEntry `protobuf:"bytes,4,rep,name=entries,proto3" json:"entries,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// ended_at is the time the turn's last checkpoint was written, when known.
-	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	EndedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	// answered_with lists the other turns whose questions came in the same
+	// input as this turn's and were answered by the same run, in ascending
+	// order: the state is the one that run ended on, the same as theirs.
+	AnsweredWith  []int32 `protobuf:"varint,6,rep,packed,name=answered_with,json=answeredWith,proto3" json:"answered_with,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -901,6 +1064,13 @@ func (x *TurnState) GetEndedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TurnState) GetAnsweredWith() []int32 {
+	if x != nil {
+		return x.AnsweredWith
+	}
+	return nil
+}
+
 // StateEntry is one session-state key's entry, in the tool_state convention:
 // a map with `value` and optional bookkeeping fields.
 //
@@ -923,7 +1093,9 @@ func (x *TurnState) GetEndedAt() *timestamppb.Timestamp {
 // LangChain.js serialized objects ({"lc": 1, "type": "constructor", ...})
 // become their kwargs, with `type` derived from the class name for messages.
 // A key whose stored entry is not a map with a "value" field is returned with
-// the whole stored value in `value` and no other field set.
+// the whole stored value in `value` and no other field set (deepagents'
+// files: each path's FileData). A channel whose value is not a map at all (a
+// list of todos) is returned as one entry named for the channel.
 type StateEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// value is the tool result stored under the key.
@@ -1030,38 +1202,44 @@ var File_historyd_v1_history_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_history_proto_rawDesc = "" +
 	"\n" +
-	"\x19historyd/v1/history.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n" +
+	"\x19historyd/v1/history.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x01\n" +
 	"\x10SnapshotsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x12\n" +
-	"\x04keys\x18\x03 \x03(\tR\x04keys\"\xbc\x01\n" +
+	"\x04keys\x18\x03 \x03(\tR\x04keys\x12\x18\n" +
+	"\achannel\x18\x04 \x01(\tR\achannel\"\xf6\x01\n" +
 	"\x11SnapshotsResponse\x12?\n" +
 	"\x05turns\x18\x01 \x03(\v2).historyd.v1.SnapshotsResponse.TurnsEntryR\x05turns\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x05R\x05total\x1aP\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\x128\n" +
+	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\x1aP\n" +
 	"\n" +
 	"TurnsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.historyd.v1.TurnStateR\x05value:\x028\x01\"\x8b\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.historyd.v1.TurnStateR\x05value:\x028\x01\"\xa5\x01\n" +
 	"\x16StreamSnapshotsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x12\n" +
 	"\x04keys\x18\x03 \x03(\tR\x04keys\x12\x1b\n" +
-	"\tfrom_turn\x18\x04 \x01(\x05R\bfromTurn\"[\n" +
+	"\tfrom_turn\x18\x04 \x01(\x05R\bfromTurn\x12\x18\n" +
+	"\achannel\x18\x05 \x01(\tR\achannel\"\x95\x01\n" +
 	"\x17StreamSnapshotsResponse\x12*\n" +
 	"\x04turn\x18\x01 \x01(\v2\x16.historyd.v1.TurnStateR\x04turn\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x05R\x05total\"{\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\x128\n" +
+	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\"\x95\x01\n" +
 	"\x0fSnapshotRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x12\n" +
 	"\x04turn\x18\x02 \x01(\x05R\x04turn\x12#\n" +
 	"\rcheckpoint_ns\x18\x03 \x01(\tR\fcheckpointNs\x12\x12\n" +
-	"\x04keys\x18\x04 \x03(\tR\x04keys\"\x95\x02\n" +
+	"\x04keys\x18\x04 \x03(\tR\x04keys\x12\x18\n" +
+	"\achannel\x18\x05 \x01(\tR\achannel\"\xcf\x02\n" +
 	"\x10SnapshotResponse\x12.\n" +
 	"\x05state\x18\x01 \x01(\v2\x16.historyd.v1.TurnStateH\x00R\x05state\x12;\n" +
 	"\fno_such_turn\x18\x02 \x01(\v2\x17.historyd.v1.NoSuchTurnH\x00R\n" +
 	"noSuchTurn\x12M\n" +
 	"\x12no_longer_retained\x18\x03 \x01(\v2\x1d.historyd.v1.NoLongerRetainedH\x00R\x10noLongerRetained\x12\x14\n" +
 	"\x05total\x18\x04 \x01(\x05R\x05total\x12%\n" +
-	"\x0eretained_turns\x18\x05 \x03(\x05R\rretainedTurnsB\b\n" +
+	"\x0eretained_turns\x18\x05 \x03(\x05R\rretainedTurns\x128\n" +
+	"\tnumbering\x18\x06 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumberingB\b\n" +
 	"\x06result\"6\n" +
 	"\n" +
 	"NoSuchTurn\x12\x12\n" +
@@ -1069,27 +1247,31 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\"B\n" +
 	"\x10NoLongerRetained\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x1a\n" +
-	"\bquestion\x18\x02 \x01(\tR\bquestion\"\x82\x01\n" +
+	"\bquestion\x18\x02 \x01(\tR\bquestion\"\x9c\x01\n" +
 	"\fTurnsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x120\n" +
-	"\x14include_keys_written\x18\x03 \x01(\bR\x12includeKeysWritten\"R\n" +
+	"\x14include_keys_written\x18\x03 \x01(\bR\x12includeKeysWritten\x12\x18\n" +
+	"\achannel\x18\x04 \x01(\tR\achannel\"\x8c\x01\n" +
 	"\rTurnsResponse\x12+\n" +
 	"\x05turns\x18\x01 \x03(\v2\x15.historyd.v1.TurnInfoR\x05turns\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x05R\x05total\"\xd9\x01\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\x128\n" +
+	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\"\xfe\x01\n" +
 	"\bTurnInfo\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x1a\n" +
 	"\bquestion\x18\x02 \x01(\tR\bquestion\x12\x1a\n" +
 	"\bretained\x18\x03 \x01(\bR\bretained\x12#\n" +
 	"\rcheckpoint_id\x18\x04 \x01(\tR\fcheckpointId\x125\n" +
 	"\bended_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12!\n" +
-	"\fkeys_written\x18\x06 \x03(\tR\vkeysWritten\"\xab\x02\n" +
+	"\fkeys_written\x18\x06 \x03(\tR\vkeysWritten\x12#\n" +
+	"\ranswered_with\x18\a \x03(\x05R\fansweredWith\"\xd0\x02\n" +
 	"\tTurnState\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12#\n" +
 	"\rcheckpoint_id\x18\x02 \x01(\tR\fcheckpointId\x12\x1a\n" +
 	"\bquestion\x18\x03 \x01(\tR\bquestion\x12=\n" +
 	"\aentries\x18\x04 \x03(\v2#.historyd.v1.TurnState.EntriesEntryR\aentries\x125\n" +
-	"\bended_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x1aS\n" +
+	"\bended_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12#\n" +
+	"\ranswered_with\x18\x06 \x03(\x05R\fansweredWith\x1aS\n" +
 	"\fEntriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
 	"\x05value\x18\x02 \x01(\v2\x17.historyd.v1.StateEntryR\x05value:\x028\x01\"\x80\x03\n" +
@@ -1108,7 +1290,12 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x05_toolB\x06\n" +
 	"\x04_seqB\a\n" +
 	"\x05_turnB\x10\n" +
-	"\x0e_turns_written2\xc4\x02\n" +
+	"\x0e_turns_written*\x86\x01\n" +
+	"\rTurnNumbering\x12\x1e\n" +
+	"\x1aTURN_NUMBERING_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17TURN_NUMBERING_COMPLETE\x10\x01\x12\x1a\n" +
+	"\x16TURN_NUMBERING_COUNTED\x10\x02\x12\x1c\n" +
+	"\x18TURN_NUMBERING_ESTIMATED\x10\x032\xc4\x02\n" +
 	"\rThreadHistory\x12J\n" +
 	"\tSnapshots\x12\x1d.historyd.v1.SnapshotsRequest\x1a\x1e.historyd.v1.SnapshotsResponse\x12G\n" +
 	"\bSnapshot\x12\x1c.historyd.v1.SnapshotRequest\x1a\x1d.historyd.v1.SnapshotResponse\x12>\n" +
@@ -1128,56 +1315,62 @@ func file_historyd_v1_history_proto_rawDescGZIP() []byte {
 	return file_historyd_v1_history_proto_rawDescData
 }
 
+var file_historyd_v1_history_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_historyd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_historyd_v1_history_proto_goTypes = []any{
-	(*SnapshotsRequest)(nil),        // 0: historyd.v1.SnapshotsRequest
-	(*SnapshotsResponse)(nil),       // 1: historyd.v1.SnapshotsResponse
-	(*StreamSnapshotsRequest)(nil),  // 2: historyd.v1.StreamSnapshotsRequest
-	(*StreamSnapshotsResponse)(nil), // 3: historyd.v1.StreamSnapshotsResponse
-	(*SnapshotRequest)(nil),         // 4: historyd.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),        // 5: historyd.v1.SnapshotResponse
-	(*NoSuchTurn)(nil),              // 6: historyd.v1.NoSuchTurn
-	(*NoLongerRetained)(nil),        // 7: historyd.v1.NoLongerRetained
-	(*TurnsRequest)(nil),            // 8: historyd.v1.TurnsRequest
-	(*TurnsResponse)(nil),           // 9: historyd.v1.TurnsResponse
-	(*TurnInfo)(nil),                // 10: historyd.v1.TurnInfo
-	(*TurnState)(nil),               // 11: historyd.v1.TurnState
-	(*StateEntry)(nil),              // 12: historyd.v1.StateEntry
-	nil,                             // 13: historyd.v1.SnapshotsResponse.TurnsEntry
-	nil,                             // 14: historyd.v1.TurnState.EntriesEntry
-	nil,                             // 15: historyd.v1.StateEntry.InputsEntry
-	(*timestamppb.Timestamp)(nil),   // 16: google.protobuf.Timestamp
-	(*structpb.Value)(nil),          // 17: google.protobuf.Value
-	(*structpb.Struct)(nil),         // 18: google.protobuf.Struct
+	(TurnNumbering)(0),              // 0: historyd.v1.TurnNumbering
+	(*SnapshotsRequest)(nil),        // 1: historyd.v1.SnapshotsRequest
+	(*SnapshotsResponse)(nil),       // 2: historyd.v1.SnapshotsResponse
+	(*StreamSnapshotsRequest)(nil),  // 3: historyd.v1.StreamSnapshotsRequest
+	(*StreamSnapshotsResponse)(nil), // 4: historyd.v1.StreamSnapshotsResponse
+	(*SnapshotRequest)(nil),         // 5: historyd.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),        // 6: historyd.v1.SnapshotResponse
+	(*NoSuchTurn)(nil),              // 7: historyd.v1.NoSuchTurn
+	(*NoLongerRetained)(nil),        // 8: historyd.v1.NoLongerRetained
+	(*TurnsRequest)(nil),            // 9: historyd.v1.TurnsRequest
+	(*TurnsResponse)(nil),           // 10: historyd.v1.TurnsResponse
+	(*TurnInfo)(nil),                // 11: historyd.v1.TurnInfo
+	(*TurnState)(nil),               // 12: historyd.v1.TurnState
+	(*StateEntry)(nil),              // 13: historyd.v1.StateEntry
+	nil,                             // 14: historyd.v1.SnapshotsResponse.TurnsEntry
+	nil,                             // 15: historyd.v1.TurnState.EntriesEntry
+	nil,                             // 16: historyd.v1.StateEntry.InputsEntry
+	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
+	(*structpb.Value)(nil),          // 18: google.protobuf.Value
+	(*structpb.Struct)(nil),         // 19: google.protobuf.Struct
 }
 var file_historyd_v1_history_proto_depIdxs = []int32{
-	13, // 0: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
-	11, // 1: historyd.v1.StreamSnapshotsResponse.turn:type_name -> historyd.v1.TurnState
-	11, // 2: historyd.v1.SnapshotResponse.state:type_name -> historyd.v1.TurnState
-	6,  // 3: historyd.v1.SnapshotResponse.no_such_turn:type_name -> historyd.v1.NoSuchTurn
-	7,  // 4: historyd.v1.SnapshotResponse.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
-	10, // 5: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
-	16, // 6: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
-	14, // 7: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
-	16, // 8: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
-	17, // 9: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
-	15, // 10: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
-	18, // 11: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
-	11, // 12: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
-	12, // 13: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
-	0,  // 14: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
-	4,  // 15: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
-	8,  // 16: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
-	2,  // 17: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
-	1,  // 18: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
-	5,  // 19: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
-	9,  // 20: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
-	3,  // 21: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	14, // 0: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
+	0,  // 1: historyd.v1.SnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	12, // 2: historyd.v1.StreamSnapshotsResponse.turn:type_name -> historyd.v1.TurnState
+	0,  // 3: historyd.v1.StreamSnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	12, // 4: historyd.v1.SnapshotResponse.state:type_name -> historyd.v1.TurnState
+	7,  // 5: historyd.v1.SnapshotResponse.no_such_turn:type_name -> historyd.v1.NoSuchTurn
+	8,  // 6: historyd.v1.SnapshotResponse.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
+	0,  // 7: historyd.v1.SnapshotResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	11, // 8: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
+	0,  // 9: historyd.v1.TurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	17, // 10: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
+	15, // 11: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
+	17, // 12: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
+	18, // 13: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
+	16, // 14: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
+	19, // 15: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
+	12, // 16: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
+	13, // 17: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
+	1,  // 18: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
+	5,  // 19: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
+	9,  // 20: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
+	3,  // 21: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
+	2,  // 22: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
+	6,  // 23: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
+	10, // 24: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
+	4,  // 25: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
+	22, // [22:26] is the sub-list for method output_type
+	18, // [18:22] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_proto_init() }
@@ -1196,13 +1389,14 @@ func file_historyd_v1_history_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_proto_rawDesc), len(file_historyd_v1_history_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_historyd_v1_history_proto_goTypes,
 		DependencyIndexes: file_historyd_v1_history_proto_depIdxs,
+		EnumInfos:         file_historyd_v1_history_proto_enumTypes,
 		MessageInfos:      file_historyd_v1_history_proto_msgTypes,
 	}.Build()
 	File_historyd_v1_history_proto = out.File

@@ -37,13 +37,24 @@ const (
 // its earlier turns.
 //
 // A turn is one user question and everything the agent did for it, counted
-// from 1. A thread's turns are derived from its LangGraph checkpoints: a
-// checkpoint belongs to turn n when its messages channel holds n human
-// messages, and the turn ends at its checkpoint with the most messages (equal
-// counts go to the greater checkpoint id). `total` is the number of human
-// messages in the richest checkpoint, so it survives pruning of older
-// checkpoints: a turn in 1..total with no checkpoint left is "no longer
-// retained", and a turn outside 1..total is "no such turn".
+// from 1. A thread's turns are derived from its LangGraph checkpoints, taken
+// in checkpoint order (parent links, ids breaking ties): a human message is a
+// question the first time a checkpoint's messages channel holds it (by
+// message id), unless it is synthetic (a summary LangChain's summarization
+// middleware wrote, a harness notification); questions are numbered in the
+// order they were asked. A checkpoint belongs to the turn of the last
+// question asked up to it, whatever its messages list still holds, so turns
+// survive summarization and removed messages; a turn ends at its last
+// checkpoint. `total` is the number of questions asked, so it survives
+// pruning of older checkpoints: a turn in 1..total with no checkpoint left is
+// "no longer retained", and a turn outside 1..total is "no such turn". On a
+// thread whose messages were never removed this counts exactly the human
+// messages of each checkpoint.
+//
+// Questions asked together in one input were answered by one run: the
+// earlier ones end on the state that run ended on, and `answered_with` says
+// so. A DeltaChannel's value (deepagents' messages and files) is rebuilt from
+// the writes since its last snapshot, as LangGraph rebuilds it.
 //
 // An unknown thread is not an error: it has total 0 and no turns.
 //
@@ -55,8 +66,9 @@ const (
 // when the call's deadline (or the server's cap) passes, DATA_LOSS when a
 // stored value cannot be decoded (the message names thread, checkpoint and
 // channel), FAILED_PRECONDITION when the thread uses a storage feature historyd
-// does not read (encrypted or pickled values, delta channels) or the store
-// holds no readable checkpoint tables.
+// does not read (encrypted or pickled values, DeltaChannel writes the
+// channel's configured reducer cannot apply) or the store holds no readable
+// checkpoint tables.
 //
 // A thread outside the calling tenant's thread-id prefixes reads exactly as an
 // unknown thread does, so a tenant cannot learn whether it exists.
@@ -142,13 +154,24 @@ type ThreadHistory_StreamSnapshotsClient = grpc.ServerStreamingClient[StreamSnap
 // its earlier turns.
 //
 // A turn is one user question and everything the agent did for it, counted
-// from 1. A thread's turns are derived from its LangGraph checkpoints: a
-// checkpoint belongs to turn n when its messages channel holds n human
-// messages, and the turn ends at its checkpoint with the most messages (equal
-// counts go to the greater checkpoint id). `total` is the number of human
-// messages in the richest checkpoint, so it survives pruning of older
-// checkpoints: a turn in 1..total with no checkpoint left is "no longer
-// retained", and a turn outside 1..total is "no such turn".
+// from 1. A thread's turns are derived from its LangGraph checkpoints, taken
+// in checkpoint order (parent links, ids breaking ties): a human message is a
+// question the first time a checkpoint's messages channel holds it (by
+// message id), unless it is synthetic (a summary LangChain's summarization
+// middleware wrote, a harness notification); questions are numbered in the
+// order they were asked. A checkpoint belongs to the turn of the last
+// question asked up to it, whatever its messages list still holds, so turns
+// survive summarization and removed messages; a turn ends at its last
+// checkpoint. `total` is the number of questions asked, so it survives
+// pruning of older checkpoints: a turn in 1..total with no checkpoint left is
+// "no longer retained", and a turn outside 1..total is "no such turn". On a
+// thread whose messages were never removed this counts exactly the human
+// messages of each checkpoint.
+//
+// Questions asked together in one input were answered by one run: the
+// earlier ones end on the state that run ended on, and `answered_with` says
+// so. A DeltaChannel's value (deepagents' messages and files) is rebuilt from
+// the writes since its last snapshot, as LangGraph rebuilds it.
 //
 // An unknown thread is not an error: it has total 0 and no turns.
 //
@@ -160,8 +183,9 @@ type ThreadHistory_StreamSnapshotsClient = grpc.ServerStreamingClient[StreamSnap
 // when the call's deadline (or the server's cap) passes, DATA_LOSS when a
 // stored value cannot be decoded (the message names thread, checkpoint and
 // channel), FAILED_PRECONDITION when the thread uses a storage feature historyd
-// does not read (encrypted or pickled values, delta channels) or the store
-// holds no readable checkpoint tables.
+// does not read (encrypted or pickled values, DeltaChannel writes the
+// channel's configured reducer cannot apply) or the store holds no readable
+// checkpoint tables.
 //
 // A thread outside the calling tenant's thread-id prefixes reads exactly as an
 // unknown thread does, so a tenant cannot learn whether it exists.

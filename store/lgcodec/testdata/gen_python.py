@@ -744,11 +744,12 @@ def main() -> None:
             case["pydantic"] = pydantic_want(value)
         golden.append(case)
 
-    # A DeltaChannel snapshot (ext 7) must be refused, not guessed at.
+    # A DeltaChannel snapshot (ext 7) stores the channel's whole value:
+    # it reads as that value.
     if _DeltaSnapshot is not None:
         typ, data = ser.dumps_typed(_DeltaSnapshot(messages_basic()))
         golden.append({"name": "delta_snapshot", "type": typ, "data_b64": base64.b64encode(data).decode(),
-                       "want": {"$error": "unsupported"}})
+                       "want": expect(messages_basic()), "messages": messages_want(messages_basic())})
 
     if args.old_jsonplus:
         golden.extend(old_json_cases(args.old_jsonplus))

@@ -22,6 +22,9 @@ export function isMap(v) {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
+// mergeToolState is mcp-toolsets-runtime's merge_tool_state: keys merged,
+// a missing seq stamped, turns_written counted when a later turn displaces
+// an entry (a key's first entry carries none).
 export function mergeToolState(old, update) {
   const out = { ...(old ?? {}) };
   if (!update) return out;
@@ -41,8 +44,6 @@ export function mergeToolState(old, update) {
       const held = before.turns_written ?? 1;
       const later = before.turn == null || entry.turn == null || entry.turn > before.turn;
       entry.turns_written = later ? held + 1 : held;
-    } else if (entry.turns_written == null) {
-      entry.turns_written = 1;
     }
     out[key] = entry;
   }

@@ -53,8 +53,9 @@ def merge_tool_state(
 
     Entries without a seq get the next one after the highest held. An entry
     written in a later turn than the one it replaces counts one more turn
-    in turns_written; rewriting it within the same turn counts nothing.
-    Entries that are not maps are stored as they are.
+    in turns_written; rewriting it within the same turn counts nothing; a
+    key's first entry carries none (as mcp-toolsets-runtime's
+    merge_tool_state does). Entries that are not maps are stored as they are.
     """
     out = dict(old or {})
     if not new:
@@ -75,8 +76,6 @@ def merge_tool_state(
             b, a = before.get("turn"), entry.get("turn")
             later = b is None or a is None or a > b
             entry["turns_written"] = held + 1 if later else held
-        elif entry.get("turns_written") is None:
-            entry["turns_written"] = 1
         out[key] = entry
     return out
 

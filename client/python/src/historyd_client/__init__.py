@@ -1,13 +1,23 @@
 """Python client of historyd, the turn history of LangGraph threads.
 
 :class:`HistorydThreadHistory` reads historyd.v1.ThreadHistory over gRPC
-(``grpc.aio``) and implements the host protocol of mcp-toolsets-runtime's
-``mcp_state.history.ThreadHistory``::
+(``grpc.aio``). For any LangChain host (Python 3.10+, ``langchain-core``
+only, the ``[langchain]`` extra)::
+
+    from historyd_client import HistorydThreadHistory
+    from historyd_client.langchain import inspect_state_tool
+
+    history = HistorydThreadHistory("historyd:8443", token=token)   # TLS
+    inspect_state = inspect_state_tool(history)      # bind it, or put it in a ToolNode
+
+``await history.turn(thread_id, n)`` answers one turn as a :class:`TurnResult`
+whose ``outcome`` (:class:`Outcome`) says which of found, no_such_turn and
+no_longer_retained it is. The client also implements the host protocol of
+mcp-toolsets-runtime's ``mcp_state.history.ThreadHistory`` (Python 3.12+,
+the ``[mcp]`` extra)::
 
     from mcp_state.inspect import make_inspect_state
-    from historyd_client import HistorydThreadHistory
 
-    history = HistorydThreadHistory("historyd:8443", secure=True, token=token)
     inspect_state = make_inspect_state(history=history)
 
 ``Snapshot``, ``History`` and ``Turn`` are mcp-toolsets-runtime's own classes
@@ -21,27 +31,39 @@ from typing import Any
 
 from historyd_client._compat import LocalHistory, LocalSnapshot, LocalTurn
 from historyd_client.client import (
+    DEFAULT_BACKOFF,
     DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    MAX_BACKOFF,
     HistorydError,
     HistorydThreadHistory,
+    Outcome,
     TurnIndex,
     TurnInfo,
+    TurnResult,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_BACKOFF",
     "DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH",
+    "DEFAULT_RETRIES",
+    "DEFAULT_TIMEOUT",
     "History",
     "HistorydError",
     "HistorydThreadHistory",
     "LocalHistory",
     "LocalSnapshot",
     "LocalTurn",
+    "MAX_BACKOFF",
+    "Outcome",
     "Snapshot",
     "Turn",
     "TurnIndex",
     "TurnInfo",
+    "TurnResult",
 ]
 
 

@@ -71,7 +71,9 @@ def struct_to_python(s: struct_pb2.Struct) -> dict[str, Any]:
 
 
 def _number(x: float) -> int | float:
-    if math.isfinite(x) and x.is_integer() and -_EXACT <= x <= _EXACT:
+    # -0.0 stays a float: as an int it would lose its sign, which the other
+    # clients print ("-0").
+    if math.isfinite(x) and x.is_integer() and -_EXACT <= x <= _EXACT and not (x == 0 and math.copysign(1, x) < 0):
         return int(x)
     return x
 

@@ -4,14 +4,25 @@ It is the host side of ``mcp_state.history.ThreadHistory`` (mcp-toolsets-runtime
 hand one to ``mcp_state.inspect.make_inspect_state(history=...)`` and the
 model's ``inspect_state(key, turn=N)`` reads the key as it stood at the end of
 turn N from historyd, instead of walking the checkpointer in the agent's own
-process.
+process. Without that package, :meth:`HistorydThreadHistory.turn` answers one
+turn in a type that names which of the three answers it is, and
+``historyd_client.langchain`` builds the ``inspect_state`` tool on it for any
+LangChain host.
+
+The defaults are the Go and TypeScript clients' (client/testdata/defaults.json
+records them): TLS unless ``plaintext=True``, a 10 s deadline per call,
+UNAVAILABLE retried 3 times after 0.1 s, 0.2 s and 0.4 s (each ±20%, at most
+2 s), and responses up to 64 MiB.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-from collections.abc import Callable, Sequence
+import enum
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import grpc
@@ -23,10 +34,30 @@ from historyd_client.gen.historyd.v1 import history_pb2, history_pb2_grpc
 #: The largest turn number the API can carry (``int32``).
 _MAX_TURN = 2**31 - 1
 
-#: Default cap on one response. Session state holds exactly the values too big
-#: for a transcript (a turn of the conformance thread carries a 1 MB
+#: Default cap on one response: historyd's default ``--max-response-bytes``, as
+#: in the Go and TypeScript clients. Session state holds exactly the values too
+#: big for a transcript (a turn of the conformance thread carries a 1 MB
 #: geometry), and gRPC's own default of 4 MiB is less than a few such turns.
-DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH = 256 * 1024 * 1024
+DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH = 64 * 1024 * 1024
+
+#: Default deadline of each call in seconds, retries and backoff included (a
+#: stream's as a whole). A call that hangs then fails with DEADLINE_EXCEEDED
+#: instead of stalling the agent turn; the server caps every call at its own
+#: ``--max-call-duration`` (30 s by default) in any case.
+DEFAULT_TIMEOUT = 10.0
+
+#: How many times a call that failed with UNAVAILABLE is tried again.
+DEFAULT_RETRIES = 3
+
+#: The wait before the first retry in seconds; each later one waits twice as
+#: long, spread by up to ±20% (so clients that failed together do not retry
+#: together) and at most :data:`MAX_BACKOFF`.
+DEFAULT_BACKOFF = 0.1
+
+#: The longest single wait between two tries, in seconds.
+MAX_BACKOFF = 2.0
+
+_BACKOFF_JITTER = 0.2
 
 _USER_AGENT = "historyd-python-client"
 
@@ -81,6 +112,48 @@ class TurnIndex(NamedTuple):
     total: int
 
 
+class Outcome(str, enum.Enum):
+    """Which of the three answers to "what did turn n hold" a :class:`TurnResult` is.
+
+    The values are the wire's and the Go client's spelling.
+    """
+
+    #: The turn is retained and ``TurnResult.state`` holds its state.
+    FOUND = "found"
+    #: The thread never had the turn: below 1, or past the total. Nothing was lost.
+    NO_SUCH_TURN = "no_such_turn"
+    #: The turn happened, but none of its checkpoints are retained any more.
+    NO_LONGER_RETAINED = "no_longer_retained"
+
+
+class TurnResult(NamedTuple):
+    """One turn's answer, saying which of the three it is.
+
+    ``state`` (key → entry dict), ``checkpoint_id`` and ``ended_at`` are set
+    only when ``outcome`` is :attr:`Outcome.FOUND`, so a missing turn never
+    carries another turn's state. ``question`` is the turn's question when
+    found, and when no longer retained if the thread's newest messages still
+    hold it (else ``""``). ``total`` and ``retained`` describe the thread.
+    """
+
+    outcome: Outcome
+    #: The turn that was asked for.
+    turn: int
+    #: How many turns the thread has had.
+    total: int
+    #: The turns whose state can still be read, ascending.
+    retained: tuple[int, ...]
+    question: str = ""
+    state: Mapping[str, dict[str, Any]] | None = None
+    checkpoint_id: str | None = None
+    ended_at: _dt.datetime | None = None
+
+    @property
+    def found(self) -> bool:
+        """Whether the turn's state was read."""
+        return self.outcome is Outcome.FOUND
+
+
 Token = str | Callable[[], str]
 
 
@@ -88,18 +161,24 @@ class HistorydThreadHistory:
     """``mcp_state.history.ThreadHistory`` backed by a historyd server.
 
     ``target`` is a gRPC target (``"historyd.internal:8443"``,
-    ``"dns:///historyd:8443"``). The connection is plaintext unless
-    ``secure`` is set (TLS verified against the system roots) or
-    ``credentials`` are given (``grpc.ssl_channel_credentials(...)`` for a
-    private CA or client certificates).
+    ``"dns:///historyd:8443"``). The connection uses TLS, verified against the
+    system roots, unless ``plaintext=True`` asks for none (local development,
+    or a trusted proxy or mesh that provides transport security);
+    ``credentials`` (``grpc.ssl_channel_credentials(...)``) sets up TLS with a
+    private CA or client certificates instead.
 
     ``token`` is sent on every call as ``authorization: Bearer <token>``; a
-    callable is called once per call, for tokens that rotate. On a plaintext
-    connection a token is refused unless ``allow_plaintext_token`` says a
-    trusted network or proxy makes that safe, so a misconfigured deployment
-    fails at construction instead of sending its credential in the clear.
+    callable is called once per call, for tokens that rotate. Over plaintext
+    it is sent only because ``plaintext=True`` said that connection is
+    intended, as Go's ``WithInsecure`` does.
 
-    ``timeout`` bounds each call in seconds (``None``: no deadline).
+    ``timeout`` bounds each call in seconds, retries and backoff included, and
+    a stream as a whole (``None``: no deadline). ``retries`` is how many times
+    a call that failed with UNAVAILABLE is tried again (0: never), the first
+    after ``backoff`` seconds and each later one after twice as long (±20%,
+    at most 2 s); only UNAVAILABLE is retried, as every other code would fail
+    the same way again. A stream cut with UNAVAILABLE resumes after the last
+    turn it delivered, and only failures in a row count against ``retries``.
     ``namespace`` is the checkpoint namespace read, ``""`` being the root
     graph. ``options`` are extra gRPC channel options.
 
@@ -114,11 +193,12 @@ class HistorydThreadHistory:
         target: str,
         *,
         token: Token | None = None,
-        timeout: float | None = 10.0,
+        timeout: float | None = DEFAULT_TIMEOUT,
         credentials: grpc.ChannelCredentials | None = None,
-        secure: bool = False,
+        plaintext: bool = False,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF,
         namespace: str = "",
-        allow_plaintext_token: bool = False,
         max_receive_message_length: int = DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
@@ -126,23 +206,25 @@ class HistorydThreadHistory:
             raise ValueError("historyd: target must be a non-empty gRPC target, such as 'host:port'")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"historyd: timeout must be positive seconds or None, not {timeout!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"historyd: retries must be a whole number 0 or more, not {retries!r}")
+        if not isinstance(backoff, (int, float)) or isinstance(backoff, bool) or backoff < 0:
+            raise ValueError(f"historyd: backoff must be seconds 0 or more, not {backoff!r}")
         if not isinstance(namespace, str):
             raise TypeError("historyd: namespace must be a string")
         if token is not None and not (isinstance(token, str) or callable(token)):
             raise TypeError("historyd: token must be a string or a callable returning one")
         if isinstance(token, str) and not token:
             raise ValueError("historyd: token is empty; pass None to send none")
-        if secure and credentials is None:
+        if plaintext and credentials is not None:
+            raise ValueError("historyd: plaintext=True and credentials contradict each other")
+        if not plaintext and credentials is None:
             credentials = grpc.ssl_channel_credentials()
-        if token is not None and credentials is None and not allow_plaintext_token:
-            raise ValueError(
-                "historyd: a token would be sent over a plaintext connection; pass secure=True or "
-                "credentials=..., or allow_plaintext_token=True when a trusted network or proxy "
-                "provides transport security"
-            )
         self.target = target
         self.namespace = namespace
         self.timeout = timeout
+        self.retries = retries
+        self.backoff = float(backoff)
         self._token = token
         self._credentials = credentials
         self._options = [
@@ -163,7 +245,7 @@ class HistorydThreadHistory:
     def __repr__(self) -> str:
         return (
             f"HistorydThreadHistory({self.target!r}, namespace={self.namespace!r}, "
-            f"secure={self._credentials is not None}, token={'set' if self._token else 'none'})"
+            f"plaintext={self._credentials is None}, token={'set' if self._token else 'none'})"
         )
 
     # -- the host protocol -------------------------------------------------
@@ -178,11 +260,29 @@ class HistorydThreadHistory:
         mcp-toolsets-runtime does not import). ``state`` maps each key to its
         entry dict as the turn ended, or is ``None`` when the thread never had
         the turn or no longer retains it; ``snapshot.never_had(turn)`` says
-        which. ``keys`` restricts the state to those keys.
+        which. ``keys`` restricts the state to those keys. :meth:`turn` reads
+        the same and says which of the three answers it got.
 
         A turn below 1 or beyond what the API can number is answered, like any
         turn past the total, with ``state`` ``None`` and the thread's real
         ``total`` and ``retained``, as the protocol expects, not an error.
+        """
+        result = await self.turn(thread_id, turn, keys=keys)
+        return self._snapshot_type(
+            state=result.state if result.found else None,
+            retained=frozenset(result.retained),
+            total=result.total,
+        )
+
+    # -- beyond the protocol -----------------------------------------------
+
+    async def turn(self, thread_id: str, turn: int, *, keys: Sequence[str] | None = None) -> TurnResult:
+        """The state at the end of ``turn``, or which of the two misses it is.
+
+        Only that turn's state is read. ``keys`` restricts it to those keys. A
+        turn below 1, or beyond what the API can number, is asked as turn 0,
+        so the answer is :attr:`Outcome.NO_SUCH_TURN` with the thread's real
+        total and retained turns, and ``turn`` the number asked for.
         """
         if isinstance(turn, bool) or not isinstance(turn, int):
             raise TypeError(f"historyd: turn must be an int, not {type(turn).__name__}")
@@ -192,18 +292,44 @@ class HistorydThreadHistory:
         )
         response = await self._unary("Snapshot", request)
         result = response.WhichOneof("result")
-        if result is None:
-            raise HistorydError(
-                "Snapshot", grpc.StatusCode.INTERNAL, "the response has none of state, no_such_turn, no_longer_retained"
+        common = {"turn": turn, "total": response.total, "retained": tuple(response.retained_turns)}
+        if result == "state":
+            return TurnResult(
+                outcome=Outcome.FOUND,
+                question=response.state.question,
+                state=_convert.entries_to_python(response.state),
+                checkpoint_id=response.state.checkpoint_id or None,
+                ended_at=_convert.timestamp_to_datetime(response.state, "ended_at"),
+                **common,
             )
-        state = _convert.entries_to_python(response.state) if result == "state" else None
-        return self._snapshot_type(
-            state=state,
-            retained=frozenset(response.retained_turns),
-            total=response.total,
+        if result == "no_such_turn":
+            return TurnResult(outcome=Outcome.NO_SUCH_TURN, **common)
+        if result == "no_longer_retained":
+            return TurnResult(
+                outcome=Outcome.NO_LONGER_RETAINED, question=response.no_longer_retained.question, **common
+            )
+        # Guessing would be the one wrong answer: an empty state reads as
+        # "the key was not there", which the server never said.
+        raise HistorydError(
+            "Snapshot", grpc.StatusCode.INTERNAL, "the response has none of state, no_such_turn, no_longer_retained"
         )
 
-    # -- beyond the protocol -----------------------------------------------
+    async def stream_snapshots(
+        self, thread_id: str, *, keys: Sequence[str] | None = None, from_turn: int = 0
+    ) -> AsyncIterator[Any]:
+        """Every retained turn from ``from_turn`` on, one at a time, ascending.
+
+        Yields the same ``Turn(n, question, checkpoint_id, state)`` items as
+        :meth:`snapshots` (``mcp_agent.history.Turn`` or
+        :class:`~historyd_client.LocalTurn`), read with ``StreamSnapshots``, so
+        a long history never has to fit in one response nor in memory. A
+        stream cut with UNAVAILABLE is resumed after the last turn yielded,
+        so no turn comes twice.
+        """
+        turn_type = self._turn_type
+        async for message in self._resumed(thread_id, keys, from_turn):
+            if message.HasField("turn"):
+                yield _turn(turn_type, message.turn)
 
     async def snapshots(self, thread_id: str, *, keys: Sequence[str] | None = None) -> Any:
         """Every retained turn's state, and how many turns the thread has had.
@@ -224,10 +350,7 @@ class HistorydThreadHistory:
         turns: dict[int, Any] = {}
         total = 0
         try:
-            request = history_pb2.StreamSnapshotsRequest(
-                thread_id=thread_id, checkpoint_ns=self.namespace, keys=_keys(keys)
-            )
-            async for message in self._stream("StreamSnapshots", request):
+            async for message in self._resumed(thread_id, keys, 0):
                 total = max(total, message.total)
                 if message.HasField("turn"):
                     turns[message.turn.turn] = _turn(turn_type, message.turn)
@@ -306,24 +429,66 @@ class HistorydThreadHistory:
             raise ValueError("historyd: the token callable returned no token")
         return (("authorization", f"Bearer {token}"),)
 
-    async def _unary(self, method: str, request: Any) -> Any:
-        call = getattr(self._stub(method), method)
-        try:
-            return await call(request, timeout=self.timeout, metadata=self._metadata())
-        except grpc.aio.AioRpcError as exc:
-            raise HistorydError(method, exc.code(), exc.details()) from exc
+    def _deadline(self) -> float | None:
+        return None if self.timeout is None else time.monotonic() + self.timeout
 
-    async def _stream(self, method: str, request: Any) -> Any:
-        call = getattr(self._stub(method), method)(
-            request, timeout=self.timeout, metadata=self._metadata()
-        )
-        try:
-            async for message in call:
-                yield message
-        except grpc.aio.AioRpcError as exc:
-            raise HistorydError(method, exc.code(), exc.details()) from exc
-        finally:
-            call.cancel()  # a no-op once the stream has ended
+    async def _wait(self, method: str, retry: int, deadline: float | None) -> None:
+        """Sleep before retry number ``retry`` (from 1), or fail if the deadline comes first."""
+        wait = min(self.backoff * 2 ** (retry - 1) * (1 + _BACKOFF_JITTER * (2 * random.random() - 1)), MAX_BACKOFF)
+        if deadline is not None and time.monotonic() + wait >= deadline:
+            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+            raise HistorydError(method, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded while waiting to retry")
+        await asyncio.sleep(wait)
+
+    @staticmethod
+    def _remaining(method: str, deadline: float | None) -> float | None:
+        if deadline is None:
+            return None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HistorydError(method, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
+        return left
+
+    async def _unary(self, method: str, request: Any) -> Any:
+        deadline = self._deadline()
+        failures = 0
+        while True:
+            call = getattr(self._stub(method), method)
+            try:
+                return await call(request, timeout=self._remaining(method, deadline), metadata=self._metadata())
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or failures >= self.retries:
+                    raise HistorydError(method, exc.code(), exc.details()) from exc
+            failures += 1
+            await self._wait(method, failures, deadline)
+
+    async def _resumed(self, thread_id: str, keys: Sequence[str] | None, from_turn: int) -> AsyncIterator[Any]:
+        """``StreamSnapshots`` messages, the stream resumed after the last turn on UNAVAILABLE."""
+        method = "StreamSnapshots"
+        deadline = self._deadline()
+        failures = 0
+        keys = _keys(keys)
+        while True:
+            request = history_pb2.StreamSnapshotsRequest(
+                thread_id=thread_id, checkpoint_ns=self.namespace, keys=keys, from_turn=from_turn
+            )
+            call = self._stub(method).StreamSnapshots(
+                request, timeout=self._remaining(method, deadline), metadata=self._metadata()
+            )
+            try:
+                async for message in call:
+                    if message.HasField("turn"):
+                        failures = 0
+                        from_turn = message.turn.turn + 1
+                    yield message
+                return
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or failures >= self.retries:
+                    raise HistorydError(method, exc.code(), exc.details()) from exc
+            finally:
+                call.cancel()  # a no-op once the stream has ended
+            failures += 1
+            await self._wait(method, failures, deadline)
 
 
 def _keys(keys: Sequence[str] | None) -> list[str]:

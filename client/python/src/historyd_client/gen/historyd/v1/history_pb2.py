@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19historyd/v1/history.proto\x12\x0bhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"J\n\x10SnapshotsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\"\xa2\x01\n\x11SnapshotsResponse\x12\x38\n\x05turns\x18\x01 \x03(\x0b\x32).historyd.v1.SnapshotsResponse.TurnsEntry\x12\r\n\x05total\x18\x02 \x01(\x05\x1a\x44\n\nTurnsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.historyd.v1.TurnState:\x02\x38\x01\"c\n\x16StreamSnapshotsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x11\n\tfrom_turn\x18\x04 \x01(\x05\"N\n\x17StreamSnapshotsResponse\x12$\n\x04turn\x18\x01 \x01(\x0b\x32\x16.historyd.v1.TurnState\x12\r\n\x05total\x18\x02 \x01(\x05\"W\n\x0fSnapshotRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0c\n\x04turn\x18\x02 \x01(\x05\x12\x15\n\rcheckpoint_ns\x18\x03 \x01(\t\x12\x0c\n\x04keys\x18\x04 \x03(\t\"\xda\x01\n\x10SnapshotResponse\x12\'\n\x05state\x18\x01 \x01(\x0b\x32\x16.historyd.v1.TurnStateH\x00\x12/\n\x0cno_such_turn\x18\x02 \x01(\x0b\x32\x17.historyd.v1.NoSuchTurnH\x00\x12;\n\x12no_longer_retained\x18\x03 \x01(\x0b\x32\x1d.historyd.v1.NoLongerRetainedH\x00\x12\r\n\x05total\x18\x04 \x01(\x05\x12\x16\n\x0eretained_turns\x18\x05 \x03(\x05\x42\x08\n\x06result\")\n\nNoSuchTurn\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\r\n\x05total\x18\x02 \x01(\x05\"2\n\x10NoLongerRetained\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\x10\n\x08question\x18\x02 \x01(\t\"V\n\x0cTurnsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x1c\n\x14include_keys_written\x18\x03 \x01(\x08\"D\n\rTurnsResponse\x12$\n\x05turns\x18\x01 \x03(\x0b\x32\x15.historyd.v1.TurnInfo\x12\r\n\x05total\x18\x02 \x01(\x05\"\x99\x01\n\x08TurnInfo\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x10\n\x08question\x18\x02 \x01(\t\x12\x10\n\x08retained\x18\x03 \x01(\x08\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12,\n\x08\x65nded_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0ckeys_written\x18\x06 \x03(\t\"\xef\x01\n\tTurnState\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\t\x12\x10\n\x08question\x18\x03 \x01(\t\x12\x34\n\x07\x65ntries\x18\x04 \x03(\x0b\x32#.historyd.v1.TurnState.EntriesEntry\x12,\n\x08\x65nded_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1aG\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.historyd.v1.StateEntry:\x02\x38\x01\"\xbf\x02\n\nStateEntry\x12%\n\x05value\x18\x01 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\x04tool\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x10\n\x03seq\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x11\n\x04turn\x18\x04 \x01(\x05H\x02\x88\x01\x01\x12\x1a\n\rturns_written\x18\x05 \x01(\x05H\x03\x88\x01\x01\x12\x33\n\x06inputs\x18\x06 \x03(\x0b\x32#.historyd.v1.StateEntry.InputsEntry\x12&\n\x05\x65xtra\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x1a-\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_toolB\x06\n\x04_seqB\x07\n\x05_turnB\x10\n\x0e_turns_written2\xc4\x02\n\rThreadHistory\x12J\n\tSnapshots\x12\x1d.historyd.v1.SnapshotsRequest\x1a\x1e.historyd.v1.SnapshotsResponse\x12G\n\x08Snapshot\x12\x1c.historyd.v1.SnapshotRequest\x1a\x1d.historyd.v1.SnapshotResponse\x12>\n\x05Turns\x12\x19.historyd.v1.TurnsRequest\x1a\x1a.historyd.v1.TurnsResponse\x12^\n\x0fStreamSnapshots\x12#.historyd.v1.StreamSnapshotsRequest\x1a$.historyd.v1.StreamSnapshotsResponse0\x01\x42\x39Z7github.com/historyd/historyd/gen/historyd/v1;historydv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19historyd/v1/history.proto\x12\x0bhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"[\n\x10SnapshotsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\"\xd1\x01\n\x11SnapshotsResponse\x12\x38\n\x05turns\x18\x01 \x03(\x0b\x32).historyd.v1.SnapshotsResponse.TurnsEntry\x12\r\n\x05total\x18\x02 \x01(\x05\x12-\n\tnumbering\x18\x03 \x01(\x0e\x32\x1a.historyd.v1.TurnNumbering\x1a\x44\n\nTurnsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.historyd.v1.TurnState:\x02\x38\x01\"t\n\x16StreamSnapshotsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x11\n\tfrom_turn\x18\x04 \x01(\x05\x12\x0f\n\x07\x63hannel\x18\x05 \x01(\t\"}\n\x17StreamSnapshotsResponse\x12$\n\x04turn\x18\x01 \x01(\x0b\x32\x16.historyd.v1.TurnState\x12\r\n\x05total\x18\x02 \x01(\x05\x12-\n\tnumbering\x18\x03 \x01(\x0e\x32\x1a.historyd.v1.TurnNumbering\"h\n\x0fSnapshotRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0c\n\x04turn\x18\x02 \x01(\x05\x12\x15\n\rcheckpoint_ns\x18\x03 \x01(\t\x12\x0c\n\x04keys\x18\x04 \x03(\t\x12\x0f\n\x07\x63hannel\x18\x05 \x01(\t\"\x89\x02\n\x10SnapshotResponse\x12\'\n\x05state\x18\x01 \x01(\x0b\x32\x16.historyd.v1.TurnStateH\x00\x12/\n\x0cno_such_turn\x18\x02 \x01(\x0b\x32\x17.historyd.v1.NoSuchTurnH\x00\x12;\n\x12no_longer_retained\x18\x03 \x01(\x0b\x32\x1d.historyd.v1.NoLongerRetainedH\x00\x12\r\n\x05total\x18\x04 \x01(\x05\x12\x16\n\x0eretained_turns\x18\x05 \x03(\x05\x12-\n\tnumbering\x18\x06 \x01(\x0e\x32\x1a.historyd.v1.TurnNumberingB\x08\n\x06result\")\n\nNoSuchTurn\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\r\n\x05total\x18\x02 \x01(\x05\"2\n\x10NoLongerRetained\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\x10\n\x08question\x18\x02 \x01(\t\"g\n\x0cTurnsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x1c\n\x14include_keys_written\x18\x03 \x01(\x08\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\"s\n\rTurnsResponse\x12$\n\x05turns\x18\x01 \x03(\x0b\x32\x15.historyd.v1.TurnInfo\x12\r\n\x05total\x18\x02 \x01(\x05\x12-\n\tnumbering\x18\x03 \x01(\x0e\x32\x1a.historyd.v1.TurnNumbering\"\xb0\x01\n\x08TurnInfo\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x10\n\x08question\x18\x02 \x01(\t\x12\x10\n\x08retained\x18\x03 \x01(\x08\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12,\n\x08\x65nded_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0ckeys_written\x18\x06 \x03(\t\x12\x15\n\ranswered_with\x18\x07 \x03(\x05\"\x86\x02\n\tTurnState\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\t\x12\x10\n\x08question\x18\x03 \x01(\t\x12\x34\n\x07\x65ntries\x18\x04 \x03(\x0b\x32#.historyd.v1.TurnState.EntriesEntry\x12,\n\x08\x65nded_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\ranswered_with\x18\x06 \x03(\x05\x1aG\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.historyd.v1.StateEntry:\x02\x38\x01\"\xbf\x02\n\nStateEntry\x12%\n\x05value\x18\x01 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\x04tool\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x10\n\x03seq\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x11\n\x04turn\x18\x04 \x01(\x05H\x02\x88\x01\x01\x12\x1a\n\rturns_written\x18\x05 \x01(\x05H\x03\x88\x01\x01\x12\x33\n\x06inputs\x18\x06 \x03(\x0b\x32#.historyd.v1.StateEntry.InputsEntry\x12&\n\x05\x65xtra\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x1a-\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_toolB\x06\n\x04_seqB\x07\n\x05_turnB\x10\n\x0e_turns_written*\x86\x01\n\rTurnNumbering\x12\x1e\n\x1aTURN_NUMBERING_UNSPECIFIED\x10\x00\x12\x1b\n\x17TURN_NUMBERING_COMPLETE\x10\x01\x12\x1a\n\x16TURN_NUMBERING_COUNTED\x10\x02\x12\x1c\n\x18TURN_NUMBERING_ESTIMATED\x10\x03\x32\xc4\x02\n\rThreadHistory\x12J\n\tSnapshots\x12\x1d.historyd.v1.SnapshotsRequest\x1a\x1e.historyd.v1.SnapshotsResponse\x12G\n\x08Snapshot\x12\x1c.historyd.v1.SnapshotRequest\x1a\x1d.historyd.v1.SnapshotResponse\x12>\n\x05Turns\x12\x19.historyd.v1.TurnsRequest\x1a\x1a.historyd.v1.TurnsResponse\x12^\n\x0fStreamSnapshots\x12#.historyd.v1.StreamSnapshotsRequest\x1a$.historyd.v1.StreamSnapshotsResponse0\x01\x42\x39Z7github.com/historyd/historyd/gen/historyd/v1;historydv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,38 +40,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TURNSTATE_ENTRIESENTRY']._serialized_options = b'8\001'
   _globals['_STATEENTRY_INPUTSENTRY']._loaded_options = None
   _globals['_STATEENTRY_INPUTSENTRY']._serialized_options = b'8\001'
+  _globals['_TURNNUMBERING']._serialized_start=2113
+  _globals['_TURNNUMBERING']._serialized_end=2247
   _globals['_SNAPSHOTSREQUEST']._serialized_start=105
-  _globals['_SNAPSHOTSREQUEST']._serialized_end=179
-  _globals['_SNAPSHOTSRESPONSE']._serialized_start=182
-  _globals['_SNAPSHOTSRESPONSE']._serialized_end=344
-  _globals['_SNAPSHOTSRESPONSE_TURNSENTRY']._serialized_start=276
-  _globals['_SNAPSHOTSRESPONSE_TURNSENTRY']._serialized_end=344
-  _globals['_STREAMSNAPSHOTSREQUEST']._serialized_start=346
-  _globals['_STREAMSNAPSHOTSREQUEST']._serialized_end=445
-  _globals['_STREAMSNAPSHOTSRESPONSE']._serialized_start=447
-  _globals['_STREAMSNAPSHOTSRESPONSE']._serialized_end=525
-  _globals['_SNAPSHOTREQUEST']._serialized_start=527
-  _globals['_SNAPSHOTREQUEST']._serialized_end=614
-  _globals['_SNAPSHOTRESPONSE']._serialized_start=617
-  _globals['_SNAPSHOTRESPONSE']._serialized_end=835
-  _globals['_NOSUCHTURN']._serialized_start=837
-  _globals['_NOSUCHTURN']._serialized_end=878
-  _globals['_NOLONGERRETAINED']._serialized_start=880
-  _globals['_NOLONGERRETAINED']._serialized_end=930
-  _globals['_TURNSREQUEST']._serialized_start=932
-  _globals['_TURNSREQUEST']._serialized_end=1018
-  _globals['_TURNSRESPONSE']._serialized_start=1020
-  _globals['_TURNSRESPONSE']._serialized_end=1088
-  _globals['_TURNINFO']._serialized_start=1091
-  _globals['_TURNINFO']._serialized_end=1244
-  _globals['_TURNSTATE']._serialized_start=1247
-  _globals['_TURNSTATE']._serialized_end=1486
-  _globals['_TURNSTATE_ENTRIESENTRY']._serialized_start=1415
-  _globals['_TURNSTATE_ENTRIESENTRY']._serialized_end=1486
-  _globals['_STATEENTRY']._serialized_start=1489
-  _globals['_STATEENTRY']._serialized_end=1808
-  _globals['_STATEENTRY_INPUTSENTRY']._serialized_start=1719
-  _globals['_STATEENTRY_INPUTSENTRY']._serialized_end=1764
-  _globals['_THREADHISTORY']._serialized_start=1811
-  _globals['_THREADHISTORY']._serialized_end=2135
+  _globals['_SNAPSHOTSREQUEST']._serialized_end=196
+  _globals['_SNAPSHOTSRESPONSE']._serialized_start=199
+  _globals['_SNAPSHOTSRESPONSE']._serialized_end=408
+  _globals['_SNAPSHOTSRESPONSE_TURNSENTRY']._serialized_start=340
+  _globals['_SNAPSHOTSRESPONSE_TURNSENTRY']._serialized_end=408
+  _globals['_STREAMSNAPSHOTSREQUEST']._serialized_start=410
+  _globals['_STREAMSNAPSHOTSREQUEST']._serialized_end=526
+  _globals['_STREAMSNAPSHOTSRESPONSE']._serialized_start=528
+  _globals['_STREAMSNAPSHOTSRESPONSE']._serialized_end=653
+  _globals['_SNAPSHOTREQUEST']._serialized_start=655
+  _globals['_SNAPSHOTREQUEST']._serialized_end=759
+  _globals['_SNAPSHOTRESPONSE']._serialized_start=762
+  _globals['_SNAPSHOTRESPONSE']._serialized_end=1027
+  _globals['_NOSUCHTURN']._serialized_start=1029
+  _globals['_NOSUCHTURN']._serialized_end=1070
+  _globals['_NOLONGERRETAINED']._serialized_start=1072
+  _globals['_NOLONGERRETAINED']._serialized_end=1122
+  _globals['_TURNSREQUEST']._serialized_start=1124
+  _globals['_TURNSREQUEST']._serialized_end=1227
+  _globals['_TURNSRESPONSE']._serialized_start=1229
+  _globals['_TURNSRESPONSE']._serialized_end=1344
+  _globals['_TURNINFO']._serialized_start=1347
+  _globals['_TURNINFO']._serialized_end=1523
+  _globals['_TURNSTATE']._serialized_start=1526
+  _globals['_TURNSTATE']._serialized_end=1788
+  _globals['_TURNSTATE_ENTRIESENTRY']._serialized_start=1717
+  _globals['_TURNSTATE_ENTRIESENTRY']._serialized_end=1788
+  _globals['_STATEENTRY']._serialized_start=1791
+  _globals['_STATEENTRY']._serialized_end=2110
+  _globals['_STATEENTRY_INPUTSENTRY']._serialized_start=2021
+  _globals['_STATEENTRY_INPUTSENTRY']._serialized_end=2066
+  _globals['_THREADHISTORY']._serialized_start=2250
+  _globals['_THREADHISTORY']._serialized_end=2574
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,469 @@
+// ThreadHistory: historyd.v1.ThreadHistory over gRPC, with the Go client's
+// behaviour and defaults.
+
+import type { SecureContextOptions } from "node:tls";
+
+import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, createClient, type CallOptions, type Client, type Transport } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+
+import {
+  ThreadHistory as ThreadHistoryService,
+  type StateEntry,
+  type TurnState as WireTurnState,
+} from "./gen/historyd/v1/history_pb.js";
+
+/**
+ * The defaults of every historyd client (Go, Python, TypeScript), as
+ * client/testdata/defaults.json records them.
+ */
+export const DEFAULTS = Object.freeze({
+  /** Each call's deadline, retries and backoff included (a stream's as a whole). */
+  timeoutMs: 10_000,
+  /** How many times a call that failed with UNAVAILABLE is tried again. */
+  retries: 3,
+  /** The wait before the first retry; each later one waits twice as long. */
+  backoffMs: 100,
+  /** The longest single wait between two tries. */
+  maxBackoffMs: 2_000,
+  /** Each wait is spread by up to this fraction either way. */
+  backoffJitter: 0.2,
+  /** The largest response accepted: historyd's default --max-response-bytes. */
+  maxReceiveBytes: 64 * 1024 * 1024,
+});
+
+/** The largest turn number the API can carry (int32). */
+const MAX_TURN = 2 ** 31 - 1;
+
+/** How a ThreadHistory connects and calls. */
+export interface ThreadHistoryOptions {
+  /**
+   * Connect without transport security. The default is TLS verified against
+   * the system roots (or `tls`); plaintext is for local development, or a
+   * trusted proxy or mesh that provides transport security. A token is sent
+   * over plaintext only because this says so, as in the Go client.
+   */
+  plaintext?: boolean;
+  /** TLS settings, such as a private CA (`ca`) or a client certificate (`cert`, `key`). */
+  tls?: SecureContextOptions & { servername?: string };
+  /** Sent on every call as `authorization: Bearer <token>`; a function is called per call (rotating tokens). */
+  token?: string | (() => string | Promise<string>);
+  /** Each call's deadline in ms, retries and backoff included, a stream's as a whole; 0 for none. */
+  timeoutMs?: number;
+  /** How many times a call that failed with UNAVAILABLE is tried again; 0 disables retries. */
+  retries?: number;
+  /** The wait before the first retry in ms; each later one waits twice as long (±20%, at most 2 s). */
+  backoffMs?: number;
+  /** The checkpoint namespace read; "" (the default) is the root graph. */
+  namespace?: string;
+  /** The largest response accepted, in bytes. */
+  maxReceiveBytes?: number;
+  /**
+   * A Connect transport to call through instead of the gRPC transport this
+   * client makes (tests, a custom HTTP/2 session). `plaintext`, `tls` and
+   * `maxReceiveBytes` then do not apply.
+   */
+  transport?: Transport;
+}
+
+/** What one call may add: an abort signal and a deadline of its own. */
+export interface CallOpts {
+  /** Aborts the call (a stream: the rest of it). */
+  signal?: AbortSignal;
+  /** This call's deadline in ms, instead of the client's `timeoutMs`; 0 for none. */
+  timeoutMs?: number;
+}
+
+/** A read of state: which keys, in which namespace. */
+export interface ReadOpts extends CallOpts {
+  /** Restricts each turn's state to these keys; keys a turn does not hold are absent. */
+  keys?: string[];
+  /** The checkpoint namespace, instead of the client's. */
+  namespace?: string;
+}
+
+/** One session-state key's entry: the published value and the bookkeeping the host recorded with it. */
+export interface Entry {
+  /** The published value, as plain JSON (history.proto's StateEntry documents the mapping). */
+  value: JsonValue;
+  /** The tool that wrote the value, when recorded. */
+  tool?: string;
+  /** The entry's write order within the thread, when recorded. */
+  seq?: number;
+  /** The turn of the key's last write, when recorded. */
+  turn?: number;
+  /** How many turns have written the key, as of this state, when recorded. */
+  turnsWritten?: number;
+  /** Each parameter of the producing call → the state key it was read from, or "model". */
+  inputs: Record<string, string>;
+  /** Every other field the host stored in the entry, unchanged. */
+  extra?: JsonObject;
+}
+
+/** A thread's session state at the end of one retained turn. */
+export interface TurnState {
+  /** The turn number, counted from 1. */
+  turn: number;
+  /** The checkpoint the turn ended on. */
+  checkpointId: string;
+  /** The text of the user's message that opened the turn. */
+  question: string;
+  /** When the turn's last checkpoint was written, when known. */
+  endedAt?: Date;
+  /** Each session-state key's entry as the turn ended. */
+  state: Record<string, Entry>;
+}
+
+interface SnapshotCommon {
+  /** The turn that was asked for. */
+  turn: number;
+  /** How many turns the thread has had. */
+  total: number;
+  /** The turns whose state can still be read, ascending. */
+  retained: number[];
+}
+
+/** The turn is retained: its state. */
+export interface Found extends SnapshotCommon, TurnState {
+  outcome: "found";
+}
+
+/** The thread never had the turn (below 1, or past the total). Nothing was lost. */
+export interface NoSuchTurn extends SnapshotCommon {
+  outcome: "no_such_turn";
+}
+
+/** The turn happened, but none of its checkpoints are retained any more. */
+export interface NoLongerRetained extends SnapshotCommon {
+  outcome: "no_longer_retained";
+  /** The turn's question, when the thread's newest messages still hold it (else ""). */
+  question: string;
+}
+
+/**
+ * The answer for one turn: exactly one of the three, told apart by
+ * `outcome`. Only a Found has state, so a missing turn can never pass for a
+ * found one, nor carry another turn's state.
+ */
+export type Snapshot = Found | NoSuchTurn | NoLongerRetained;
+
+/** Every retained turn of a thread, and how many turns it has had. */
+export interface History {
+  /** How many turns the thread has had, retained or not. */
+  total: number;
+  /** The retained turns, ascending. */
+  turns: TurnState[];
+}
+
+/** One turn without its state. */
+export interface TurnInfo {
+  turn: number;
+  question: string;
+  retained: boolean;
+  /** The checkpoint the turn ended on; "" when not retained. */
+  checkpointId: string;
+  endedAt?: Date;
+  /** The keys whose last write was in this turn, sorted; only with `includeKeysWritten`. */
+  keysWritten: string[];
+}
+
+/** Turns 1..total of a thread. */
+export interface TurnIndex {
+  total: number;
+  turns: TurnInfo[];
+}
+
+/** The gRPC code names, as the other clients and grpcurl spell them. */
+const CODE_NAMES: Record<number, string> = {
+  [Code.Canceled]: "CANCELLED",
+  [Code.Unknown]: "UNKNOWN",
+  [Code.InvalidArgument]: "INVALID_ARGUMENT",
+  [Code.DeadlineExceeded]: "DEADLINE_EXCEEDED",
+  [Code.NotFound]: "NOT_FOUND",
+  [Code.AlreadyExists]: "ALREADY_EXISTS",
+  [Code.PermissionDenied]: "PERMISSION_DENIED",
+  [Code.ResourceExhausted]: "RESOURCE_EXHAUSTED",
+  [Code.FailedPrecondition]: "FAILED_PRECONDITION",
+  [Code.Aborted]: "ABORTED",
+  [Code.OutOfRange]: "OUT_OF_RANGE",
+  [Code.Unimplemented]: "UNIMPLEMENTED",
+  [Code.Internal]: "INTERNAL",
+  [Code.Unavailable]: "UNAVAILABLE",
+  [Code.DataLoss]: "DATA_LOSS",
+  [Code.Unauthenticated]: "UNAUTHENTICATED",
+};
+
+/**
+ * A failed call: `code` is its gRPC status code (Connect's `Code`),
+ * `codeName` its name ("UNAVAILABLE"), `details` the server's message, and
+ * `cause` the ConnectError, with the server's error details.
+ */
+export class HistorydError extends Error {
+  readonly code: Code;
+  readonly codeName: string;
+  readonly details: string;
+  readonly method: string;
+  readonly threadId: string;
+
+  constructor(method: string, threadId: string, code: Code, details: string, cause?: unknown) {
+    const name = CODE_NAMES[code] ?? `CODE_${code}`;
+    super(`historyd ${method}(thread ${JSON.stringify(threadId)}): ${name}: ${details}`, { cause });
+    this.name = "HistorydError";
+    this.code = code;
+    this.codeName = name;
+    this.details = details;
+    this.method = method;
+    this.threadId = threadId;
+  }
+}
+
+/**
+ * ThreadHistory reads thread history from a historyd server over gRPC, with
+ * TLS unless plaintext is asked for, a bearer token, a deadline per call, and
+ * retries of UNAVAILABLE with backoff; the defaults are the Go client's
+ * (DEFAULTS).
+ */
+export class ThreadHistory {
+  readonly target: string;
+  readonly namespace: string;
+  readonly timeoutMs: number;
+  readonly retries: number;
+  readonly backoffMs: number;
+  readonly plaintext: boolean;
+  readonly #rpc: Client<typeof ThreadHistoryService>;
+  readonly #token: ThreadHistoryOptions["token"];
+  #closed = false;
+
+  /**
+   * `target` is "host:port" (or "dns:///host:port", as the other clients
+   * take it). The connection is made on the first call.
+   */
+  constructor(target: string, options: ThreadHistoryOptions = {}) {
+    if (typeof target !== "string" || target === "") {
+      throw new TypeError("historyd: target must be a non-empty address, such as 'host:port'");
+    }
+    const o = options;
+    check(o.timeoutMs === undefined || (Number.isFinite(o.timeoutMs) && o.timeoutMs >= 0), "timeoutMs must be 0 (none) or more ms", o.timeoutMs);
+    check(o.retries === undefined || (Number.isInteger(o.retries) && o.retries >= 0), "retries must be a whole number 0 or more", o.retries);
+    check(o.backoffMs === undefined || (Number.isFinite(o.backoffMs) && o.backoffMs >= 0), "backoffMs must be 0 or more ms", o.backoffMs);
+    check(o.maxReceiveBytes === undefined || (Number.isInteger(o.maxReceiveBytes) && o.maxReceiveBytes > 0), "maxReceiveBytes must be a positive whole number", o.maxReceiveBytes);
+    check(o.token === undefined || typeof o.token === "function" || (typeof o.token === "string" && o.token !== ""), "token must be a non-empty string or a function returning one", o.token === "" ? '""' : typeof o.token);
+    if (o.plaintext && o.tls) throw new TypeError("historyd: plaintext and tls contradict each other");
+    this.target = target;
+    this.namespace = o.namespace ?? "";
+    this.timeoutMs = o.timeoutMs ?? DEFAULTS.timeoutMs;
+    this.retries = o.retries ?? DEFAULTS.retries;
+    this.backoffMs = o.backoffMs ?? DEFAULTS.backoffMs;
+    this.plaintext = o.plaintext === true;
+    this.#token = o.token;
+    const transport =
+      o.transport ??
+      createGrpcTransport({
+        baseUrl: baseUrl(target, this.plaintext),
+        readMaxBytes: o.maxReceiveBytes ?? DEFAULTS.maxReceiveBytes,
+        nodeOptions: this.plaintext ? {} : { ...(o.tls ?? {}) },
+      });
+    this.#rpc = createClient(ThreadHistoryService, transport);
+  }
+
+  /**
+   * The state at the end of one turn, or which of the two misses it is. Only
+   * that turn's state is read. A turn below 1 or past what the API can
+   * number is asked as turn 0, so the answer is a NoSuchTurn with the
+   * thread's real total and retained turns, and `turn` the number asked for.
+   */
+  async snapshot(threadId: string, turn: number, opts: ReadOpts = {}): Promise<Snapshot> {
+    if (!Number.isInteger(turn)) throw new TypeError(`historyd: turn must be a whole number, not ${turn}`);
+    const asked = turn >= 1 && turn <= MAX_TURN ? turn : 0;
+    const resp = await this.#unary("Snapshot", threadId, opts, (call) =>
+      this.#rpc.snapshot({ threadId, turn: asked, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [] }, call),
+    );
+    const common = { turn, total: resp.total, retained: [...resp.retainedTurns] };
+    switch (resp.result.case) {
+      case "state":
+        return { ...fromTurnState(resp.result.value), ...common, outcome: "found" };
+      case "noSuchTurn":
+        return { ...common, outcome: "no_such_turn" };
+      case "noLongerRetained":
+        return { ...common, outcome: "no_longer_retained", question: resp.result.value.question };
+    }
+    // Guessing would be the one wrong answer: an empty state reads as "the
+    // key was not there", which the server never said.
+    throw new HistorydError("Snapshot", threadId, Code.Internal, "response carries none of state, no_such_turn or no_longer_retained");
+  }
+
+  /** The state at the end of every retained turn, ascending, and the thread's total, in one response. */
+  async snapshots(threadId: string, opts: ReadOpts = {}): Promise<History> {
+    const resp = await this.#unary("Snapshots", threadId, opts, (call) =>
+      this.#rpc.snapshots({ threadId, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [] }, call),
+    );
+    const turns = Object.entries(resp.turns).map(([n, t]) => ({ ...fromTurnState(t), turn: Number(n) }));
+    turns.sort((a, b) => a.turn - b.turn);
+    return { total: resp.total, turns };
+  }
+
+  /**
+   * What snapshots returns, one turn at a time, ascending, read with
+   * StreamSnapshots: a long history never has to fit in one response nor in
+   * memory. Breaking out of the loop cancels the call. A stream cut with
+   * UNAVAILABLE resumes after the last turn yielded, so no turn comes twice;
+   * only failures in a row count against the retries, and the deadline
+   * bounds the whole read.
+   */
+  async *streamSnapshots(threadId: string, opts: ReadOpts & { fromTurn?: number } = {}): AsyncGenerator<TurnState, void, undefined> {
+    const method = "StreamSnapshots";
+    this.#open(method, threadId);
+    const deadline = this.#deadline(opts);
+    const stop = new AbortController();
+    const signal = opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal;
+    let from = opts.fromTurn ?? 0;
+    let failures = 0;
+    try {
+      for (;;) {
+        try {
+          const call = { signal, timeoutMs: remaining(method, threadId, deadline), headers: await this.#headers() };
+          const stream = this.#rpc.streamSnapshots(
+            { threadId, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], fromTurn: from },
+            call,
+          );
+          for await (const msg of stream) {
+            if (!msg.turn) continue; // the one message of a thread with no retained turn
+            failures = 0;
+            from = Math.min(msg.turn.turn, MAX_TURN - 1) + 1;
+            yield fromTurnState(msg.turn);
+          }
+          return;
+        } catch (err) {
+          const e = err instanceof HistorydError ? err : ConnectError.from(err);
+          if (e instanceof HistorydError) throw e;
+          if (e.code !== Code.Unavailable || failures >= this.retries) throw fail(method, threadId, e);
+        }
+        failures++;
+        await this.#wait(method, threadId, failures, deadline, opts.signal);
+      }
+    } finally {
+      stop.abort(); // the consumer stopped early: end the call
+    }
+  }
+
+  /** Turns 1..total, retained or not, without their state: cheap enough for a UI to call on every render. */
+  async turns(threadId: string, opts: CallOpts & { namespace?: string; includeKeysWritten?: boolean } = {}): Promise<TurnIndex> {
+    const resp = await this.#unary("Turns", threadId, opts, (call) =>
+      this.#rpc.turns({ threadId, checkpointNs: opts.namespace ?? this.namespace, includeKeysWritten: opts.includeKeysWritten ?? false }, call),
+    );
+    return {
+      total: resp.total,
+      turns: resp.turns.map((t) => ({
+        turn: t.number,
+        question: t.question,
+        retained: t.retained,
+        checkpointId: t.checkpointId,
+        ...(t.endedAt ? { endedAt: timestampDate(t.endedAt) } : {}),
+        keysWritten: [...t.keysWritten],
+      })),
+    };
+  }
+
+  /** Stops the client: later calls fail with FAILED_PRECONDITION. Connections close when idle. */
+  close(): void {
+    this.#closed = true;
+  }
+
+  #open(method: string, threadId: string): void {
+    if (this.#closed) throw new HistorydError(method, threadId, Code.FailedPrecondition, "client is closed");
+  }
+
+  #deadline(opts: CallOpts): number | undefined {
+    const ms = opts.timeoutMs ?? this.timeoutMs;
+    return ms > 0 ? Date.now() + ms : undefined;
+  }
+
+  async #headers(): Promise<Record<string, string>> {
+    if (this.#token === undefined) return {};
+    const token = typeof this.#token === "function" ? await this.#token() : this.#token;
+    if (typeof token !== "string" || token === "") throw new TypeError("historyd: the token function returned no token");
+    return { authorization: `Bearer ${token}` };
+  }
+
+  async #unary<T>(method: string, threadId: string, opts: CallOpts, call: (o: CallOptions) => Promise<T>): Promise<T> {
+    this.#open(method, threadId);
+    const deadline = this.#deadline(opts);
+    for (let failures = 0; ; failures++) {
+      try {
+        return await call({ signal: opts.signal, timeoutMs: remaining(method, threadId, deadline), headers: await this.#headers() });
+      } catch (err) {
+        if (err instanceof HistorydError) throw err;
+        const e = ConnectError.from(err);
+        if (e.code !== Code.Unavailable || failures >= this.retries) throw fail(method, threadId, e);
+      }
+      await this.#wait(method, threadId, failures + 1, deadline, opts.signal);
+    }
+  }
+
+  /** Waits before retry number n (from 1), or fails if the deadline or an abort comes first. */
+  async #wait(method: string, threadId: string, n: number, deadline: number | undefined, signal?: AbortSignal): Promise<void> {
+    const jitter = 1 + DEFAULTS.backoffJitter * (2 * Math.random() - 1);
+    const wait = Math.min(this.backoffMs * 2 ** (n - 1) * jitter, DEFAULTS.maxBackoffMs);
+    const late = deadline !== undefined && Date.now() + wait >= deadline;
+    const ms = late ? Math.max(0, deadline! - Date.now()) : wait;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(resolve, ms);
+      signal?.addEventListener(
+        "abort",
+        () => {
+          clearTimeout(timer);
+          reject(new HistorydError(method, threadId, Code.Canceled, "the call was aborted"));
+        },
+        { once: true },
+      );
+    });
+    if (late) throw new HistorydError(method, threadId, Code.DeadlineExceeded, "deadline exceeded while waiting to retry");
+  }
+}
+
+function check(ok: boolean, what: string, got: unknown): void {
+  if (!ok) throw new TypeError(`historyd: ${what}, not ${String(got)}`);
+}
+
+function baseUrl(target: string, plaintext: boolean): string {
+  const address = target.startsWith("dns:///") ? target.slice("dns:///".length) : target;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(address) || address.includes("/")) {
+    throw new TypeError(`historyd: target ${JSON.stringify(target)} must be "host:port" or "dns:///host:port"`);
+  }
+  return `${plaintext ? "http" : "https"}://${address}`;
+}
+
+function remaining(method: string, threadId: string, deadline: number | undefined): number | undefined {
+  if (deadline === undefined) return undefined;
+  const left = deadline - Date.now();
+  if (left <= 0) throw new HistorydError(method, threadId, Code.DeadlineExceeded, "deadline exceeded");
+  return left;
+}
+
+function fail(method: string, threadId: string, e: ConnectError): HistorydError {
+  return new HistorydError(method, threadId, e.code, e.rawMessage, e);
+}
+
+function fromTurnState(t: WireTurnState): TurnState {
+  const state: Record<string, Entry> = {};
+  for (const [key, e] of Object.entries(t.entries)) state[key] = fromEntry(e);
+  return {
+    turn: t.turn,
+    checkpointId: t.checkpointId,
+    question: t.question,
+    ...(t.endedAt ? { endedAt: timestampDate(t.endedAt) } : {}),
+    state,
+  };
+}
+
+/** A wire entry as an Entry. A missing value reads as null, as protobuf's JSON mapping does. */
+function fromEntry(e: StateEntry): Entry {
+  const out: Entry = { value: e.value ? toJson(ValueSchema, e.value) : null, inputs: { ...e.inputs } };
+  if (e.tool !== undefined) out.tool = e.tool;
+  if (e.seq !== undefined) out.seq = Number(e.seq);
+  if (e.turn !== undefined) out.turn = e.turn;
+  if (e.turnsWritten !== undefined) out.turnsWritten = e.turnsWritten;
+  if (e.extra && Object.keys(e.extra).length > 0) out.extra = e.extra;
+  return out;
+}

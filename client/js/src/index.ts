@@ -1,0 +1,23 @@
+// @historyd/client: historyd's TypeScript client. ThreadHistory reads a
+// LangGraph thread's per-turn session state over gRPC; "@historyd/client/inspect"
+// renders inspect_state's answers and "@historyd/client/langchain" makes the
+// LangChain.js tool of it.
+
+export {
+  DEFAULTS,
+  HistorydError,
+  ThreadHistory,
+  type CallOpts,
+  type Entry,
+  type Found,
+  type History,
+  type NoLongerRetained,
+  type NoSuchTurn,
+  type ReadOpts,
+  type Snapshot,
+  type ThreadHistoryOptions,
+  type TurnIndex,
+  type TurnInfo,
+  type TurnState,
+} from "./client.js";
+export { Code } from "@connectrpc/connect";

@@ -1,0 +1,135 @@
+// An in-process historyd.v1.ThreadHistory server with canned answers, for
+// the client's unit tests: a real HTTP/2 gRPC server (Connect's Node
+// adapter), so calls cross a real connection. Thread "t" has 5 turns, of
+// which 3..5 are retained; "slow" answers after 5 s; "denied" is refused.
+
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import http2 from "node:http2";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import { create, fromJson } from "@bufbuild/protobuf";
+import { ValueSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+
+import { StateEntrySchema, ThreadHistory, TurnStateSchema } from "../../dist/gen/historyd/v1/history_pb.js";
+
+export const AREA = "sketch-ops/sketch_area/area";
+export const TOTAL = 5;
+export const RETAINED = [3, 4, 5];
+export const QUESTIONS = ["q1", "q2", "q3", "q4", "q5"];
+
+const entry = (value, fields = {}) => create(StateEntrySchema, { value: fromJson(ValueSchema, value), ...fields });
+
+function turnState(n) {
+  const entries = {
+    [AREA]: entry({ amount: 14000 + n, unit: "km2" }, { tool: "sketch_area", seq: BigInt(n), turn: n, turnsWritten: n - 2, inputs: { unit: "model" } }),
+    other: entry({ n }, { extra: { source: "test" } }),
+  };
+  return create(TurnStateSchema, { turn: n, checkpointId: `cp-${n}`, question: QUESTIONS[n - 1], entries, endedAt: timestampFromDate(new Date(Date.UTC(2026, 0, n))) });
+}
+
+/**
+ * serve starts the server; `flaky.fail` makes the next calls fail with
+ * UNAVAILABLE (streams after `flaky.cut` messages). It records each call's
+ * method, request and authorization header.
+ */
+export async function serve({ tls = false } = {}) {
+  const calls = [];
+  const flaky = { fail: 0, cut: null };
+  const enter = async (method, req, ctx) => {
+    calls.push({ method, req, authorization: ctx.requestHeader.get("authorization"), timeout: ctx.timeoutMs() });
+    if (req.threadId === "slow") await new Promise((r) => setTimeout(r, 5000));
+    if (req.threadId === "denied") throw new ConnectError("token may not read thread denied", Code.PermissionDenied);
+    if (req.threadId === "") throw new ConnectError("thread_id: is required", Code.InvalidArgument);
+  };
+  const flake = () => {
+    if (flaky.fail > 0 && flaky.cut === null) {
+      flaky.fail--;
+      throw new ConnectError("store restarting", Code.Unavailable);
+    }
+  };
+  const turnsOf = (req) => (req.threadId === "t" ? RETAINED : []);
+  const project = (t, keys) => {
+    if (keys.length) for (const k of Object.keys(t.entries)) if (!keys.includes(k)) delete t.entries[k];
+    return t;
+  };
+  const impl = {
+    async snapshot(req, ctx) {
+      await enter("Snapshot", req, ctx);
+      flake();
+      const retained = turnsOf(req);
+      const total = req.threadId === "t" ? TOTAL : 0;
+      const n = req.turn;
+      let result;
+      if (n < 1 || n > total) result = { case: "noSuchTurn", value: { turn: n, total } };
+      else if (retained.includes(n)) result = { case: "state", value: project(turnState(n), req.keys) };
+      else result = { case: "noLongerRetained", value: { turn: n, question: QUESTIONS[n - 1] } };
+      return { result, total, retainedTurns: retained };
+    },
+    async snapshots(req, ctx) {
+      await enter("Snapshots", req, ctx);
+      flake();
+      const turns = {};
+      for (const n of turnsOf(req)) turns[n] = project(turnState(n), req.keys);
+      return { turns, total: req.threadId === "t" ? TOTAL : 0 };
+    },
+    async *streamSnapshots(req, ctx) {
+      await enter("StreamSnapshots", req, ctx);
+      flake();
+      const failing = flaky.cut !== null && flaky.fail > 0;
+      if (failing) flaky.fail--;
+      const total = req.threadId === "t" ? TOTAL : 0;
+      const turns = turnsOf(req).filter((n) => n >= req.fromTurn);
+      if (!turns.length) yield { total };
+      let sent = 0;
+      for (const n of turns) {
+        if (failing && sent === flaky.cut) throw new ConnectError("server going away", Code.Unavailable);
+        yield { turn: project(turnState(n), req.keys), total };
+        sent++;
+      }
+    },
+    async turns(req, ctx) {
+      await enter("Turns", req, ctx);
+      flake();
+      const total = req.threadId === "t" ? TOTAL : 0;
+      const turns = [];
+      for (let n = 1; n <= total; n++) {
+        const retained = RETAINED.includes(n);
+        turns.push({ number: n, question: QUESTIONS[n - 1], retained, checkpointId: retained ? `cp-${n}` : "", keysWritten: retained && req.includeKeysWritten ? [AREA] : [] });
+      }
+      return { turns, total };
+    },
+  };
+  const handler = connectNodeAdapter({ grpc: true, connect: false, grpcWeb: false, routes: (router) => router.service(ThreadHistory, impl) });
+  let server;
+  let ca;
+  if (tls) {
+    const dir = mkdtempSync(join(tmpdir(), "historyd-js-tls-"));
+    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+      "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem")], { stdio: "ignore" });
+    ca = readFileSync(join(dir, "cert.pem"));
+    server = http2.createSecureServer({ key: readFileSync(join(dir, "key.pem")), cert: ca }, handler);
+  } else {
+    server = http2.createServer(handler);
+  }
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const sessions = new Set();
+  server.on("session", (s) => {
+    sessions.add(s);
+    s.on("close", () => sessions.delete(s));
+  });
+  return {
+    target: `127.0.0.1:${server.address().port}`,
+    calls,
+    flaky,
+    ca,
+    close: () =>
+      new Promise((resolve) => {
+        for (const s of sessions) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}

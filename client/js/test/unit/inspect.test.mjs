@@ -1,0 +1,114 @@
+// What the shared table (client/testdata/cases.json) cannot reach through a
+// server: a host's present state, declared keys, the limits, the JSON
+// writer on its own, and the tool's LangChain.js surface.
+
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import { ToolMessage } from "@langchain/core/messages";
+import { convertToOpenAITool } from "@langchain/core/utils/function_calling";
+
+import { Inspector, NoStateError, PARAMETER_DESCRIPTIONS, TOOL_DESCRIPTION } from "../../dist/inspect.js";
+import { compareCodePoints, dumps, goQuote } from "../../dist/json.js";
+import { inspectState } from "../../dist/langchain.js";
+
+/** Turns 2..4 of a 4-turn thread whose turn 1 was pruned, in memory. */
+function fakeHistory() {
+  const area = (km2, turn, turnsWritten) => ({ value: { km2 }, turn, turnsWritten, inputs: {} });
+  const turns = { 2: { area: area(11420, 2, 1) }, 3: { area: area(12935, 3, 2) }, 4: { area: area(12935, 3, 2), notes: { value: "n", inputs: {} } } };
+  const calls = [];
+  return {
+    calls,
+    async snapshot(threadId, turn, opts = {}) {
+      calls.push([threadId, turn, opts.keys ?? null]);
+      const retained = [2, 3, 4];
+      if (turn < 1 || turn > 4) return { outcome: "no_such_turn", turn, total: 4, retained };
+      if (!turns[turn]) return { outcome: "no_longer_retained", turn, total: 4, retained, question: "first" };
+      let state = turns[turn];
+      if (opts.keys?.length) state = Object.fromEntries(Object.entries(state).filter(([k]) => opts.keys.includes(k)));
+      return { outcome: "found", turn, total: 4, retained, question: `q${turn}`, checkpointId: `c${turn}`, state };
+    },
+  };
+}
+
+describe("Inspector", () => {
+  test("reads the present from the host", async () => {
+    const history = fakeHistory();
+    const seen = [];
+    const inspector = new Inspector({ history, present: async (t) => (seen.push(t), { area: { value: { km2: 1.5 }, turnsWritten: 3 }, bare: { value: 7 } }) });
+    assert.match(await inspector.read("t", { key: "area" }), /^\{"km2":1\.5\}\n\[3 turns of this conversation wrote this key;/);
+    assert.equal(await inspector.read("t", { key: "bare" }), "7");
+    assert.deepEqual(seen, ["t", "t"]);
+    assert.deepEqual(history.calls, []);
+    assert.equal(await inspector.read("t", { key: "area", turn: 2 }), '{"km2":11420}\n[This is area as it stood at the end of turn 2.]');
+  });
+
+  test("reads the present from the newest turn, projected", async () => {
+    const history = fakeHistory();
+    assert.equal((await new Inspector({ history }).read("t", { key: "area" })).split("\n")[0], '{"km2":12935}');
+    assert.deepEqual(history.calls, [["t", 0, ["area"]], ["t", 4, ["area"]]]);
+    history.calls.length = 0;
+    const miss = JSON.parse(await new Inspector({ history }).read("t", { key: "nope" }));
+    assert.deepEqual(history.calls, [["t", 0, ["nope"]], ["t", 4, ["nope"]], ["t", 4, null]]);
+    assert.deepEqual(Object.keys(miss.available_keys), ["area", "notes"]);
+  });
+
+  test("declared keys", async () => {
+    const inspector = new Inspector({ history: fakeHistory(), declaredKeys: ["perimeter"] });
+    assert.match(JSON.parse(await inspector.read("t", { key: "perimeter" })).hint, /Run the tool that produces it/);
+    const then = JSON.parse(await inspector.read("t", { key: "perimeter", turn: 3 }));
+    assert.equal(then.hint, undefined);
+    assert.match(then.reason, /end of turn 3/);
+  });
+
+  test("no source of the present", async () => {
+    await assert.rejects(new Inspector().read("t", { key: "area" }), NoStateError);
+    await assert.rejects(new Inspector({ history: fakeHistory() }).read("", { key: "area" }), NoStateError);
+    assert.match(await new Inspector({ history: fakeHistory() }).read("", { key: "area", turn: 2 }), /^\{"no_turn_history":2,/);
+  });
+
+  test("limits", async () => {
+    const inspector = new Inspector({ present: () => ({ k: { value: { a: "x".repeat(30), b: [0, 1, 2, 3, 4] } } }), maxValueChars: 20, maxMatches: 2, maxLineChars: 10 });
+    assert.deepEqual(JSON.parse(await inspector.read("t", { key: "k" })).outline, { a: '"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"', b: "array[5] of 0" });
+    assert.equal(await inspector.read("t", { key: "k", pattern: "." }), '6 matches for "." in k (first 2 shown):\na = "xxxxxxxxx…(+22 chars)\nb[0] = 0');
+  });
+});
+
+describe("JSON as Go writes it", () => {
+  test("keys sorted by code point, Maps in order, Go's escapes and numbers", () => {
+    assert.equal(dumps({ b: [1, 2.5, null, true], a: "<&>\u2028\x01\x7f", 10: 1, 2: 2 }), '{"10":1,"2":2,"a":"<&>\\u2028\\u0001\x7f","b":[1,2.5,null,true]}');
+    assert.equal(dumps(new Map([["z", 1], ["a", 2]])), '{"z":1,"a":2}');
+    assert.equal(dumps(-0), "-0");
+    assert.equal(dumps(1e21), "1e+21");
+    assert.equal(dumps(1e20), "100000000000000000000");
+    assert.equal(dumps(1e-7), "1e-7");
+    assert.deepEqual(["𝔘", "！", "é", "z"].sort(compareCodePoints), ["z", "é", "！", "𝔘"]);
+  });
+
+  test("%q", () => {
+    assert.equal(goQuote('a"b\\c\n\x00\u00a0é🏞'), '"a\\"b\\\\c\\n\\x00\\u00a0é🏞"');
+  });
+});
+
+describe("the LangChain.js tool", () => {
+  test("binds with Go's name, description and parameters", () => {
+    const fn = convertToOpenAITool(inspectState(fakeHistory())).function;
+    assert.equal(fn.name, "inspect_state");
+    assert.equal(fn.description, TOOL_DESCRIPTION);
+    assert.deepEqual(fn.parameters.required, ["key"]);
+    assert.deepEqual(Object.keys(fn.parameters.properties), ["key", "pattern", "path", "turn"]);
+    for (const [name, prop] of Object.entries(fn.parameters.properties)) assert.equal(prop.description, PARAMETER_DESCRIPTIONS[name]);
+  });
+
+  test("reads the run's thread", async () => {
+    const history = fakeHistory();
+    const tool = inspectState(history);
+    const reply = await tool.invoke({ name: "inspect_state", args: { key: "area", turn: 1 }, id: "c1", type: "tool_call" }, { configurable: { thread_id: "thread-7" } });
+    assert.ok(reply instanceof ToolMessage);
+    assert.equal(JSON.parse(reply.content).turn_no_longer_retained, 1);
+    assert.deepEqual(history.calls, [["thread-7", 1, ["area"]]]);
+    assert.match(await tool.invoke({ key: "area", turn: 2 }), /no_turn_history/);
+    const text = await tool.invoke({ key: "area", turn: null, pattern: null, path: null }, { configurable: { thread_id: "t" } });
+    assert.match(text, /^\{"km2":12935\}/);
+  });
+});

@@ -1,0 +1,108 @@
+"""``inspect_state`` as a LangChain tool, for any LangChain host on Python 3.10+.
+
+Needs only ``langchain-core`` (``pip install 'historyd-client[langchain]'``),
+not mcp-toolsets-runtime::
+
+    from historyd_client import HistorydThreadHistory
+    from historyd_client.langchain import inspect_state_tool
+
+    history = HistorydThreadHistory("historyd.internal:8443", token=token)
+    inspect_state = inspect_state_tool(history)
+    model = model.bind_tools([inspect_state, ...])   # or ToolNode([inspect_state, ...])
+
+The tool reads the thread named by the run's ``configurable.thread_id`` (the
+one LangGraph checkpoints under) and answers exactly as the Go client's
+``client/inspect`` does: the value with its turn label, ``no_such_turn`` with
+the count, ``turn_no_longer_retained`` with the retained turns, and so on
+(see :mod:`historyd_client.inspect`). Its name, description and parameter
+descriptions are the Go tool's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import StructuredTool
+from pydantic import BaseModel, Field
+
+from historyd_client.inspect import (
+    DEFAULT_MAX_LINE_CHARS,
+    DEFAULT_MAX_MATCHES,
+    DEFAULT_MAX_VALUE_CHARS,
+    PARAMETER_DESCRIPTIONS,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    Inspector,
+    Present,
+    TurnHistory,
+)
+
+__all__ = ["InspectStateArgs", "inspect_state_tool"]
+
+
+class InspectStateArgs(BaseModel):
+    """The tool's arguments, as the model supplies them."""
+
+    key: str = Field(description=PARAMETER_DESCRIPTIONS["key"])
+    pattern: str | None = Field(default=None, description=PARAMETER_DESCRIPTIONS["pattern"])
+    path: str | None = Field(default=None, description=PARAMETER_DESCRIPTIONS["path"])
+    turn: int | None = Field(default=None, description=PARAMETER_DESCRIPTIONS["turn"])
+
+
+def inspect_state_tool(
+    history: TurnHistory | None = None,
+    *,
+    present: Present | None = None,
+    declared_keys: Sequence[str] = (),
+    max_value_chars: int = DEFAULT_MAX_VALUE_CHARS,
+    max_matches: int = DEFAULT_MAX_MATCHES,
+    max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+) -> StructuredTool:
+    """The ``inspect_state`` tool over ``history`` (a :class:`~historyd_client.HistorydThreadHistory`).
+
+    ``history=None`` is a deployment without history: turn reads answer
+    ``no_turn_history``, and reads of the present need ``present``.
+    ``present(thread_id)`` (plain or async) returns the live session state,
+    key → entry dict, when the host holds fresher state than its newest
+    checkpoint; without it the present is the state the newest turn ended on.
+    ``declared_keys`` are keys some tool declares it publishes.
+
+    Errors reading the history (:class:`~historyd_client.HistorydError`) are
+    raised, not answered: a host that wants an outage to reach the model as a
+    failed tool call builds its ``ToolNode`` with ``handle_tool_errors``.
+    """
+    inspector = Inspector(
+        history,
+        present=present,
+        declared_keys=declared_keys,
+        max_value_chars=max_value_chars,
+        max_matches=max_matches,
+        max_line_chars=max_line_chars,
+    )
+
+    async def inspect_state(
+        key: str,
+        pattern: str | None = None,
+        path: str | None = None,
+        turn: int | None = None,
+        *,
+        config: RunnableConfig,
+    ) -> str:
+        configurable: dict[str, Any] = (config or {}).get("configurable") or {}
+        thread_id = configurable.get("thread_id")
+        return await inspector.read(
+            "" if thread_id is None else str(thread_id),
+            key,
+            turn=turn,
+            pattern=pattern or "",
+            path=path or "",
+        )
+
+    return StructuredTool.from_function(
+        coroutine=inspect_state,
+        name=TOOL_NAME,
+        description=TOOL_DESCRIPTION,
+        args_schema=InspectStateArgs,
+    )

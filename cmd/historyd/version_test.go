@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+func TestDescribeBuild(t *testing.T) {
+	platform := runtime.GOOS + "/" + runtime.GOARCH
+	stamped := &debug.BuildInfo{
+		GoVersion: "go1.99.1",
+		Main:      debug.Module{Path: "github.com/historyd/historyd", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"},
+			{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+			{Key: "vcs.modified", Value: "true"},
+		},
+	}
+	for _, tt := range []struct {
+		name                    string
+		bi                      *debug.BuildInfo
+		linkVersion, linkCommit string
+		version, commit, goVer  string
+		modified                string
+	}{
+		{"no build information", nil, "", "", "unknown", "unknown", runtime.Version(), "unknown"},
+		{"local build without VCS stamp", &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Version: "(devel)"}}, "", "",
+			"unknown", "unknown", "go1.99.1", "unknown"},
+		{"module version and VCS stamp", stamped, "", "", "v1.2.3", "0123456789abcdef0123456789abcdef01234567", "go1.99.1", "true"},
+		{"link-time values win", stamped, "v1.2.4-3-gfedcba9-dirty", "fedcba9876543210fedcba9876543210fedcba98",
+			"v1.2.4-3-gfedcba9-dirty", "fedcba9876543210fedcba9876543210fedcba98", "go1.99.1", "true"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := describeBuild(tt.bi, tt.linkVersion, tt.linkCommit)
+			want := buildVersion{version: tt.version, commit: tt.commit, modified: tt.modified, goVersion: tt.goVer, platform: platform}
+			if got != want {
+				t.Errorf("describeBuild = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestVersionFromLinkFlags builds historyd the way the image build does,
+// with -X for main.version and main.commit, so that renaming either
+// variable fails here rather than shipping images that say "unknown".
+func TestVersionFromLinkFlags(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "historyd")
+	const ver, rev = "v0.0.0-test-7-g0123456", "0123456789abcdef0123456789abcdef01234567"
+	build := exec.Command("go", "build", "-o", bin,
+		"-ldflags", "-X main.version="+ver+" -X main.commit="+rev, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatalf("historyd version: %v", err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		fields[k] = strings.TrimSpace(v)
+	}
+	for k, want := range map[string]string{
+		"version": ver, "commit": rev, "go": runtime.Version(), "platform": runtime.GOOS + "/" + runtime.GOARCH,
+	} {
+		if fields[k] != want {
+			t.Errorf("historyd version: %s = %q, want %q (output %q)", k, fields[k], want, out)
+		}
+	}
+	if _, ok := fields["modified"]; !ok {
+		t.Errorf("historyd version: no modified line in %q", out)
+	}
+
+	wantLine := "historyd " + ver + " (commit " + rev + ", " + runtime.Version() + ", " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"version", "--short"}} {
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil {
+			t.Fatalf("historyd %v: %v", args, err)
+		}
+		if string(out) != wantLine {
+			t.Errorf("historyd %v = %q, want %q", args, out, wantLine)
+		}
+	}
+	// --version is only an alias on its own; after a command it is that
+	// command's (unknown) flag.
+	if err := exec.Command(bin, "demo", "--version").Run(); err == nil {
+		t.Error("historyd demo --version succeeded; want the unknown-flag failure")
+	}
+}
