@@ -132,7 +132,7 @@ func TestSuite(t *testing.T) {
 				storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
 					admin, schema, _ := newSchemaFor(t, saver)
 					dsn := pooledDSN(t, admin, schema, via.env, via.query)
-					return openPooled(t, dsn, schema, via.pooler, "messages", "tool_state"), newWriter(t, admin, schema, saver)
+					return openPooled(t, dsn, schema, via.pooler, "messages", "tool_state", "files"), newWriter(t, admin, schema, saver)
 				})
 			})
 		}
