@@ -13,8 +13,9 @@ BIN := bin/historyd
 # another branch or tag.
 BREAKING_AGAINST ?= .git\#branch=main
 # Arguments for the go test runs of `make test` and `make test-unit`: every
-# test runs under the race detector.
-TEST_FLAGS ?= -count=1 -race
+# test runs under the race detector; the conformance package alone can
+# outlast go test's default 10 minutes on a busy machine.
+TEST_FLAGS ?= -count=1 -race -timeout 45m
 # How long `make fuzz` runs each fuzz target, and how long `make test` does.
 FUZZTIME ?= 60s
 TEST_FUZZTIME ?= 5s

@@ -120,7 +120,9 @@ func (s sampled) ran() bool {
 // lacks, unless want says that one is no longer checked; where says what
 // was sampled. It returns which it warned about, in the order of
 // c.channels. A sample holding LangGraph's own channels only (a thread
-// whose first step has not run) says nothing yet.
+// whose first step has not run) says nothing yet, and a state channel is
+// only missed when the sample holds a channel that could be holding the
+// state instead.
 func (c channelCheck) warnMissing(ctx context.Context, s sampled, where string, want []bool, attrs ...any) []bool {
 	warned := make([]bool, len(c.channels))
 	if s.checkpoints == 0 || !s.ran() {
@@ -130,11 +132,28 @@ func (c channelCheck) warnMissing(ctx context.Context, s sampled, where string, 
 		if !want[i] || s.channels[ch.name] > 0 {
 			continue
 		}
+		if i > 0 && !c.elsewhere(s) {
+			// No state written anywhere yet (no tool has run, or the
+			// graph keeps none): that is not a misnamed channel.
+			continue
+		}
 		c.log.WarnContext(ctx, fmt.Sprintf("%s hold no channel %q (%s), %s", where, ch.name, ch.flag, ch.effect),
 			append([]any{"channel", ch.name, "sampled", s.checkpoints, "channels_held", s.held()}, attrs...)...)
 		warned[i] = true
 	}
 	return warned
+}
+
+// elsewhere reports whether the sample holds a channel of the graph's own
+// that is none of the configured ones: where session state might be kept
+// under another name.
+func (c channelCheck) elsewhere(s sampled) bool {
+	for ch := range s.channels {
+		if !internal(ch) && !slices.ContainsFunc(c.channels, func(k configured) bool { return k.name == ch }) {
+			return true
+		}
+	}
+	return false
 }
 
 // all is a want of every channel.

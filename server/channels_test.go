@@ -104,6 +104,12 @@ func TestChannelsSampledAtStart(t *testing.T) {
 	if _, logs := serveLogging(t, healthy); len(logs.warnings(t)) > 0 {
 		t.Errorf("warnings for a store that holds both channels: %v", logs.warnings(t))
 	}
+	// No tool has written state yet: nothing is misnamed.
+	chat := storetest.NewMemory()
+	storetest.Build(chat, store.Ref{ThreadID: "chat"}, []storetest.Turn{{Question: "hello"}})
+	if _, logs := serveLogging(t, chat); len(logs.warnings(t)) > 0 {
+		t.Errorf("warnings for a store whose threads hold messages only: %v", logs.warnings(t))
+	}
 }
 
 // TestChannelsSampledOnFirstThread: a store empty at start says nothing
@@ -124,13 +130,18 @@ func TestChannelsSampledOnFirstThread(t *testing.T) {
 			t.Fatalf("Turns(%s) = %v, %v; want no turns", id, r, err)
 		}
 	}
+	// A conversation no tool has written state in yet.
+	storetest.Build(m, store.Ref{ThreadID: "chat-only"}, []storetest.Turn{{Question: "hello"}})
+	if r, err := c.Turns(context.Background(), &historydv1.TurnsRequest{ThreadId: "chat-only"}); err != nil || r.GetTotal() != 1 {
+		t.Fatalf("Turns(chat-only) = %v, %v", r, err)
+	}
 	// Only LangGraph's input checkpoint so far.
 	m.Put(store.Ref{ThreadID: "starting"}, lgsaver.Checkpoint{ID: "1f0c-000000", TS: storetest.Base,
 		Values: lgwrite.Map{{Key: "__start__", Value: map[string]any{"chat": []any{}}}}})
 	turns("starting")
 	time.Sleep(200 * time.Millisecond)
 	if w := logs.warnings(t); len(w) > 0 {
-		t.Fatalf("warnings for a thread that has not run a step: %v", w)
+		t.Fatalf("warnings for a thread that has not run a step, or holds messages only: %v", w)
 	}
 
 	putOwnChannels(m, store.Ref{ThreadID: "own-channels-1"}, 4)
