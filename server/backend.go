@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
@@ -36,7 +37,7 @@ func OpenBackend(ctx context.Context, dsn, schema string, channels []string, opt
 	case dsn == "":
 		return nil, errors.New("no store: set --dsn or HISTORYD_DSN to the checkpointer's database, e.g. postgres://user@localhost:5432/app or sqlite:///path/checkpoints.db")
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: channels, TracerProvider: o.tp})
+		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: channels, TracerProvider: o.tp, Pooler: o.pooler})
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", RedactDSN(dsn), err)
 		}
@@ -45,6 +46,9 @@ func OpenBackend(ctx context.Context, dsn, schema string, channels []string, opt
 	if path, ok := sqlite.ParseDSN(dsn); ok {
 		if schema != "" {
 			return nil, fmt.Errorf("store %s: --schema applies to PostgreSQL only; SQLite files have none", dsn)
+		}
+		if o.pooler != "" && o.pooler != postgres.PoolerNone {
+			return nil, fmt.Errorf("store %s: --pooler applies to PostgreSQL only; SQLite files are opened directly", dsn)
 		}
 		b, err := sqlite.Open(ctx, sqlite.Config{Path: path, TracerProvider: o.tp})
 		switch {
@@ -60,11 +64,12 @@ func OpenBackend(ctx context.Context, dsn, schema string, channels []string, opt
 	return nil, fmt.Errorf("store %s: unrecognised DSN; use postgres://…, postgresql://…, sqlite:///path/file.db or a path ending in .db, .sqlite or .sqlite3", RedactDSN(dsn))
 }
 
-// BackendOption adds to what OpenBackend opens.
+// BackendOption configures OpenBackend beyond the DSN.
 type BackendOption func(*backendOptions)
 
 type backendOptions struct {
-	tp trace.TracerProvider
+	tp     trace.TracerProvider
+	pooler postgres.Pooler
 }
 
 // WithTracing traces the backend's statements with tp (otelpgx for
@@ -74,16 +79,38 @@ func WithTracing(tp trace.TracerProvider) BackendOption {
 	return func(o *backendOptions) { o.tp = tp }
 }
 
-// RedactDSN hides a URL DSN's password so it can be logged.
+// WithPooler says which connection pooler stands between historyd and
+// PostgreSQL (historyd serve's --pooler); see postgres.Pooler.
+func WithPooler(p postgres.Pooler) BackendOption {
+	return func(o *backendOptions) { o.pooler = p }
+}
+
+// RedactDSN hides a URL DSN's password, in its user info or its password
+// parameter, so it can be logged.
 func RedactDSN(dsn string) string {
-	at := strings.LastIndex(dsn, "@")
 	scheme := strings.Index(dsn, "://")
-	if at < 0 || scheme < 0 || at < scheme {
+	if scheme < 0 {
 		return dsn
 	}
-	userinfo := dsn[scheme+3 : at]
-	if i := strings.Index(userinfo, ":"); i >= 0 {
-		return dsn[:scheme+3] + userinfo[:i] + ":xxxxx" + dsn[at:]
+	u, err := url.Parse(dsn)
+	if err != nil {
+		// Unparseable, so shown only as far as the user info's end.
+		at := strings.LastIndex(dsn, "@")
+		if at < scheme {
+			return dsn[:scheme+3] + "…"
+		}
+		userinfo := dsn[scheme+3 : at]
+		if i := strings.Index(userinfo, ":"); i >= 0 {
+			return dsn[:scheme+3] + userinfo[:i] + ":xxxxx" + dsn[at:]
+		}
+		return dsn
 	}
-	return dsn
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }

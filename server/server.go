@@ -135,11 +135,15 @@ type Server struct {
 
 // New builds the server over cfg.Store.Backend. It probes the store once,
 // for at most 5 seconds: a store that answers is reported SERVING from the
-// start; one that holds no checkpoint tables historyd can read fails New
-// with an error wrapping store.ErrNotCheckpointStore, since serving it
-// could never work; one that does not answer is logged and reported
-// NOT_SERVING until a later probe finds it answering, since a database
-// may well come up after historyd. Nothing is served until Serve.
+// start; one that holds no checkpoint tables historyd can read, or refuses
+// it for good (no such database, a login refused), fails New with an error
+// wrapping store.ErrNotCheckpointStore, since serving it could never work;
+// one that does not answer is logged and reported NOT_SERVING until a
+// later probe finds it answering, since a database may well come up after
+// historyd. A store that answers has its newest checkpoints sampled, and a
+// configured channel none of them holds is logged as a warning naming the
+// channels they do hold; so is the first thread listed whose checkpoints
+// hold none. Nothing is served until Serve.
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	switch {
 	case cfg.Store.Backend == nil:
@@ -167,6 +171,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Service.MetricsAllMethods = cfg.MetricsAllMethods
 	}
 	cfg.Store.TracerProvider, cfg.Service.TracerProvider = cfg.TracerProvider, cfg.TracerProvider
+	channels := newChannelCheck(log, cfg.Store.MessagesChannel, cfg.Store.StateChannels)
+	cfg.Store.Backend = newChannelWatch(cfg.Store.Backend, channels)
 	s.st = store.New(cfg.Store)
 	if s.m != nil {
 		s.m.WatchStore(s.st)
@@ -183,6 +189,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("store unreachable at start; serving NOT_SERVING until it answers", "err", err)
 	default:
 		s.svc.SetServing(true)
+		channels.checkAtStart(ctx, cfg.Store.Backend)
 	}
 
 	// The interceptor chain and codec, then whatever the caller adds.

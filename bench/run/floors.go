@@ -20,7 +20,7 @@ const (
 	p1MinSpeedup     = 20.0
 	p1MaxMemoryShare = 0.10
 	p2MaxRatio       = 1.5
-	p3MinShare       = 0.6 // of the no-op RPC's rate
+	p3MinShare       = 0.6  // of the no-op RPC's rate
 	p4MaxGrowth      = 40e6 // bytes
 )
 

@@ -42,6 +42,9 @@ type Config struct {
 	PGBench string
 	// Full selects the long mode: more threads, turns, repeats and time.
 	Full bool
+	// PoolerDSN, when set, is DSN's database through a PgBouncer in
+	// transaction mode, for the pooler step's third variant.
+	PoolerDSN string
 	// Concurrency is the driver's (and pgbench's) concurrency.
 	Concurrency int
 	// Regenerate rewrites threads that already exist with the right shape.
@@ -55,7 +58,7 @@ type Config struct {
 	// Only, when not empty, names the steps to run besides describing
 	// the machine, generating the threads and building historyd: any of
 	// anchors, operations, P1, P2, P3 (which needs anchors and
-	// operations), P4, deepagents and profiles. For iterating on one
+	// operations), P4, deepagents, pooler and profiles. For iterating on one
 	// measurement.
 	Only []string
 	// Log receives progress lines.
@@ -212,6 +215,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"P5", r.p5},
 		{"P7", r.p7},
 		{"deepagents", r.deepagents},
+		{"pooler", r.pooler},
 		{"profiles", r.profiles},
 	}
 	always := map[string]bool{"machine and versions": true, "generate threads": true, "build historyd": true}

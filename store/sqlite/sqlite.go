@@ -127,6 +127,13 @@ WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (`
 	// '' for LangChain.js's table, which has none.
 	writesSQL = `SELECT checkpoint_id, task_id, %s, idx, type, value FROM writes
 WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? AND checkpoint_id IN (`
+	// newestSQL is a thread's newest checkpoints, by its index backwards;
+	// newestAllSQL any thread's, by rowid backwards: the savers' tables
+	// are rowid tables, so the last rows written have the greatest rowids,
+	// and sorting the table by id instead would read every checkpoint.
+	newestSQL = `SELECT ` + rowSQL + ` FROM checkpoints AS c
+WHERE c.thread_id = ? AND c.checkpoint_ns = ? ORDER BY c.checkpoint_id DESC LIMIT ?`
+	newestAllSQL = `SELECT ` + rowSQL + ` FROM checkpoints AS c ORDER BY c.rowid DESC LIMIT ?`
 	// checkSQL names every column historyd reads, so that a table that
 	// only shares the name is found out when it is compiled.
 	checkSQL = `SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata FROM checkpoints LIMIT 0`
@@ -531,6 +538,38 @@ func (b *Backend) query(ctx context.Context, db *sql.DB, q string, args []any, e
 		}
 	}
 	return b.classify(ctx, rows.Err())
+}
+
+// Newest hands fn up to limit of the newest checkpoints, of the thread or
+// of any thread, each whole, straight from the driver's buffer.
+func (b *Backend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+	if limit <= 0 {
+		return nil
+	}
+	db, err := b.pool()
+	if err != nil {
+		return err
+	}
+	stmt, args := newestAllSQL, []any{limit}
+	if ref != nil {
+		stmt, args = newestSQL, []any{ref.ThreadID, ref.Namespace, limit}
+	}
+	return b.query(ctx, db, stmt, args, func(rows *sql.Rows) error {
+		var (
+			id       string
+			parent   *string
+			typ      *string
+			data, md sql.RawBytes // handed over in place: never kept
+		)
+		if err := rows.Scan(&id, &parent, &typ, &data, &md); err != nil {
+			return b.classify(ctx, err)
+		}
+		r := store.Row{ID: id, Checkpoint: store.Blob{Type: blobType(typ), Data: data}, Metadata: store.Blob{Data: md}}
+		if parent != nil {
+			r.Parent = *parent
+		}
+		return fn(r)
+	})
 }
 
 // Ping checks that the file is still there, can be read, and has the
