@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/reduce"
@@ -99,7 +98,9 @@ type Store struct {
 	limits   lgcodec.Limits
 	indexes  *lru[Ref, *index]
 	recount  time.Duration
-	flight   singleflight.Group
+	// refreshes shares refreshes of a thread that no turn's check ties to
+	// the asking read (see indexChecking).
+	refreshes refreshes
 	// probes shares the warm path's freshness probes between reads.
 	probes  *prober
 	encoded *lru[stateKey, EncodedState]
@@ -218,28 +219,9 @@ func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (_ 
 	if len(verify) > 0 {
 		return s.refresh(ctx, ref, verify)
 	}
-	type result struct {
-		ix   *index
-		seen seen
-	}
-	key := ref.ThreadID + "\x00" + ref.Namespace
-	v, err, shared := s.flight.Do(key, func() (any, error) {
-		ix, sn, err := s.refresh(ctx, ref, nil)
-		return result{ix, sn}, err
-	})
-	if shared {
-		note(ctx, AttrIndexShared.Bool(true))
-	}
-	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		// The shared read ended with another caller's context; ours still
-		// stands.
+	return s.refreshes.do(ctx, ref, func(ctx context.Context) (*index, seen, error) {
 		return s.refresh(ctx, ref, nil)
-	}
-	if err != nil {
-		return nil, seen{}, err
-	}
-	r := v.(result)
-	return r.ix, r.seen, nil
+	})
 }
 
 // seen is what one refresh saw of a thread's checkpoints: a cached state is
@@ -551,7 +533,11 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 	// and their versions read at another checkpoint holding them.
 	missing := map[string]bool{}
 	tried := map[string]bool{}
+	// Read in id order, each version mostly the one before plus what was
+	// appended: the reader then scans only what was appended.
+	versions := &lgcodec.AppendReader{Mode: mode, Known: th.knows, Limits: s.limits}
 	for len(read) > 0 {
+		sortTogether(read, readVer)
 		// Every messages version holds the whole conversation so far, so
 		// a long thread's versions add up to far more than any one of
 		// them: they are read a batch at a time, never all at once.
@@ -568,7 +554,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 					unstored[readVer[i]] = true
 					return nil
 				}
-				m, err := lgcodec.ReadMessagesKnowing(b.Type, b.Data, s.limits, mode, th.knows)
+				m, err := versions.Read(b.Type, b.Data)
 				if err != nil {
 					return &DecodeError{Ref: ref, CheckpointID: read[i], Channel: s.messages, Err: err}
 				}
@@ -620,6 +606,21 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		out[i] = p
 	}
 	return out, nil
+}
+
+// sortTogether sorts ids, and vers along with them.
+func sortTogether(ids, vers []string) {
+	idx := make([]int, len(ids))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(ids[a], ids[b]) })
+	ids2, vers2 := make([]string, len(ids)), make([]string, len(ids))
+	for i, j := range idx {
+		ids2[i], vers2[i] = ids[j], vers[j]
+	}
+	copy(ids, ids2)
+	copy(vers, vers2)
 }
 
 // rebuiltList is a messages list rebuilt from writes; partial says it was

@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// refreshes shares index refreshes of one thread between concurrent
+// reads, without ever answering a read from a refresh that began before
+// it arrived (which could miss a checkpoint written just before the read):
+// a read arriving while a refresh of its thread runs waits for the next
+// one, which starts as soon as the running one ends and serves every read
+// that arrived meanwhile. Under load a thread is then refreshed at most
+// twice at once, whatever the number of readers.
+type refreshes struct {
+	mu    sync.Mutex
+	slots map[Ref]*refreshSlot
+}
+
+type refreshSlot struct {
+	running, queued *refreshCall
+}
+
+// refreshTimeout bounds a shared refresh, as probeTimeout does a probe: a
+// first read of a thread of a hundred thousand checkpoints takes seconds,
+// so the bound is generous; each read stops waiting at its own deadline.
+const refreshTimeout = 10 * time.Minute
+
+// refreshCall is one refresh and the reads waiting for it.
+type refreshCall struct {
+	done chan struct{}
+	ix   *index
+	sn   seen
+	err  error
+	// ctx is the first waiting read's context without its deadline, for
+	// the values (trace) it carries.
+	ctx context.Context
+}
+
+// do runs fn for ref, or waits for a run of it that starts after this
+// call began, and returns that run's result. A read whose own context ends
+// stops waiting; the shared run goes on for the others.
+func (r *refreshes) do(ctx context.Context, ref Ref, fn func(context.Context) (*index, seen, error)) (*index, seen, error) {
+	r.mu.Lock()
+	if r.slots == nil {
+		r.slots = map[Ref]*refreshSlot{}
+	}
+	sl := r.slots[ref]
+	if sl == nil {
+		sl = &refreshSlot{}
+		r.slots[ref] = sl
+	}
+	var c *refreshCall
+	if sl.running == nil {
+		c = &refreshCall{done: make(chan struct{}), ctx: context.WithoutCancel(ctx)}
+		sl.running = c
+		r.mu.Unlock()
+		r.run(ref, sl, c, fn)
+	} else {
+		note(ctx, AttrIndexShared.Bool(true))
+		if sl.queued == nil {
+			sl.queued = &refreshCall{done: make(chan struct{}), ctx: context.WithoutCancel(ctx)}
+		}
+		c = sl.queued
+		r.mu.Unlock()
+	}
+	select {
+	case <-c.done:
+		return c.ix, c.sn, c.err
+	case <-ctx.Done():
+		return nil, seen{}, ctx.Err()
+	}
+}
+
+// run runs c, then the refresh queued behind it, if any, in its own
+// goroutine.
+func (r *refreshes) run(ref Ref, sl *refreshSlot, c *refreshCall, fn func(context.Context) (*index, seen, error)) {
+	ctx, cancel := context.WithTimeout(c.ctx, refreshTimeout)
+	c.ix, c.sn, c.err = fn(ctx)
+	cancel()
+	close(c.done)
+	r.mu.Lock()
+	next := sl.queued
+	sl.running, sl.queued = next, nil
+	if next == nil {
+		delete(r.slots, ref)
+	}
+	r.mu.Unlock()
+	if next != nil {
+		go r.run(ref, sl, next, fn)
+	}
+}
