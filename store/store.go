@@ -418,6 +418,9 @@ type threadData struct {
 	byID      map[string]int32
 	// versions maps a messages version to what the list holds.
 	versions map[string]held
+	// tip is the version extend recorded last, the one version whose asks
+	// may grow in place (see extend).
+	tip string
 }
 
 // held is what one messages version's list holds.
@@ -454,7 +457,34 @@ func (th *threadData) learn(version string, count int, list []lgcodec.Message) h
 func (th *threadData) learnAs(version string, h held, list []lgcodec.Message) held {
 	th.mu.Lock()
 	defer th.mu.Unlock()
-	place := 0
+	return th.learnLocked(version, h, 0, list)
+}
+
+// extend records what a messages version holds that is the version from
+// plus the messages of tail (lgcodec.AppendReader): from's questions, then
+// tail's. count is the whole list's length.
+func (th *threadData) extend(version, from string, count int, tail []lgcodec.Message) held {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	base := th.versions[from]
+	asks := base.asks
+	if from != th.tip {
+		// Another version already extends from's questions in place:
+		// appending would write into its list.
+		asks = slices.Clip(asks)
+	}
+	h := held{messages: count, asks: asks, synthetic: base.synthetic}
+	h = th.learnLocked(version, h, len(base.asks), tail)
+	// The versions of a thread mostly extend one another: they share one
+	// array of question numbers, each a longer prefix of it, instead of a
+	// copy each. Only the newest of them (the tip) may append in place.
+	th.tip = version
+	return h
+}
+
+// learnLocked adds list's questions to h, the first of them the list's
+// question number place (counted from 0), and records h for version.
+func (th *threadData) learnLocked(version string, h held, place int, list []lgcodec.Message) held {
 	for _, m := range list {
 		if m.Type != "human" {
 			continue
@@ -536,6 +566,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 	// Read in id order, each version mostly the one before plus what was
 	// appended: the reader then scans only what was appended.
 	versions := &lgcodec.AppendReader{Mode: mode, Known: th.knows, Limits: s.limits}
+	lastRead := "" // the version versions read last
 	for len(read) > 0 {
 		sortTogether(read, readVer)
 		// Every messages version holds the whole conversation so far, so
@@ -554,11 +585,16 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 					unstored[readVer[i]] = true
 					return nil
 				}
-				m, err := versions.Read(b.Type, b.Data)
+				m, extends, err := versions.Read(b.Type, b.Data)
 				if err != nil {
 					return &DecodeError{Ref: ref, CheckpointID: read[i], Channel: s.messages, Err: err}
 				}
-				th.learn(readVer[i], m.Count, m.List)
+				if extends {
+					th.extend(readVer[i], lastRead, m.Count, m.List)
+				} else {
+					th.learn(readVer[i], m.Count, m.List)
+				}
+				lastRead = readVer[i]
 				return nil
 			})
 			if err != nil {

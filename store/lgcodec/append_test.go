@@ -3,6 +3,7 @@ package lgcodec
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -53,11 +54,22 @@ func TestAppendReaderAgreesWithReadMessages(t *testing.T) {
 	for _, mode := range []ReadMode{CountOnly, Humans, All} {
 		t.Run(fmt.Sprint("mode ", mode), func(t *testing.T) {
 			r := &AppendReader{Mode: mode}
+			var prev Messages
 			for i, v := range versions {
-				got, err := r.Read(TypeMsgpack, v)
+				got, extends, err := r.Read(TypeMsgpack, v)
 				if err != nil {
 					t.Fatalf("version %d: %v", i, err)
 				}
+				if extends {
+					got.List = append(slices.Clone(prev.List), got.List...)
+					got.Humans = prev.Humans
+					for _, m := range got.List[len(prev.List):] {
+						if m.Type == "human" && mode != CountOnly {
+							got.Humans = append(slices.Clone(got.Humans), m.Text)
+						}
+					}
+				}
+				prev = got
 				want, err := ReadMessages(TypeMsgpack, v, Limits{}, mode)
 				if err != nil {
 					t.Fatal(err)
@@ -71,12 +83,12 @@ func TestAppendReaderAgreesWithReadMessages(t *testing.T) {
 	}
 	// A malformed tail after a matching prefix is reported, not skipped.
 	r := &AppendReader{Mode: Humans}
-	if _, err := r.Read(TypeMsgpack, msgList(t, h("q1"))); err != nil {
+	if _, _, err := r.Read(TypeMsgpack, msgList(t, h("q1"))); err != nil {
 		t.Fatal(err)
 	}
 	bad := msgList(t, h("q1"), a("a1"))
 	bad = bad[:len(bad)-3]
-	if _, err := r.Read(TypeMsgpack, bad); err == nil {
+	if _, _, err := r.Read(TypeMsgpack, bad); err == nil {
 		t.Error("a truncated tail read without an error")
 	}
 }
@@ -97,8 +109,15 @@ func FuzzAppendReader(f *testing.F) {
 		for _, mode := range []ReadMode{CountOnly, Humans, All} {
 			want, werr := ReadMessages(TypeMsgpack, next, fuzzLimits, mode)
 			r := &AppendReader{Mode: mode, Limits: fuzzLimits}
-			r.Read(TypeMsgpack, prev) //nolint:errcheck // only next is held to anything
-			got, gerr := r.Read(TypeMsgpack, next)
+			first, _, ferr := r.Read(TypeMsgpack, prev)
+			got, extends, gerr := r.Read(TypeMsgpack, next)
+			if extends {
+				if ferr != nil {
+					t.Fatalf("mode %d: extends a version that did not read: %v", mode, ferr)
+				}
+				got.List = append(slices.Clone(first.List), got.List...)
+				got.Humans = want.Humans // not handed over when extending; the list says it
+			}
 			if werr != nil {
 				continue
 			}
