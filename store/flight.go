@@ -33,14 +33,24 @@ type refreshCall struct {
 	ix   *index
 	sn   seen
 	err  error
-	// ctx is the first waiting read's context without its deadline, for
-	// the values (trace) it carries.
-	ctx context.Context
+	// ctx is the first waiting read's context without its deadline (for
+	// the values, such as the trace, it carries), cancelled by cancel once
+	// every read waiting for the refresh has stopped waiting.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	waiters int // guarded by refreshes.mu
+}
+
+func newRefreshCall(ctx context.Context) *refreshCall {
+	c := &refreshCall{done: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return c
 }
 
 // do runs fn for ref, or waits for a run of it that starts after this
 // call began, and returns that run's result. A read whose own context ends
-// stops waiting; the shared run goes on for the others.
+// stops waiting; the shared run goes on for the others, and is cancelled
+// when no read waits for it any more.
 func (r *refreshes) do(ctx context.Context, ref Ref, fn func(context.Context) (*index, seen, error)) (*index, seen, error) {
 	r.mu.Lock()
 	if r.slots == nil {
@@ -53,41 +63,46 @@ func (r *refreshes) do(ctx context.Context, ref Ref, fn func(context.Context) (*
 	}
 	var c *refreshCall
 	if sl.running == nil {
-		c = &refreshCall{done: make(chan struct{}), ctx: context.WithoutCancel(ctx)}
+		c = newRefreshCall(ctx)
 		sl.running = c
-		r.mu.Unlock()
-		r.run(ref, sl, c, fn)
+		go r.run(ref, sl, c, fn)
 	} else {
 		note(ctx, AttrIndexShared.Bool(true))
 		if sl.queued == nil {
-			sl.queued = &refreshCall{done: make(chan struct{}), ctx: context.WithoutCancel(ctx)}
+			sl.queued = newRefreshCall(ctx)
 		}
 		c = sl.queued
-		r.mu.Unlock()
 	}
+	c.waiters++
+	r.mu.Unlock()
 	select {
 	case <-c.done:
 		return c.ix, c.sn, c.err
 	case <-ctx.Done():
+		r.mu.Lock()
+		if c.waiters--; c.waiters == 0 {
+			c.cancel()
+		}
+		r.mu.Unlock()
 		return nil, seen{}, ctx.Err()
 	}
 }
 
-// run runs c, then the refresh queued behind it, if any, in its own
-// goroutine.
+// run runs c, then the refresh queued behind it, if any.
 func (r *refreshes) run(ref Ref, sl *refreshSlot, c *refreshCall, fn func(context.Context) (*index, seen, error)) {
-	ctx, cancel := context.WithTimeout(c.ctx, refreshTimeout)
-	c.ix, c.sn, c.err = fn(ctx)
-	cancel()
-	close(c.done)
-	r.mu.Lock()
-	next := sl.queued
-	sl.running, sl.queued = next, nil
-	if next == nil {
-		delete(r.slots, ref)
-	}
-	r.mu.Unlock()
-	if next != nil {
-		go r.run(ref, sl, next, fn)
+	for c != nil {
+		ctx, cancel := context.WithTimeout(c.ctx, refreshTimeout)
+		c.ix, c.sn, c.err = fn(ctx)
+		cancel()
+		c.cancel()
+		close(c.done)
+		r.mu.Lock()
+		next := sl.queued
+		sl.running, sl.queued = next, nil
+		if next == nil {
+			delete(r.slots, ref)
+		}
+		r.mu.Unlock()
+		c = next
 	}
 }
