@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -39,6 +41,10 @@ type refreshCall struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	waiters int // guarded by refreshes.mu
+	// panicked holds what fn panicked with, to panic with again in every
+	// waiting read's goroutine, where the server recovers it as it would a
+	// panic of the read's own.
+	panicked any
 }
 
 func newRefreshCall(ctx context.Context) *refreshCall {
@@ -77,6 +83,9 @@ func (r *refreshes) do(ctx context.Context, ref Ref, fn func(context.Context) (*
 	r.mu.Unlock()
 	select {
 	case <-c.done:
+		if c.panicked != nil {
+			panic(c.panicked)
+		}
 		return c.ix, c.sn, c.err
 	case <-ctx.Done():
 		r.mu.Lock()
@@ -88,12 +97,27 @@ func (r *refreshes) do(ctx context.Context, ref Ref, fn func(context.Context) (*
 	}
 }
 
+// runRecovering runs fn and returns what it panicked with, if it did,
+// with the stack where it did: shared work runs on a goroutine of its own,
+// and a panic there would end the process.
+func runRecovering(fn func()) (panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = fmt.Sprintf("%v\n\npanicked in shared store work:\n%s", p, debug.Stack())
+		}
+	}()
+	fn()
+	return nil
+}
+
 // run runs c, then the refresh queued behind it, if any.
 func (r *refreshes) run(ref Ref, sl *refreshSlot, c *refreshCall, fn func(context.Context) (*index, seen, error)) {
 	for c != nil {
-		ctx, cancel := context.WithTimeout(c.ctx, refreshTimeout)
-		c.ix, c.sn, c.err = fn(ctx)
-		cancel()
+		c.panicked = runRecovering(func() {
+			ctx, cancel := context.WithTimeout(c.ctx, refreshTimeout)
+			defer cancel()
+			c.ix, c.sn, c.err = fn(ctx)
+		})
 		c.cancel()
 		close(c.done)
 		r.mu.Lock()

@@ -80,6 +80,8 @@ type probeCall struct {
 	err  error
 	// batch is the batch that was sent with the probe; nil while pending.
 	batch *probeSend
+	// panicked is what the probe panicked with (see refreshCall).
+	panicked any
 }
 
 // probeSend is one Backend.Probe call and how many reads still wait for
@@ -102,6 +104,9 @@ func (pr *prober) probe(ctx context.Context, p Probe) (ProbeResult, error) {
 	}
 	select {
 	case <-c.done:
+		if c.panicked != nil {
+			panic(c.panicked)
+		}
 		return c.res, c.err
 	case <-ctx.Done():
 		pr.mu.Lock()
@@ -161,7 +166,15 @@ func (pr *prober) send(ctx context.Context, batch []*probeCall) {
 			}
 		}
 	}
-	res, err := pr.b.Probe(ctx, ps)
+	var res []ProbeResult
+	var err error
+	if p := runRecovering(func() { res, err = pr.b.Probe(ctx, ps) }); p != nil {
+		for _, c := range batch {
+			c.panicked = p
+			close(c.done)
+		}
+		return
+	}
 	if err == nil && len(res) != len(ps) {
 		err = fmt.Errorf("probe of %d threads answered %d", len(ps), len(res))
 	}
