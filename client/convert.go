@@ -1,12 +1,14 @@
 package client
 
 import (
+	"fmt"
+
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
 // fromTurnState converts a wire turn, read from a response whose numbering
-// was n.
-func fromTurnState(ts *historydv1.TurnState, n historydv1.TurnNumbering) TurnState {
+// was n, its values read as o asks.
+func fromTurnState(ts *historydv1.TurnState, n historydv1.TurnNumbering, o ReadConfig) (TurnState, error) {
 	t := TurnState{
 		Turn:         int(ts.GetTurn()),
 		CheckpointID: ts.GetCheckpointId(),
@@ -19,14 +21,17 @@ func fromTurnState(ts *historydv1.TurnState, n historydv1.TurnNumbering) TurnSta
 		t.EndedAt = ts.GetEndedAt().AsTime()
 	}
 	for k, e := range ts.GetEntries() {
-		t.State[k] = fromEntry(e)
+		entry, err := fromEntry(e, o)
+		if err != nil {
+			return TurnState{}, fmt.Errorf("turn %d key %q: %w", t.Turn, k, err)
+		}
+		t.State[k] = entry
 	}
-	return t
+	return t, nil
 }
 
-// fromEntry converts a wire entry. A missing value (a server that sent the
-// entry without one) reads as null, as protobuf's own JSON mapping does.
-func fromEntry(e *historydv1.StateEntry) Entry {
+// fromEntry converts a wire entry (see entryValue for its value).
+func fromEntry(e *historydv1.StateEntry, o ReadConfig) (Entry, error) {
 	out := Entry{
 		Tool:         e.GetTool(),
 		Seq:          e.GetSeq(),
@@ -34,13 +39,13 @@ func fromEntry(e *historydv1.StateEntry) Entry {
 		TurnsWritten: int(e.GetTurnsWritten()),
 		Inputs:       e.GetInputs(),
 	}
-	if v := e.GetValue(); v != nil {
-		out.Value = v.AsInterface()
+	if err := entryValue(e, o, &out); err != nil {
+		return Entry{}, err
 	}
 	if x := e.GetExtra(); x != nil && len(x.GetFields()) > 0 {
 		out.Extra = x.AsMap()
 	}
-	return out
+	return out, nil
 }
 
 // fromNumbering converts the wire's numbering. A value this client does not

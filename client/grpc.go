@@ -240,13 +240,17 @@ func (c *Client) Snapshots(ctx context.Context, threadID string, opts ...ReadOpt
 		return nil, c.fail("Snapshots", threadID, err)
 	}
 	defer cancel()
-	resp, err := c.rpc.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys, Channel: o.Channel})
+	resp, err := c.rpc.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys, Channel: o.Channel,
+		ValueFormat: o.wireFormat()})
 	if err != nil {
 		return nil, c.fail("Snapshots", threadID, err)
 	}
 	h := &History{Total: int(resp.GetTotal()), Turns: make([]TurnState, 0, len(resp.GetTurns())), Numbering: fromNumbering(resp.GetNumbering())}
 	for n, ts := range resp.GetTurns() {
-		t := fromTurnState(ts, resp.GetNumbering())
+		t, err := fromTurnState(ts, resp.GetNumbering(), o)
+		if err != nil {
+			return nil, c.fail("Snapshots", threadID, status.Error(codes.Internal, err.Error()))
+		}
 		t.Turn = int(n)
 		h.Turns = append(h.Turns, t)
 	}
@@ -269,7 +273,8 @@ func (c *Client) Snapshot(ctx context.Context, threadID string, turn int, opts .
 	if turn >= 1 && turn <= math.MaxInt32 {
 		wire = int32(turn)
 	}
-	resp, err := c.rpc.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: threadID, Turn: wire, CheckpointNs: o.Namespace, Keys: o.Keys, Channel: o.Channel})
+	resp, err := c.rpc.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: threadID, Turn: wire, CheckpointNs: o.Namespace, Keys: o.Keys, Channel: o.Channel,
+		ValueFormat: o.wireFormat()})
 	if err != nil {
 		return nil, c.fail("Snapshot", threadID, err)
 	}
@@ -279,7 +284,11 @@ func (c *Client) Snapshot(ctx context.Context, threadID string, turn int, opts .
 	}
 	switch r := resp.GetResult().(type) {
 	case *historydv1.SnapshotResponse_State:
-		s.found(fromTurnState(r.State, resp.GetNumbering()))
+		t, err := fromTurnState(r.State, resp.GetNumbering(), o)
+		if err != nil {
+			return nil, c.fail("Snapshot", threadID, status.Error(codes.Internal, err.Error()))
+		}
+		s.found(t)
 	case *historydv1.SnapshotResponse_NoSuchTurn:
 		s.Outcome = NoSuchTurn
 	case *historydv1.SnapshotResponse_NoLongerRetained:

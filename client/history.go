@@ -95,8 +95,12 @@ func (o Outcome) String() string {
 // its zero value; the conventions that write these fields count seq and turns
 // from 1, so zero never stands for a recorded value.
 type Entry struct {
-	// Value is the published value as plain JSON-like data.
+	// Value is the published value as plain JSON-like data; unset when the
+	// read asked WithRawValues.
 	Value any
+	// JSON is the value's JSON text as historyd sent it, with JSONValues
+	// (the default); nil with ProtoValues.
+	JSON []byte
 	// Tool names the tool that wrote the value; empty when not recorded.
 	Tool string
 	// Seq is the entry's write order within the thread; 0 when not
@@ -319,6 +323,10 @@ type ReadConfig struct {
 	// FromTurn makes StreamSnapshots skip retained turns before it; 0 and 1
 	// both mean from the first turn.
 	FromTurn int
+	// ValueFormat is how values travel; the zero value is JSONValues.
+	ValueFormat ValueFormat
+	// RawValues leaves values as their JSON text (Entry.JSON) unparsed.
+	RawValues bool
 }
 
 // NewReadConfig applies opts to an empty ReadConfig.

@@ -44,7 +44,8 @@ func (c *Client) StreamSnapshots(ctx context.Context, threadID string, opts ...R
 		from := int32(min(max(o.FromTurn, math.MinInt32), math.MaxInt32))
 		failures := 0
 		for {
-			err := c.stream(ctx, &historydv1.StreamSnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys, FromTurn: from, Channel: o.Channel},
+			err := c.stream(ctx, &historydv1.StreamSnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys, FromTurn: from, Channel: o.Channel,
+				ValueFormat: o.wireFormat()}, o,
 				func(t *TurnState) bool {
 					failures = 0
 					from = int32(min(t.Turn, math.MaxInt32-1)) + 1
@@ -73,7 +74,7 @@ var errStopped = errors.New("stream consumer stopped")
 
 // stream makes one StreamSnapshots call and hands each turn to fn until the
 // stream ends (nil), fails (its error) or fn returns false (errStopped).
-func (c *Client) stream(ctx context.Context, req *historydv1.StreamSnapshotsRequest, fn func(*TurnState) bool) error {
+func (c *Client) stream(ctx context.Context, req *historydv1.StreamSnapshotsRequest, o ReadConfig, fn func(*TurnState) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the call when the consumer stops early
 	s, err := c.rpc.StreamSnapshots(ctx, req)
@@ -91,7 +92,10 @@ func (c *Client) stream(ctx context.Context, req *historydv1.StreamSnapshotsRequ
 		if msg.GetTurn() == nil {
 			continue // the one message of a thread with no retained turn
 		}
-		t := fromTurnState(msg.GetTurn(), msg.GetNumbering())
+		t, err := fromTurnState(msg.GetTurn(), msg.GetNumbering(), o)
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
 		if !fn(&t) {
 			return errStopped
 		}

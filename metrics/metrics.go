@@ -43,7 +43,7 @@ type Metrics struct {
 // storeMethods are the Backend methods timed, listed so that every series
 // exists from the start: a rate over a series that appears only on the
 // first error reads as no errors at all.
-var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Values", "Writes", "Newest", "Ping"}
+var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Probe", "Values", "Writes", "Newest", "Ping"}
 
 // New returns a Metrics with its collectors registered; build is what
 // historyd_build_info reports (the zero Info: the binary's own build
@@ -206,6 +206,14 @@ func (b *timedBackend) List(ctx context.Context, ref store.Ref, q store.Query, f
 		return err
 	})
 	return census, err
+}
+
+func (b *timedBackend) Probe(ctx context.Context, ps []store.Probe) (res []store.ProbeResult, err error) {
+	err = b.timed("Probe", func(func(func() error) error) error {
+		res, err = b.inner.Probe(ctx, ps)
+		return err
+	})
+	return res, err
 }
 
 func (b *timedBackend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {

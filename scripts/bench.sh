@@ -69,5 +69,25 @@ if ! grep -q '^ok' "$VENV/reference.status" 2>/dev/null; then
 fi
 
 "$GO" build -o "$WORK/bench" ./bench/cmd/bench >>"$LOG" 2>&1
+
+# P7 times a cold read against a build of an earlier commit: by default
+# 16c42d4, historyd before its second round of performance work (the
+# figures docs/benchmarks.md starts from). HISTORYD_BENCH_BASELINE names
+# another commit; "none" leaves P7 without a comparison.
+BASELINE=${HISTORYD_BENCH_BASELINE:-16c42d4}
+baseline_args=()
+if [[ $BASELINE != none ]]; then
+  src=$WORK/baseline-src
+  rm -rf "$src" && mkdir -p "$src"
+  if git -C "$REPO" archive "$BASELINE" | tar -x -C "$src" \
+    && (cd "$src" && "$GO" build -o "$WORK/historyd-baseline" ./cmd/historyd) >>"$LOG" 2>&1; then
+    baseline_args=(--baseline "$WORK/historyd-baseline" --baseline-name "$(git -C "$REPO" rev-parse --short "$BASELINE")")
+  else
+    echo "bench: could not build the baseline $BASELINE (see $LOG); HISTORYD_BENCH_BASELINE=none runs without it" >&2
+    exit 1
+  fi
+  rm -rf "$src"
+fi
+
 "$WORK/bench" run --dsn "$HISTORYD_BENCH_DSN" --repo "$REPO" --work "$WORK" \
-  --python "$VENV/bin/python" --out "$WORK/table.md" "$@" 2>>"$LOG"
+  --python "$VENV/bin/python" --out "$WORK/table.md" "${baseline_args[@]}" "$@" 2>>"$LOG"

@@ -18,11 +18,11 @@ import (
 // what proto.Marshal gives for the same message, and checks that a large
 // entry goes out as the cached bytes themselves.
 func TestSpliceCodec(t *testing.T) {
-	big, err := encodeEntry(store.Entry{Value: strings.Repeat("geometry ", 2000)})
+	big, err := encodeEntry(store.Entry{Value: strings.Repeat("geometry ", 2000)}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	small, err := encodeEntry(store.Entry{Value: 11420.0})
+	small, err := encodeEntry(store.Entry{Value: 11420.0}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,22 @@ import (
 
 // entryEncoder is the store.Encoder of StateEntry messages: the store
 // caches each state version's entries in their wire encoding, and
-// responses carry those bytes as they are.
-type entryEncoder struct{}
+// responses carry those bytes as they are. Each value format is an
+// encoder of its own, so the cache keeps each format's encoding apart.
+type entryEncoder struct {
+	// json writes values as value_json text instead of a Value.
+	json bool
+}
 
 // Encode returns e as an encoded StateEntry.
-func (entryEncoder) Encode(e store.Entry) ([]byte, error) {
-	return encodeEntry(e)
+func (enc entryEncoder) Encode(e store.Entry) ([]byte, error) {
+	return encodeEntry(e, enc.json)
+}
+
+// encoderFor returns the encoder of a request's value_format, which
+// checkValueFormat has accepted.
+func encoderFor(f historydv1.ValueFormat) entryEncoder {
+	return entryEncoder{json: f == historydv1.ValueFormat_VALUE_FORMAT_JSON}
 }
 
 // toTurnState builds turn t's TurnState from its encoded state. Each

@@ -33,11 +33,12 @@ import (
 // Snapshots implements historyd.v1.ThreadHistory.Snapshots. Calls denied
 // by tenant isolation reach it too, over an empty store (see above).
 func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest) (*historydv1.SnapshotsResponse, error) {
-	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel())); err != nil {
+	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()),
+		checkValueFormat(req.GetValueFormat())); err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
-	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, req.GetKeys(), entryEncoder{})
+	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, req.GetKeys(), encoderFor(req.GetValueFormat()))
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
@@ -58,7 +59,7 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 // tenant isolation reach it too, over an empty store (see above).
 func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) (*historydv1.SnapshotResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurn(req.GetTurn()), checkKeys(req.GetKeys()),
-		s.checkChannel(req.GetChannel())); err != nil {
+		s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat())); err != nil {
 		return nil, s.fail(ctx, "Snapshot", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
@@ -68,7 +69,7 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 			return []store.Turn{t}
 		}
 		return nil
-	}, req.GetKeys(), entryEncoder{})
+	}, req.GetKeys(), encoderFor(req.GetValueFormat()))
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshot", err)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -37,6 +39,11 @@ type Options struct {
 	ThreadIDs ThreadIDLogging
 	// ThreadIDSalt keys the thread id hash. Empty: random per process.
 	ThreadIDSalt []byte
+	// LogSuccessEvery logs one successful ThreadHistory call in this many
+	// at info and the others at debug: formatting and writing a line for
+	// every call costs a tenth of a small call's CPU. Failed calls are
+	// always logged at their level. 0 and 1 log every call.
+	LogSuccessEvery int
 
 	// TLS, when set, serves TLS with this configuration (see
 	// auth.ServerTLS). Nil serves plaintext.
@@ -105,7 +112,8 @@ type Options struct {
 //     prefetchStream);
 //  3. request logging (method, code, duration, tenant, thread hash), at
 //     info or above, except successful health and reflection calls: at
-//     debug, since probes would otherwise drown the calls that matter;
+//     debug, since probes would otherwise drown the calls that matter; and
+//     with LogSuccessEvery, all but one in that many successful calls;
 //  4. panic recovery: Internal, logged with the stack, the process lives on;
 //  5. per-call limits: the response size limit and the deadline cap;
 //  6. reflection switch (streams only);
@@ -138,6 +146,9 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		}),
 	}
 	openLogOpts := append(slices.Clone(logOpts), logging.WithLevels(openServiceLevel))
+	if o.LogSuccessEvery > 1 {
+		logOpts = append(logOpts, logging.WithLevels(sampledLevel(uint64(o.LogSuccessEvery))))
+	}
 	recoverOpts := []recovery.Option{
 		recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 			log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
@@ -199,6 +210,10 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.ForceServerCodecV2(newSpliceCodec()),
+		// Calls run on a fixed set of goroutines whose stacks have already
+		// grown to what a call needs, instead of a new goroutine per call
+		// growing its stack anew (a tenth of a small call's CPU).
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 	if o.TracerProvider != nil {
 		// A stats handler sees each call before the first interceptor and
@@ -235,6 +250,19 @@ func openServiceLevel(code codes.Code) logging.Level {
 		return logging.LevelDebug
 	}
 	return logging.DefaultServerCodeToLevel(code)
+}
+
+// sampledLevel is the request log's level for ThreadHistory calls with
+// LogSuccessEvery set: info for one successful call in every, counting
+// from the first, debug for the others; as for any call when they fail.
+func sampledLevel(every uint64) logging.CodeToLevel {
+	var calls atomic.Uint64
+	return func(code codes.Code) logging.Level {
+		if code == codes.OK && (calls.Add(1)-1)%every != 0 {
+			return logging.LevelDebug
+		}
+		return logging.DefaultServerCodeToLevel(code)
+	}
 }
 
 // slogAdapter lets go-grpc-middleware's logging write through slog.

@@ -129,5 +129,8 @@ func FuzzTranscode(f *testing.F) {
 		if !proto.Equal(got, want) {
 			t.Fatalf("transcoded %v\nwant %v", got, want)
 		}
+		if asJSON := jsonOf(t, lgcodec.MsgpackRaw(data, lim)); !proto.Equal(asJSON, want) {
+			t.Fatalf("transcoded to JSON %v\nwant %v", asJSON, want)
+		}
 	})
 }

@@ -16,7 +16,7 @@ const streamBatch = 4
 func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream historydv1.ThreadHistory_StreamSnapshotsServer) error {
 	ctx := stream.Context()
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), checkFromTurn(req.GetFromTurn()),
-		s.checkChannel(req.GetChannel())); err != nil {
+		s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat())); err != nil {
 		return s.fail(ctx, "StreamSnapshots", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
@@ -50,7 +50,7 @@ func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream 
 				}
 			}
 			return out
-		}, req.GetKeys(), entryEncoder{})
+		}, req.GetKeys(), encoderFor(req.GetValueFormat()))
 		if err != nil {
 			return s.fail(ctx, "StreamSnapshots", err)
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
 // Request limits. They keep one request's cost bounded and every value safe
@@ -76,6 +78,15 @@ func checkChannel(channel string, served []string) *FieldError {
 	}
 	return &FieldError{"channel", fmt.Sprintf("%q is not a channel this server serves; it serves %s (set with --state-channels)",
 		channel, strings.Join(served, ", "))}
+}
+
+// checkValueFormat refuses a value_format this server does not know (a
+// newer client's).
+func checkValueFormat(f historydv1.ValueFormat) *FieldError {
+	if _, ok := historydv1.ValueFormat_name[int32(f)]; !ok {
+		return &FieldError{"value_format", fmt.Sprintf("is %d; known formats are VALUE_FORMAT_PROTO (1, the default) and VALUE_FORMAT_JSON (2)", int32(f))}
+	}
+	return nil
 }
 
 func checkTurn(turn int32) *FieldError {

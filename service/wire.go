@@ -23,6 +23,7 @@ const (
 	stateEntryTurnsWritten protowire.Number = 5
 	stateEntryInputs       protowire.Number = 6
 	stateEntryExtra        protowire.Number = 7
+	stateEntryValueJSON    protowire.Number = 8
 
 	mapKey   protowire.Number = 1
 	mapValue protowire.Number = 2
@@ -37,8 +38,9 @@ const (
 // into one buffer of exactly that size: an entry can be megabytes of
 // coordinates, and growing a buffer by appending would allocate about
 // twice that on the way. A value left encoded by lgcodec.EachEntry (an
-// lgcodec.Raw) is re-encoded straight from the stored bytes.
-func encodeEntry(e store.Entry) ([]byte, error) {
+// lgcodec.Raw) is re-encoded straight from the stored bytes. With asJSON
+// the value is written as JSON text in value_json instead of value.
+func encodeEntry(e store.Entry, asJSON bool) ([]byte, error) {
 	extra := e.Extra
 	keep := func(k string, v int64) {
 		if extra == nil {
@@ -65,8 +67,19 @@ func encodeEntry(e store.Entry) ([]byte, error) {
 	}
 	inputs := slices.Sorted(maps.Keys(e.Inputs))
 
-	valueSize, err := protoValueSize(e.Value)
-	if err != nil {
+	var (
+		valueSize int
+		valueJSON []byte
+		err       error
+	)
+	if asJSON {
+		// JSON has no cheap sizing pass: the text is written once, then
+		// copied into place.
+		if valueJSON, err = appendJSONValue(nil, e.Value); err != nil {
+			return nil, err
+		}
+		valueSize = len(valueJSON)
+	} else if valueSize, err = protoValueSize(e.Value); err != nil {
 		return nil, err
 	}
 	size := sizeNested(valueSize)
@@ -94,9 +107,13 @@ func encodeEntry(e store.Entry) ([]byte, error) {
 	}
 
 	b := make([]byte, 0, size)
-	b = appendHeader(b, stateEntryValue, valueSize)
-	if b, err = appendProtoValue(b, e.Value); err != nil {
-		return nil, err
+	if asJSON {
+		b = append(appendHeader(b, stateEntryValueJSON, valueSize), valueJSON...)
+	} else {
+		b = appendHeader(b, stateEntryValue, valueSize)
+		if b, err = appendProtoValue(b, e.Value); err != nil {
+			return nil, err
+		}
 	}
 	if e.Tool != nil {
 		b = protowire.AppendTag(b, stateEntryTool, protowire.BytesType)

@@ -2,6 +2,7 @@ package service
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -126,7 +127,7 @@ func TestEncodeEntryExtra(t *testing.T) {
 	turn := int64(1) << 40
 	extra := map[string]any{"source": "cache", "n": int64(3)}
 	e := store.Entry{Value: "v", Turn: &turn, Extra: extra}
-	b, err := encodeEntry(e)
+	b, err := encodeEntry(e, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestEncodeEntry(t *testing.T) {
 			Extra: map[string]any{"note": []any{nil, true, 1.5}}},
 		{Value: int64(1) << 60, Tool: str("bad\xffutf8"), Seq: num(1 << 62), Turn: num(-5), TurnsWritten: num(0), Inputs: map[string]string{}},
 	} {
-		b, err := encodeEntry(e)
+		b, err := encodeEntry(e, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +230,7 @@ func FuzzEncodeEntry(f *testing.F) {
 			return
 		}
 		e := store.ParseEntry(v)
-		b, err := encodeEntry(e)
+		b, err := encodeEntry(e, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,6 +243,27 @@ func FuzzEncodeEntry(f *testing.F) {
 		}
 		if !proto.Equal(got.GetValue(), toValue(e.Value)) && !hasInvalidUTF8(e.Value) {
 			t.Fatalf("value %v, want %v", got.GetValue(), toValue(e.Value))
+		}
+		// The JSON form: the same entry but for the value's form.
+		j, err := encodeEntry(e, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(j) != cap(j) {
+			t.Fatalf("wrote %d bytes into a buffer sized %d", len(j), cap(j))
+		}
+		var gotJSON historydv1.StateEntry
+		if err := proto.Unmarshal(j, &gotJSON); err != nil {
+			t.Fatalf("the JSON encoding does not parse: %v", err)
+		}
+		if gotJSON.GetValue() != nil || !json.Valid(gotJSON.GetValueJson()) {
+			t.Fatalf("value_json %q, value %v", gotJSON.GetValueJson(), gotJSON.GetValue())
+		}
+		want := proto.Clone(&got).(*historydv1.StateEntry)
+		want.Value = nil
+		gotJSON.ValueJson = nil
+		if !proto.Equal(&gotJSON, want) {
+			t.Fatalf("the JSON form's other fields %v, want %v", &gotJSON, want)
 		}
 	})
 }

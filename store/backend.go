@@ -114,6 +114,12 @@ type Backend interface {
 	// census q asks for in the same consistent read. An unknown thread has
 	// none, which is not an error.
 	List(ctx context.Context, ref Ref, q Query, fn func(Row) error) (Census, error)
+	// Probe answers the freshness probes of several threads, in the order
+	// of ps, each as List would with its After and Verify and no Count,
+	// without the rows. Concurrent reads share probes through it (one
+	// statement for all the threads a batch asks about, where a statement
+	// is costly); ProbeEach answers through List.
+	Probe(ctx context.Context, ps []Probe) ([]ProbeResult, error)
 	// EachValue hands fn channel's value at each checkpoint of ids: its
 	// index in ids and the value, in any order, exactly once per index. A
 	// checkpoint where the channel has no value gets a Blob of type
@@ -147,6 +153,11 @@ var _ Backend = Empty{}
 // List implements Backend: there are no checkpoints.
 func (Empty) List(context.Context, Ref, Query, func(Row) error) (Census, error) {
 	return Census{Count: 0}, nil
+}
+
+// Probe implements Backend: no thread has a checkpoint.
+func (Empty) Probe(_ context.Context, ps []Probe) ([]ProbeResult, error) {
+	return make([]ProbeResult, len(ps)), nil
 }
 
 // EachValue implements Backend: every checkpoint is missing.

@@ -195,7 +195,7 @@ func (h *History) Retained() []int {
 //     ended on; the total is the number of questions asked;
 //   - a turn with no checkpoint whose question was asked together with
 //     later ones (one input holding several questions, at a checkpoint
-//     whose parent is retained or that is the thread's first) ended on the
+//     whose parent is retained and placed, or that is the thread's first) ended on the
 //     state the run answering them ended on: the last of them's end;
 //   - any other turn from 1 to the total has no checkpoint left: it is no
 //     longer retained.
@@ -207,8 +207,10 @@ func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
 	h := &History{Ref: ref, Numbering: Complete}
 	order := checkpointOrder(cps)
 	listed := make(map[string]bool, len(cps))
+	placed := make(map[string]bool, len(cps)) // listed, and its messages read
 	for _, c := range cps {
 		listed[c.ID] = true
+		placed[c.ID] = !c.Unplaced
 	}
 	if len(order) > 0 {
 		oldest := cps[order[0]]
@@ -308,9 +310,10 @@ func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
 		h.Turns[n] = t
 	}
 	// Questions first held together by a checkpoint the run asking them
-	// made (its parent is there, or it is the thread's first) came in one
-	// input. With the parent deleted, earlier questions may have been
-	// asked before it: those stay no longer retained.
+	// made (its parent is there and was read, so it held none of them, or
+	// it is the thread's first) came in one input. With the parent deleted
+	// or unread, earlier questions may have been asked before it: those
+	// stay no longer retained.
 	// Questions placed ahead of earlier ones were not asked with the
 	// questions first held next to them.
 	for n := 0; n < h.Total; {
@@ -319,7 +322,7 @@ func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
 			m++
 		}
 		first := cps[firstAt[seq[n]]]
-		if m > n && (first.Parent == "" || listed[first.Parent]) {
+		if m > n && (first.Parent == "" || placed[first.Parent]) {
 			for k := n; k <= m; k++ {
 				for j := n; j <= m; j++ {
 					if j != k {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/reduce"
@@ -99,8 +98,12 @@ type Store struct {
 	limits   lgcodec.Limits
 	indexes  *lru[Ref, *index]
 	recount  time.Duration
-	flight   singleflight.Group
-	encoded  *lru[stateKey, EncodedState]
+	// refreshes shares refreshes of a thread that no turn's check ties to
+	// the asking read (see indexChecking).
+	refreshes refreshes
+	// probes shares the warm path's freshness probes between reads.
+	probes  *prober
+	encoded *lru[stateKey, EncodedState]
 	// stateHits and stateMisses count encoded-state cache lookups.
 	stateHits, stateMisses atomic.Int64
 	// stateAdmit is the largest stored state value the state cache takes.
@@ -114,7 +117,7 @@ type Store struct {
 // that need it.
 func New(cfg Config) *Store {
 	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, states: slices.Clone(cfg.StateChannels), limits: cfg.Limits,
-		reducers: map[string]string{}, tracer: newTracer(cfg.TracerProvider)}
+		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider)}
 	if s.messages == "" {
 		s.messages = DefaultMessagesChannel
 	}
@@ -216,28 +219,9 @@ func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (_ 
 	if len(verify) > 0 {
 		return s.refresh(ctx, ref, verify)
 	}
-	type result struct {
-		ix   *index
-		seen seen
-	}
-	key := ref.ThreadID + "\x00" + ref.Namespace
-	v, err, shared := s.flight.Do(key, func() (any, error) {
-		ix, sn, err := s.refresh(ctx, ref, nil)
-		return result{ix, sn}, err
-	})
-	if shared {
-		note(ctx, AttrIndexShared.Bool(true))
-	}
-	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		// The shared read ended with another caller's context; ours still
-		// stands.
+	return s.refreshes.do(ctx, ref, func(ctx context.Context) (*index, seen, error) {
 		return s.refresh(ctx, ref, nil)
-	}
-	if err != nil {
-		return nil, seen{}, err
-	}
-	r := v.(result)
-	return r.ix, r.seen, nil
+	})
 }
 
 // seen is what one refresh saw of a thread's checkpoints: a cached state is
@@ -303,12 +287,30 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query) (Census, []listed, e
 	return census, out, nil
 }
 
+// since reads what a cached index of the thread needs to be brought up to
+// date: the census and the checkpoints newer than after. Without a count,
+// a shared probe asks first (the warm path's common case is that nothing is
+// new), and the rows are listed only when it finds newer ones.
+func (s *Store) since(ctx context.Context, ref Ref, after string, count bool, verify []string) (Census, []listed, error) {
+	if count {
+		return s.list(ctx, ref, Query{After: after, Count: true, Verify: verify})
+	}
+	pr, err := s.probes.probe(ctx, Probe{Ref: ref, After: after, Verify: verify})
+	if err != nil {
+		return Census{}, nil, fmt.Errorf("probe thread %q: %w", ref.ThreadID, err)
+	}
+	if !pr.Newer {
+		return Census{Count: -1, MinID: pr.MinID, Present: pr.Present}, nil, nil
+	}
+	return s.list(ctx, ref, Query{After: after, Verify: verify})
+}
+
 func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, seen, error) {
 	old, cached := s.indexes.get(ref)
 	if cached {
 		now := time.Now()
 		count := s.recount < 0 || now.Sub(old.counted) >= s.recount
-		census, newer, err := s.list(ctx, ref, Query{After: old.maxID, Count: count, Verify: verify})
+		census, newer, err := s.since(ctx, ref, old.maxID, count, verify)
 		if err != nil {
 			return nil, seen{}, err
 		}
@@ -416,6 +418,9 @@ type threadData struct {
 	byID      map[string]int32
 	// versions maps a messages version to what the list holds.
 	versions map[string]held
+	// tip is the version extend recorded last, the one version whose asks
+	// may grow in place (see extend).
+	tip string
 }
 
 // held is what one messages version's list holds.
@@ -452,7 +457,34 @@ func (th *threadData) learn(version string, count int, list []lgcodec.Message) h
 func (th *threadData) learnAs(version string, h held, list []lgcodec.Message) held {
 	th.mu.Lock()
 	defer th.mu.Unlock()
-	place := 0
+	return th.learnLocked(version, h, 0, list)
+}
+
+// extend records what a messages version holds that is the version from
+// plus the messages of tail (lgcodec.AppendReader): from's questions, then
+// tail's. count is the whole list's length.
+func (th *threadData) extend(version, from string, count int, tail []lgcodec.Message) held {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	base := th.versions[from]
+	asks := base.asks
+	if from != th.tip {
+		// Another version already extends from's questions in place:
+		// appending would write into its list.
+		asks = slices.Clip(asks)
+	}
+	h := held{messages: count, asks: asks, synthetic: base.synthetic}
+	h = th.learnLocked(version, h, len(base.asks), tail)
+	// The versions of a thread mostly extend one another: they share one
+	// array of question numbers, each a longer prefix of it, instead of a
+	// copy each. Only the newest of them (the tip) may append in place.
+	th.tip = version
+	return h
+}
+
+// learnLocked adds list's questions to h, the first of them the list's
+// question number place (counted from 0), and records h for version.
+func (th *threadData) learnLocked(version string, h held, place int, list []lgcodec.Message) held {
 	for _, m := range list {
 		if m.Type != "human" {
 			continue
@@ -476,6 +508,15 @@ func (th *threadData) learnAs(version string, h held, list []lgcodec.Message) he
 	}
 	th.versions[version] = h
 	return h
+}
+
+// knows reports whether a question with message id id is in the table:
+// a read of a later messages version need not read its text again.
+func (th *threadData) knows(id string) bool {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	_, ok := th.byID[id]
+	return ok
 }
 
 func (th *threadData) lookup(version string) (held, bool) {
@@ -517,31 +558,69 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 	}
 	note(ctx, AttrIndexMessagesRead.Int(len(read)))
 	unstored := map[string]bool{} // versions with no stored value
-	// Every messages version holds the whole conversation so far, so a long
-	// thread's versions add up to far more than any one of them: they are
-	// read a batch at a time, never all at once.
-	for start := 0; start < len(read); start += scanBatch {
-		end := min(start+scanBatch, len(read))
-		err := s.eachValue(ctx, ref, s.messages, read[start:end], func(j int, b Blob) error {
-			i := start + j
-			switch {
-			case b.Missing:
-				// Deleted since it was listed: the next refresh notices.
+	// Checkpoints deleted since they were listed: left out of the result,
+	// which then holds only checkpoints seen to exist (or not yet read),
+	// and their versions read at another checkpoint holding them.
+	missing := map[string]bool{}
+	tried := map[string]bool{}
+	// Read in id order, each version mostly the one before plus what was
+	// appended: the reader then scans only what was appended.
+	versions := &lgcodec.AppendReader{Mode: mode, Known: th.knows, Limits: s.limits}
+	lastRead := "" // the version versions read last
+	for len(read) > 0 {
+		sortTogether(read, readVer)
+		// Every messages version holds the whole conversation so far, so
+		// a long thread's versions add up to far more than any one of
+		// them: they are read a batch at a time, never all at once.
+		for start := 0; start < len(read); start += scanBatch {
+			end := min(start+scanBatch, len(read))
+			err := s.eachValue(ctx, ref, s.messages, read[start:end], func(j int, b Blob) error {
+				i := start + j
+				tried[read[i]] = true
+				switch {
+				case b.Missing:
+					missing[read[i]] = true
+					return nil
+				case b.Type == lgcodec.TypeEmpty:
+					unstored[readVer[i]] = true
+					return nil
+				}
+				m, extends, err := versions.Read(b.Type, b.Data)
+				if err != nil {
+					return &DecodeError{Ref: ref, CheckpointID: read[i], Channel: s.messages, Err: err}
+				}
+				if extends {
+					th.extend(readVer[i], lastRead, m.Count, m.List)
+				} else {
+					th.learn(readVer[i], m.Count, m.List)
+				}
+				lastRead = readVer[i]
 				return nil
-			case b.Type == lgcodec.TypeEmpty:
-				unstored[readVer[i]] = true
-				return nil
-			}
-			m, err := lgcodec.ReadMessages(b.Type, b.Data, s.limits, mode)
+			})
 			if err != nil {
-				return &DecodeError{Ref: ref, CheckpointID: read[i], Channel: s.messages, Err: err}
+				return nil, err
 			}
-			th.learn(readVer[i], m.Count, m.List)
-			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
+		read, readVer = nil, nil
+		if len(missing) == 0 {
+			break
+		}
+		again := map[string]bool{}
+		for _, c := range cps {
+			v, ok := c.versions[s.messages]
+			if !ok || tried[c.id] || again[v] || unstored[v] {
+				continue
+			}
+			if _, known := th.lookup(v); known {
+				continue
+			}
+			again[v] = true
+			read = append(read, c.id)
+			readVer = append(readVer, v)
+		}
+	}
+	if len(missing) > 0 {
+		cps = slices.DeleteFunc(slices.Clone(cps), func(c listed) bool { return missing[c.id] })
 	}
 	if len(unstored) > 0 {
 		note(ctx, AttrIndexDeltaRebuild.Bool(true))
@@ -563,6 +642,21 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		out[i] = p
 	}
 	return out, nil
+}
+
+// sortTogether sorts ids, and vers along with them.
+func sortTogether(ids, vers []string) {
+	idx := make([]int, len(ids))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(ids[a], ids[b]) })
+	ids2, vers2 := make([]string, len(ids)), make([]string, len(ids))
+	for i, j := range idx {
+		ids2[i], vers2[i] = ids[j], vers[j]
+	}
+	copy(ids, ids2)
+	copy(vers, vers2)
 }
 
 // rebuiltList is a messages list rebuilt from writes; partial says it was

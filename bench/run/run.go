@@ -52,6 +52,9 @@ type Config struct {
 	// Profile takes in-process CPU and heap profiles of the path behind
 	// any floor that is missed.
 	Profile bool
+	// Baseline, when set, is a historyd binary built from an earlier
+	// commit (BaselineName), which P7 times against this build.
+	Baseline, BaselineName string
 	// Only, when not empty, names the steps to run besides describing
 	// the machine, generating the threads and building historyd: any of
 	// anchors, operations, P1, P2, P3 (which needs anchors and
@@ -209,6 +212,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"P2", r.p2},
 		{"P3", r.p3},
 		{"P4", r.p4},
+		{"P5", r.p5},
+		{"P7", r.p7},
 		{"deepagents", r.deepagents},
 		{"pooler", r.pooler},
 		{"profiles", r.profiles},

@@ -63,6 +63,7 @@ var serveCommand = command{
 		c.logFormat = stringFlag(fs, "log-format", "HISTORYD_LOG_FORMAT", "text", "log format: text or json")
 		c.logLevel = stringFlag(fs, "log-level", "HISTORYD_LOG_LEVEL", "info", "least severe records logged: debug, info, warn or error; successful health checks and reflection calls are logged at debug, other calls at info or above (warn: only failures other than INVALID_ARGUMENT, NOT_FOUND, UNAUTHENTICATED and CANCELLED)")
 		c.logThreadIDs = stringFlag(fs, "log-thread-ids", "HISTORYD_LOG_THREAD_IDS", "hash", "how logs show thread ids: hash (first 12 hex digits of HMAC-SHA256 with --log-thread-salt) or omit; never as sent")
+		c.logSample = e.int("log-call-sample", "HISTORYD_LOG_CALL_SAMPLE", 100, "log one successful ThreadHistory call in this many at info, the others at debug (1: every call); failed calls are always logged")
 		c.logThreadSalt = stringFlag(fs, "log-thread-salt", "HISTORYD_LOG_THREAD_SALT", "", "key of the thread id hash in logs, to find a thread's calls across restarts (default: random per process; prefer the environment variable)")
 		c.grace = e.duration("shutdown-grace", "HISTORYD_SHUTDOWN_GRACE", 10*time.Second, "how long in-flight RPCs may run after SIGINT/SIGTERM")
 
@@ -101,6 +102,7 @@ type serveConfig struct {
 	listen, dsn, schema, pooler, messages, state *string
 	logFormat, states, reducers                  *string
 	logThreadIDs, logThreadSalt                  *string
+	logSample                                    *int
 	grace                                        *time.Duration
 
 	authTokens, tlsCert, tlsKey, tlsClientCA *string
@@ -338,7 +340,10 @@ func (c serveConfig) options(log *slog.Logger) (service.Options, error) {
 		return o, fmt.Errorf("--log-thread-ids %w", err)
 	}
 	o.ThreadIDSalt = []byte(*c.logThreadSalt)
+	o.LogSuccessEvery = *c.logSample
 	switch {
+	case *c.logSample < 1:
+		return o, fmt.Errorf("--log-call-sample %d: want 1 (every call) or more", *c.logSample)
 	case *c.grace < 0:
 		return o, fmt.Errorf("--shutdown-grace %s: must not be negative", *c.grace)
 	case *c.cacheThreads < 0:

@@ -278,6 +278,17 @@ func CountMessages(blobType string, data []byte, lim Limits) (Messages, error) {
 // ReadMessages reads a messages channel value as ScanMessages does, keeping
 // what mode asks for in Messages.List.
 func ReadMessages(blobType string, data []byte, lim Limits, mode ReadMode) (Messages, error) {
+	return ReadMessagesKnowing(blobType, data, lim, mode, nil)
+}
+
+// ReadMessagesKnowing is ReadMessages for a reader that already knows some
+// human messages by id: a human message whose id known reports is kept
+// with Known set and neither its text nor its marks read. A long thread's
+// every messages version holds every earlier question again, so turn
+// derivation reads each question's text once, not once per version.
+// known may be nil; it is only consulted for msgpack values (JSON has no
+// lengths to skip by and is decoded whole).
+func ReadMessagesKnowing(blobType string, data []byte, lim Limits, mode ReadMode, known func(id string) bool) (Messages, error) {
 	lim = lim.withDefaults()
 	switch blobType {
 	case TypeEmpty:
@@ -290,7 +301,7 @@ func ReadMessages(blobType string, data []byte, lim Limits, mode ReadMode) (Mess
 	}
 	switch blobType {
 	case TypeMsgpack:
-		return scanMsgpackMessages(data, lim, mode)
+		return scanMsgpackMessages(data, lim, mode, known)
 	case TypeJSON:
 		v, err := decodeJSON(data, lim)
 		if err != nil {

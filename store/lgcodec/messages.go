@@ -33,6 +33,10 @@ type Message struct {
 	// Synthetic says a human message was added by the agent harness rather
 	// than typed by the user: a summary, a notification (see isSynthetic).
 	Synthetic bool
+	// Known says the message is a human message whose id the reader
+	// already knows (ReadMessagesKnowing): its text and marks were not
+	// read, and Text and Synthetic are unset.
+	Known bool
 }
 
 // Question reports whether the message is a question the user asked: a

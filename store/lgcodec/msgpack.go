@@ -67,6 +67,9 @@ type mpDecoder struct {
 	keys    keyBudget
 	// mode is what the messages scan keeps of each message.
 	mode ReadMode
+	// known, when set, names human messages the scan need not read beyond
+	// their id (ReadMessagesKnowing).
+	known func(id string) bool
 }
 
 func newMsgpackDecoder(data []byte, lim Limits) *mpDecoder {

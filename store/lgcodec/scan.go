@@ -11,9 +11,9 @@ import (
 // list is mostly AI and tool messages with large payloads, and turn
 // derivation reads it at every checkpoint, so skipping them is what keeps
 // listing turns cheap.
-func scanMsgpackMessages(data []byte, lim Limits, mode ReadMode) (Messages, error) {
+func scanMsgpackMessages(data []byte, lim Limits, mode ReadMode, known func(string) bool) (Messages, error) {
 	d := newMsgpackDecoder(snapshotPayload(data), lim)
-	d.mode = mode
+	d.mode, d.known = mode, known
 	var out Messages
 	if err := d.scanList(0, &out); err != nil {
 		return Messages{}, err
@@ -163,6 +163,15 @@ func (d *mpDecoder) scanMessage(depth int) (Message, error) {
 			// never a message.
 			return Message{}, nil
 		}
+		if d.mode != All {
+			if typ, ok := d.knownClass(t); ok {
+				// A LangChain message class that is never a question: its
+				// payload (tool calls, metadata, content) is stepped over
+				// by the extension's length, unread.
+				d.pos = t.start + t.n
+				return Message{Type: typ}, nil
+			}
+		}
 		var m Message
 		err = d.scanTuple(t, depth, func(depth int) error {
 			m, err = d.scanMessage(depth)
@@ -171,6 +180,59 @@ func (d *mpDecoder) scanMessage(depth int) (Message, error) {
 		return m, err
 	}
 	return Message{}, nil
+}
+
+// fixedType returns the type of a LangChain message class whose type is
+// fixed by the class (a pydantic Literal field) and is never "human", by
+// the module and class names LangGraph's serializer writes into ext 5
+// payloads.
+func fixedType(module, class []byte) (string, bool) {
+	var want string
+	switch string(module) {
+	case "langchain_core.messages.ai":
+		want = "ai"
+	case "langchain_core.messages.tool":
+		want = "tool"
+	case "langchain_core.messages.system":
+		want = "system"
+	case "langchain_core.messages.function":
+		want = "function"
+	default:
+		return "", false
+	}
+	switch string(class) {
+	case "AIMessage", "ToolMessage", "SystemMessage", "FunctionMessage":
+		return want, true
+	case "AIMessageChunk", "ToolMessageChunk", "SystemMessageChunk", "FunctionMessageChunk":
+		// A chunk's type is its class name.
+		return string(class), true
+	}
+	return "", false
+}
+
+// knownClass reads the module and class an ext 5 payload names and returns
+// the message type when fixedType knows the class. It leaves the decoder
+// where it was.
+func (d *mpDecoder) knownClass(t mpToken) (string, bool) {
+	if t.code != extPydanticV2 {
+		return "", false
+	}
+	pos, end, pending := d.pos, d.end, d.pending
+	defer func() { d.pos, d.end, d.pending = pos, end, pending }()
+	d.pos, d.end, d.pending = t.start, t.start+t.n, 0
+	h, err := d.readToken()
+	if err != nil || h.kind != mpArray || h.n < 3 {
+		return "", false
+	}
+	var names [2][]byte
+	for i := range names {
+		n, err := d.readToken()
+		if err != nil || n.kind != mpStr {
+			return "", false
+		}
+		names[i] = d.buf[n.start : n.start+n.n]
+	}
+	return fixedType(names[0], names[1])
 }
 
 // scanMessageMap reads a message's field map, whose header t has been
@@ -230,6 +292,10 @@ func (d *mpDecoder) scanMessageMap(t mpToken, depth int) (Message, error) {
 		m.ID, _ = v.(string)
 	}
 	if !human {
+		return m, nil
+	}
+	if d.known != nil && m.ID != "" && d.known(m.ID) {
+		m.Known = true
 		return m, nil
 	}
 	if kwargsAt >= 0 {

@@ -262,6 +262,12 @@ func (b *Backend) check(ctx context.Context, db *sql.DB) (err error) {
 	return b.classify(ctx, rows.Close())
 }
 
+// Probe implements store.Backend, thread by thread: a statement on an
+// embedded database costs no round trip.
+func (b *Backend) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
+	return store.ProbeEach(ctx, b, ps)
+}
+
 // List hands fn the thread's checkpoint rows, each row's checkpoint
 // handed over whole, straight from the driver's buffer: the file keeps the
 // whole checkpoint, channel values included, in one column, so listing only

@@ -177,6 +177,11 @@ func (m *Memory) List(ctx context.Context, ref store.Ref, q store.Query, fn func
 	return census, nil
 }
 
+// Probe implements store.Backend, thread by thread.
+func (m *Memory) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
+	return store.ProbeEach(ctx, m, ps)
+}
+
 // Newest implements store.Backend: checkpoints ordered by id, every
 // thread's together when ref is nil.
 func (m *Memory) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {

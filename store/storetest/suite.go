@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,6 +66,7 @@ var Cases = []Case{
 	{"Incremental listing checks what still exists", incrementalCensus},
 	{"A deletion sparing the oldest checkpoint is counted", deletionCounted},
 	{"Reads while a writer appends turns", readsWhileWriting},
+	{"Shared probes never answer with what was there before the read began", probesNeverStale},
 	{"Newest checkpoints hold every channel's version", newest},
 	{"Ping", ping},
 }
@@ -637,6 +640,110 @@ func readsWhileWriting(t *testing.T, open Open) {
 		if turn.End.ID != written[i].End {
 			t.Errorf("turn %d ends at %s, want %s", turn.N, turn.End.ID, written[i].End)
 		}
+	}
+}
+
+// probesNeverStale races readers of several threads, whose warm reads
+// share probes, against a writer appending turns and a deleter pruning
+// them: a read that begins after a turn was written sees it, and one that
+// begins after checkpoints were deleted never ends a turn on one of them;
+// every state read is the one its turn wrote.
+func probesNeverStale(t *testing.T, open Open) {
+	b, w := open(t)
+	const threads, turns, readers = 4, 6, 8
+	refs := make([]store.Ref, threads)
+	builders := make([]*Builder, threads)
+	for i := range refs {
+		refs[i] = store.Ref{ThreadID: fmt.Sprintf("suite-probes-%d", i)}
+		builders[i] = NewBuilder(w, refs[i])
+	}
+	st := store.New(store.Config{Backend: b})
+	var mu sync.Mutex
+	written := make([]int, threads)             // turns written, by thread
+	deleted := make([]map[string]bool, threads) // checkpoint ids deleted, by thread
+	for i := range deleted {
+		deleted[i] = map[string]bool{}
+	}
+	snapshot := func(i int) (int, map[string]bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return written[i], maps.Clone(deleted[i])
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, readers)
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := (r + n) % threads
+				before, gone := snapshot(i)
+				h, picked, states, err := st.ReadEncoded(context.Background(), refs[i], "", Retained, nil, EntryEncoder{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if h.Total < before {
+					errs <- fmt.Errorf("thread %d: total %d, though %d turns were written before the read began", i, h.Total, before)
+					return
+				}
+				for k, turn := range picked {
+					if gone[turn.End.ID] {
+						errs <- fmt.Errorf("thread %d turn %d ends at %s, deleted before the read began", i, turn.N, turn.End.ID)
+						return
+					}
+					for _, e := range states[k].Entries {
+						var m map[string]any
+						if err := json.Unmarshal(e.Data, &m); err != nil {
+							errs <- err
+							return
+						}
+						// The newest turn may not have run its tool yet.
+						running := k == len(picked)-1 && m["turn"] == float64(turn.N-1)
+						if e.Key == "k" && m["turn"] != float64(turn.N) && !running {
+							errs <- fmt.Errorf("thread %d turn %d (end %s): entry written in turn %v; history %+v", i, turn.N, turn.End.ID, m["turn"], h)
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	var all [][]Written
+	for range threads {
+		all = append(all, nil)
+	}
+	for n := 1; n <= turns; n++ {
+		for i := range refs {
+			wt := builders[i].Turn(Turn{Question: fmt.Sprintf("q%d", n), Writes: map[string]any{"k": float64(n)}})
+			all[i] = append(all[i], wt)
+			mu.Lock()
+			written[i] = n
+			mu.Unlock()
+			if n >= 3 {
+				// Prune the oldest turn still there.
+				old := all[i][n-3]
+				w.Delete(refs[i], old.IDs)
+				mu.Lock()
+				for _, id := range old.IDs {
+					deleted[i][id] = true
+				}
+				mu.Unlock()
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 

@@ -257,6 +257,7 @@ func checkThread(t *testing.T, ctx context.Context, c historydv1.ThreadHistoryCl
 	for _, n := range want.Retained {
 		checkTurnState(t, fmt.Sprintf("Snapshots turn %d", n), all.GetTurns()[int32(n)], want.turn(n))
 	}
+	checkValueFormats(t, ctx, c, thread, "")
 
 	// Snapshot of each turn from 0 to total+1.
 	for n := 0; n <= want.Total+1; n++ {

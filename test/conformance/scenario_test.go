@@ -154,7 +154,10 @@ func checkScenario(t *testing.T, s setup, sc scenario, kind string) {
 
 	t.Run("turns", func(t *testing.T) { checkTruthTurns(t, ctx, client, thread, want) })
 	for _, ch := range want.Served {
-		t.Run("state/"+ch, func(t *testing.T) { checkTruthStates(t, ctx, client, thread, ch, want) })
+		t.Run("state/"+ch, func(t *testing.T) {
+			checkTruthStates(t, ctx, client, thread, ch, want)
+			checkValueFormats(t, ctx, client, thread, ch)
+		})
 	}
 	t.Run("reference", func(t *testing.T) {
 		switch {

@@ -141,8 +141,10 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "driver and pgbench concurrency")
 	fs.BoolVar(&cfg.Regenerate, "regenerate", false, "rewrite threads that already exist")
 	fs.BoolVar(&cfg.Profile, "profile", false, "profile the path behind any missed floor (default: on with --full)")
+	fs.StringVar(&cfg.Baseline, "baseline", "", "historyd binary built from an earlier commit, which P7 times against this build")
+	fs.StringVar(&cfg.BaselineName, "baseline-name", "", "what --baseline was built from (a commit), for the table")
 	out := fs.String("out", "", "also write the table to this file")
-	fs.Func("only", "run only this step besides generating and building (anchors, operations, P1, P2, P3, P4, deepagents, pooler, profiles); repeatable", func(v string) error {
+	fs.Func("only", "run only this step besides generating and building (anchors, operations, P1, P2, P3, P4, P5, P7, deepagents, pooler, profiles); repeatable", func(v string) error {
 		cfg.Only = append(cfg.Only, v)
 		return nil
 	})

@@ -92,6 +92,59 @@ func (TurnNumbering) EnumDescriptor() ([]byte, []int) {
 	return file_historyd_v1_history_proto_rawDescGZIP(), []int{0}
 }
 
+// ValueFormat is how a state entry's value is sent.
+type ValueFormat int32
+
+const (
+	// VALUE_FORMAT_UNSPECIFIED is VALUE_FORMAT_PROTO.
+	ValueFormat_VALUE_FORMAT_UNSPECIFIED ValueFormat = 0
+	// VALUE_FORMAT_PROTO sends StateEntry.value, a google.protobuf.Value.
+	ValueFormat_VALUE_FORMAT_PROTO ValueFormat = 1
+	// VALUE_FORMAT_JSON sends StateEntry.value_json, JSON text.
+	ValueFormat_VALUE_FORMAT_JSON ValueFormat = 2
+)
+
+// Enum value maps for ValueFormat.
+var (
+	ValueFormat_name = map[int32]string{
+		0: "VALUE_FORMAT_UNSPECIFIED",
+		1: "VALUE_FORMAT_PROTO",
+		2: "VALUE_FORMAT_JSON",
+	}
+	ValueFormat_value = map[string]int32{
+		"VALUE_FORMAT_UNSPECIFIED": 0,
+		"VALUE_FORMAT_PROTO":       1,
+		"VALUE_FORMAT_JSON":        2,
+	}
+)
+
+func (x ValueFormat) Enum() *ValueFormat {
+	p := new(ValueFormat)
+	*p = x
+	return p
+}
+
+func (x ValueFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ValueFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_historyd_v1_history_proto_enumTypes[1].Descriptor()
+}
+
+func (ValueFormat) Type() protoreflect.EnumType {
+	return &file_historyd_v1_history_proto_enumTypes[1]
+}
+
+func (x ValueFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ValueFormat.Descriptor instead.
+func (ValueFormat) EnumDescriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{1}
+}
+
 // SnapshotsRequest names a thread and, optionally, the state keys wanted.
 type SnapshotsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -109,7 +162,14 @@ type SnapshotsRequest struct {
 	// "files" and "todos"); empty reads the server's default. It must be one
 	// the server is configured to serve (--state-channels): any other is
 	// INVALID_ARGUMENT naming the ones it serves.
-	Channel       string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
+	Channel string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
+	// value_format picks how each entry's value travels: as a
+	// google.protobuf.Value (StateEntry.value; the default, what grpcurl
+	// prints as plain JSON) or as JSON text (StateEntry.value_json), which a
+	// client parses with its language's own JSON parser, much faster than a
+	// Value tree, and which the server produces straight from the stored
+	// bytes.
+	ValueFormat   ValueFormat `protobuf:"varint,5,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -170,6 +230,13 @@ func (x *SnapshotsRequest) GetChannel() string {
 		return x.Channel
 	}
 	return ""
+}
+
+func (x *SnapshotsRequest) GetValueFormat() ValueFormat {
+	if x != nil {
+		return x.ValueFormat
+	}
+	return ValueFormat_VALUE_FORMAT_UNSPECIFIED
 }
 
 // SnapshotsResponse holds every retained turn's state.
@@ -258,7 +325,14 @@ type StreamSnapshotsRequest struct {
 	// "files" and "todos"); empty reads the server's default. It must be one
 	// the server is configured to serve (--state-channels): any other is
 	// INVALID_ARGUMENT naming the ones it serves.
-	Channel       string `protobuf:"bytes,5,opt,name=channel,proto3" json:"channel,omitempty"`
+	Channel string `protobuf:"bytes,5,opt,name=channel,proto3" json:"channel,omitempty"`
+	// value_format picks how each entry's value travels: as a
+	// google.protobuf.Value (StateEntry.value; the default, what grpcurl
+	// prints as plain JSON) or as JSON text (StateEntry.value_json), which a
+	// client parses with its language's own JSON parser, much faster than a
+	// Value tree, and which the server produces straight from the stored
+	// bytes.
+	ValueFormat   ValueFormat `protobuf:"varint,6,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +400,13 @@ func (x *StreamSnapshotsRequest) GetChannel() string {
 		return x.Channel
 	}
 	return ""
+}
+
+func (x *StreamSnapshotsRequest) GetValueFormat() ValueFormat {
+	if x != nil {
+		return x.ValueFormat
+	}
+	return ValueFormat_VALUE_FORMAT_UNSPECIFIED
 }
 
 // StreamSnapshotsResponse is one retained turn's state. A thread with no
@@ -413,7 +494,14 @@ type SnapshotRequest struct {
 	// "files" and "todos"); empty reads the server's default. It must be one
 	// the server is configured to serve (--state-channels): any other is
 	// INVALID_ARGUMENT naming the ones it serves.
-	Channel       string `protobuf:"bytes,5,opt,name=channel,proto3" json:"channel,omitempty"`
+	Channel string `protobuf:"bytes,5,opt,name=channel,proto3" json:"channel,omitempty"`
+	// value_format picks how each entry's value travels: as a
+	// google.protobuf.Value (StateEntry.value; the default, what grpcurl
+	// prints as plain JSON) or as JSON text (StateEntry.value_json), which a
+	// client parses with its language's own JSON parser, much faster than a
+	// Value tree, and which the server produces straight from the stored
+	// bytes.
+	ValueFormat   ValueFormat `protobuf:"varint,6,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -481,6 +569,13 @@ func (x *SnapshotRequest) GetChannel() string {
 		return x.Channel
 	}
 	return ""
+}
+
+func (x *SnapshotRequest) GetValueFormat() ValueFormat {
+	if x != nil {
+		return x.ValueFormat
+	}
+	return ValueFormat_VALUE_FORMAT_UNSPECIFIED
 }
 
 // SnapshotResponse is exactly one of: the turn's state, no_such_turn, or
@@ -1114,7 +1209,13 @@ type StateEntry struct {
 	Inputs map[string]string `protobuf:"bytes,6,rep,name=inputs,proto3" json:"inputs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// extra holds every other field the host stored in the entry, unchanged,
 	// and any recorded field whose type did not match the convention.
-	Extra         *structpb.Struct `protobuf:"bytes,7,opt,name=extra,proto3" json:"extra,omitempty"`
+	Extra *structpb.Struct `protobuf:"bytes,7,opt,name=extra,proto3" json:"extra,omitempty"`
+	// value_json is value as UTF-8 JSON text, set instead of value when the
+	// request asked for VALUE_FORMAT_JSON. Parsed, it equals value as
+	// protobuf's JSON mapping prints it, by the same conversion rules (above):
+	// the same numbers, strings and nesting; a map's keys in the order they
+	// were stored.
+	ValueJson     []byte `protobuf:"bytes,8,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1198,16 +1299,24 @@ func (x *StateEntry) GetExtra() *structpb.Struct {
 	return nil
 }
 
+func (x *StateEntry) GetValueJson() []byte {
+	if x != nil {
+		return x.ValueJson
+	}
+	return nil
+}
+
 var File_historyd_v1_history_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_history_proto_rawDesc = "" +
 	"\n" +
-	"\x19historyd/v1/history.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x01\n" +
+	"\x19historyd/v1/history.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x01\n" +
 	"\x10SnapshotsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x12\n" +
 	"\x04keys\x18\x03 \x03(\tR\x04keys\x12\x18\n" +
-	"\achannel\x18\x04 \x01(\tR\achannel\"\xf6\x01\n" +
+	"\achannel\x18\x04 \x01(\tR\achannel\x12;\n" +
+	"\fvalue_format\x18\x05 \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\"\xf6\x01\n" +
 	"\x11SnapshotsResponse\x12?\n" +
 	"\x05turns\x18\x01 \x03(\v2).historyd.v1.SnapshotsResponse.TurnsEntryR\x05turns\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x128\n" +
@@ -1215,23 +1324,25 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\n" +
 	"TurnsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.historyd.v1.TurnStateR\x05value:\x028\x01\"\xa5\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.historyd.v1.TurnStateR\x05value:\x028\x01\"\xe2\x01\n" +
 	"\x16StreamSnapshotsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x12\n" +
 	"\x04keys\x18\x03 \x03(\tR\x04keys\x12\x1b\n" +
 	"\tfrom_turn\x18\x04 \x01(\x05R\bfromTurn\x12\x18\n" +
-	"\achannel\x18\x05 \x01(\tR\achannel\"\x95\x01\n" +
+	"\achannel\x18\x05 \x01(\tR\achannel\x12;\n" +
+	"\fvalue_format\x18\x06 \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\"\x95\x01\n" +
 	"\x17StreamSnapshotsResponse\x12*\n" +
 	"\x04turn\x18\x01 \x01(\v2\x16.historyd.v1.TurnStateR\x04turn\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x128\n" +
-	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\"\x95\x01\n" +
+	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\"\xd2\x01\n" +
 	"\x0fSnapshotRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x12\n" +
 	"\x04turn\x18\x02 \x01(\x05R\x04turn\x12#\n" +
 	"\rcheckpoint_ns\x18\x03 \x01(\tR\fcheckpointNs\x12\x12\n" +
 	"\x04keys\x18\x04 \x03(\tR\x04keys\x12\x18\n" +
-	"\achannel\x18\x05 \x01(\tR\achannel\"\xcf\x02\n" +
+	"\achannel\x18\x05 \x01(\tR\achannel\x12;\n" +
+	"\fvalue_format\x18\x06 \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\"\xcf\x02\n" +
 	"\x10SnapshotResponse\x12.\n" +
 	"\x05state\x18\x01 \x01(\v2\x16.historyd.v1.TurnStateH\x00R\x05state\x12;\n" +
 	"\fno_such_turn\x18\x02 \x01(\v2\x17.historyd.v1.NoSuchTurnH\x00R\n" +
@@ -1274,7 +1385,7 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\ranswered_with\x18\x06 \x03(\x05R\fansweredWith\x1aS\n" +
 	"\fEntriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x05value\x18\x02 \x01(\v2\x17.historyd.v1.StateEntryR\x05value:\x028\x01\"\x80\x03\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.historyd.v1.StateEntryR\x05value:\x028\x01\"\x9f\x03\n" +
 	"\n" +
 	"StateEntry\x12,\n" +
 	"\x05value\x18\x01 \x01(\v2\x16.google.protobuf.ValueR\x05value\x12\x17\n" +
@@ -1283,7 +1394,9 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x04turn\x18\x04 \x01(\x05H\x02R\x04turn\x88\x01\x01\x12(\n" +
 	"\rturns_written\x18\x05 \x01(\x05H\x03R\fturnsWritten\x88\x01\x01\x12;\n" +
 	"\x06inputs\x18\x06 \x03(\v2#.historyd.v1.StateEntry.InputsEntryR\x06inputs\x12-\n" +
-	"\x05extra\x18\a \x01(\v2\x17.google.protobuf.StructR\x05extra\x1a9\n" +
+	"\x05extra\x18\a \x01(\v2\x17.google.protobuf.StructR\x05extra\x12\x1d\n" +
+	"\n" +
+	"value_json\x18\b \x01(\fR\tvalueJson\x1a9\n" +
 	"\vInputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
@@ -1295,7 +1408,11 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x1aTURN_NUMBERING_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17TURN_NUMBERING_COMPLETE\x10\x01\x12\x1a\n" +
 	"\x16TURN_NUMBERING_COUNTED\x10\x02\x12\x1c\n" +
-	"\x18TURN_NUMBERING_ESTIMATED\x10\x032\xc4\x02\n" +
+	"\x18TURN_NUMBERING_ESTIMATED\x10\x03*Z\n" +
+	"\vValueFormat\x12\x1c\n" +
+	"\x18VALUE_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12VALUE_FORMAT_PROTO\x10\x01\x12\x15\n" +
+	"\x11VALUE_FORMAT_JSON\x10\x022\xc4\x02\n" +
 	"\rThreadHistory\x12J\n" +
 	"\tSnapshots\x12\x1d.historyd.v1.SnapshotsRequest\x1a\x1e.historyd.v1.SnapshotsResponse\x12G\n" +
 	"\bSnapshot\x12\x1c.historyd.v1.SnapshotRequest\x1a\x1d.historyd.v1.SnapshotResponse\x12>\n" +
@@ -1315,62 +1432,66 @@ func file_historyd_v1_history_proto_rawDescGZIP() []byte {
 	return file_historyd_v1_history_proto_rawDescData
 }
 
-var file_historyd_v1_history_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_historyd_v1_history_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_historyd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_historyd_v1_history_proto_goTypes = []any{
 	(TurnNumbering)(0),              // 0: historyd.v1.TurnNumbering
-	(*SnapshotsRequest)(nil),        // 1: historyd.v1.SnapshotsRequest
-	(*SnapshotsResponse)(nil),       // 2: historyd.v1.SnapshotsResponse
-	(*StreamSnapshotsRequest)(nil),  // 3: historyd.v1.StreamSnapshotsRequest
-	(*StreamSnapshotsResponse)(nil), // 4: historyd.v1.StreamSnapshotsResponse
-	(*SnapshotRequest)(nil),         // 5: historyd.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),        // 6: historyd.v1.SnapshotResponse
-	(*NoSuchTurn)(nil),              // 7: historyd.v1.NoSuchTurn
-	(*NoLongerRetained)(nil),        // 8: historyd.v1.NoLongerRetained
-	(*TurnsRequest)(nil),            // 9: historyd.v1.TurnsRequest
-	(*TurnsResponse)(nil),           // 10: historyd.v1.TurnsResponse
-	(*TurnInfo)(nil),                // 11: historyd.v1.TurnInfo
-	(*TurnState)(nil),               // 12: historyd.v1.TurnState
-	(*StateEntry)(nil),              // 13: historyd.v1.StateEntry
-	nil,                             // 14: historyd.v1.SnapshotsResponse.TurnsEntry
-	nil,                             // 15: historyd.v1.TurnState.EntriesEntry
-	nil,                             // 16: historyd.v1.StateEntry.InputsEntry
-	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
-	(*structpb.Value)(nil),          // 18: google.protobuf.Value
-	(*structpb.Struct)(nil),         // 19: google.protobuf.Struct
+	(ValueFormat)(0),                // 1: historyd.v1.ValueFormat
+	(*SnapshotsRequest)(nil),        // 2: historyd.v1.SnapshotsRequest
+	(*SnapshotsResponse)(nil),       // 3: historyd.v1.SnapshotsResponse
+	(*StreamSnapshotsRequest)(nil),  // 4: historyd.v1.StreamSnapshotsRequest
+	(*StreamSnapshotsResponse)(nil), // 5: historyd.v1.StreamSnapshotsResponse
+	(*SnapshotRequest)(nil),         // 6: historyd.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),        // 7: historyd.v1.SnapshotResponse
+	(*NoSuchTurn)(nil),              // 8: historyd.v1.NoSuchTurn
+	(*NoLongerRetained)(nil),        // 9: historyd.v1.NoLongerRetained
+	(*TurnsRequest)(nil),            // 10: historyd.v1.TurnsRequest
+	(*TurnsResponse)(nil),           // 11: historyd.v1.TurnsResponse
+	(*TurnInfo)(nil),                // 12: historyd.v1.TurnInfo
+	(*TurnState)(nil),               // 13: historyd.v1.TurnState
+	(*StateEntry)(nil),              // 14: historyd.v1.StateEntry
+	nil,                             // 15: historyd.v1.SnapshotsResponse.TurnsEntry
+	nil,                             // 16: historyd.v1.TurnState.EntriesEntry
+	nil,                             // 17: historyd.v1.StateEntry.InputsEntry
+	(*timestamppb.Timestamp)(nil),   // 18: google.protobuf.Timestamp
+	(*structpb.Value)(nil),          // 19: google.protobuf.Value
+	(*structpb.Struct)(nil),         // 20: google.protobuf.Struct
 }
 var file_historyd_v1_history_proto_depIdxs = []int32{
-	14, // 0: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
-	0,  // 1: historyd.v1.SnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	12, // 2: historyd.v1.StreamSnapshotsResponse.turn:type_name -> historyd.v1.TurnState
-	0,  // 3: historyd.v1.StreamSnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	12, // 4: historyd.v1.SnapshotResponse.state:type_name -> historyd.v1.TurnState
-	7,  // 5: historyd.v1.SnapshotResponse.no_such_turn:type_name -> historyd.v1.NoSuchTurn
-	8,  // 6: historyd.v1.SnapshotResponse.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
-	0,  // 7: historyd.v1.SnapshotResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	11, // 8: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
-	0,  // 9: historyd.v1.TurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	17, // 10: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
-	15, // 11: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
-	17, // 12: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
-	18, // 13: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
-	16, // 14: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
-	19, // 15: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
-	12, // 16: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
-	13, // 17: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
-	1,  // 18: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
-	5,  // 19: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
-	9,  // 20: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
-	3,  // 21: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
-	2,  // 22: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
-	6,  // 23: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
-	10, // 24: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
-	4,  // 25: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
-	22, // [22:26] is the sub-list for method output_type
-	18, // [18:22] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	1,  // 0: historyd.v1.SnapshotsRequest.value_format:type_name -> historyd.v1.ValueFormat
+	15, // 1: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
+	0,  // 2: historyd.v1.SnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	1,  // 3: historyd.v1.StreamSnapshotsRequest.value_format:type_name -> historyd.v1.ValueFormat
+	13, // 4: historyd.v1.StreamSnapshotsResponse.turn:type_name -> historyd.v1.TurnState
+	0,  // 5: historyd.v1.StreamSnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	1,  // 6: historyd.v1.SnapshotRequest.value_format:type_name -> historyd.v1.ValueFormat
+	13, // 7: historyd.v1.SnapshotResponse.state:type_name -> historyd.v1.TurnState
+	8,  // 8: historyd.v1.SnapshotResponse.no_such_turn:type_name -> historyd.v1.NoSuchTurn
+	9,  // 9: historyd.v1.SnapshotResponse.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
+	0,  // 10: historyd.v1.SnapshotResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	12, // 11: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
+	0,  // 12: historyd.v1.TurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	18, // 13: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
+	16, // 14: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
+	18, // 15: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
+	19, // 16: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
+	17, // 17: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
+	20, // 18: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
+	13, // 19: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
+	14, // 20: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
+	2,  // 21: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
+	6,  // 22: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
+	10, // 23: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
+	4,  // 24: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
+	3,  // 25: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
+	7,  // 26: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
+	11, // 27: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
+	5,  // 28: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_proto_init() }
@@ -1389,7 +1510,7 @@ func file_historyd_v1_history_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_proto_rawDesc), len(file_historyd_v1_history_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file historyd/v1/history.proto.
  */
 export const file_historyd_v1_history: GenFile = /*@__PURE__*/
-  fileDesc("ChloaXN0b3J5ZC92MS9oaXN0b3J5LnByb3RvEgtoaXN0b3J5ZC52MSJbChBTbmFwc2hvdHNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1jaGVja3BvaW50X25zGAIgASgJEgwKBGtleXMYAyADKAkSDwoHY2hhbm5lbBgEIAEoCSLRAQoRU25hcHNob3RzUmVzcG9uc2USOAoFdHVybnMYASADKAsyKS5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXNwb25zZS5UdXJuc0VudHJ5Eg0KBXRvdGFsGAIgASgFEi0KCW51bWJlcmluZxgDIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmcaRAoKVHVybnNFbnRyeRILCgNrZXkYASABKAUSJQoFdmFsdWUYAiABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGU6AjgBInQKFlN0cmVhbVNuYXBzaG90c1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSDAoEa2V5cxgDIAMoCRIRCglmcm9tX3R1cm4YBCABKAUSDwoHY2hhbm5lbBgFIAEoCSJ9ChdTdHJlYW1TbmFwc2hvdHNSZXNwb25zZRIkCgR0dXJuGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlEg0KBXRvdGFsGAIgASgFEi0KCW51bWJlcmluZxgDIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmciaAoPU25hcHNob3RSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIMCgR0dXJuGAIgASgFEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSDAoEa2V5cxgEIAMoCRIPCgdjaGFubmVsGAUgASgJIokCChBTbmFwc2hvdFJlc3BvbnNlEicKBXN0YXRlGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASLwoMbm9fc3VjaF90dXJuGAIgASgLMhcuaGlzdG9yeWQudjEuTm9TdWNoVHVybkgAEjsKEm5vX2xvbmdlcl9yZXRhaW5lZBgDIAEoCzIdLmhpc3RvcnlkLnYxLk5vTG9uZ2VyUmV0YWluZWRIABINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nQggKBnJlc3VsdCIpCgpOb1N1Y2hUdXJuEgwKBHR1cm4YASABKAUSDQoFdG90YWwYAiABKAUiMgoQTm9Mb25nZXJSZXRhaW5lZBIMCgR0dXJuGAEgASgFEhAKCHF1ZXN0aW9uGAIgASgJImcKDFR1cm5zUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIcChRpbmNsdWRlX2tleXNfd3JpdHRlbhgDIAEoCBIPCgdjaGFubmVsGAQgASgJInMKDVR1cm5zUmVzcG9uc2USJAoFdHVybnMYASADKAsyFS5oaXN0b3J5ZC52MS5UdXJuSW5mbxINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nIrABCghUdXJuSW5mbxIOCgZudW1iZXIYASABKAUSEAoIcXVlc3Rpb24YAiABKAkSEAoIcmV0YWluZWQYAyABKAgSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIsCghlbmRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMa2V5c193cml0dGVuGAYgAygJEhUKDWFuc3dlcmVkX3dpdGgYByADKAUihgIKCVR1cm5TdGF0ZRIMCgR0dXJuGAEgASgFEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEAoIcXVlc3Rpb24YAyABKAkSNAoHZW50cmllcxgEIAMoCzIjLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZS5FbnRyaWVzRW50cnkSLAoIZW5kZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFuc3dlcmVkX3dpdGgYBiADKAUaRwoMRW50cmllc0VudHJ5EgsKA2tleRgBIAEoCRImCgV2YWx1ZRgCIAEoCzIXLmhpc3RvcnlkLnYxLlN0YXRlRW50cnk6AjgBIr8CCgpTdGF0ZUVudHJ5EiUKBXZhbHVlGAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhEKBHRvb2wYAiABKAlIAIgBARIQCgNzZXEYAyABKANIAYgBARIRCgR0dXJuGAQgASgFSAKIAQESGgoNdHVybnNfd3JpdHRlbhgFIAEoBUgDiAEBEjMKBmlucHV0cxgGIAMoCzIjLmhpc3RvcnlkLnYxLlN0YXRlRW50cnkuSW5wdXRzRW50cnkSJgoFZXh0cmEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Gi0KC0lucHV0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBwoFX3Rvb2xCBgoEX3NlcUIHCgVfdHVybkIQCg5fdHVybnNfd3JpdHRlbiqGAQoNVHVybk51bWJlcmluZxIeChpUVVJOX05VTUJFUklOR19VTlNQRUNJRklFRBAAEhsKF1RVUk5fTlVNQkVSSU5HX0NPTVBMRVRFEAESGgoWVFVSTl9OVU1CRVJJTkdfQ09VTlRFRBACEhwKGFRVUk5fTlVNQkVSSU5HX0VTVElNQVRFRBADMsQCCg1UaHJlYWRIaXN0b3J5EkoKCVNuYXBzaG90cxIdLmhpc3RvcnlkLnYxLlNuYXBzaG90c1JlcXVlc3QaHi5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXNwb25zZRJHCghTbmFwc2hvdBIcLmhpc3RvcnlkLnYxLlNuYXBzaG90UmVxdWVzdBodLmhpc3RvcnlkLnYxLlNuYXBzaG90UmVzcG9uc2USPgoFVHVybnMSGS5oaXN0b3J5ZC52MS5UdXJuc1JlcXVlc3QaGi5oaXN0b3J5ZC52MS5UdXJuc1Jlc3BvbnNlEl4KD1N0cmVhbVNuYXBzaG90cxIjLmhpc3RvcnlkLnYxLlN0cmVhbVNuYXBzaG90c1JlcXVlc3QaJC5oaXN0b3J5ZC52MS5TdHJlYW1TbmFwc2hvdHNSZXNwb25zZTABQjlaN2dpdGh1Yi5jb20vaGlzdG9yeWQvaGlzdG9yeWQvZ2VuL2hpc3RvcnlkL3YxO2hpc3RvcnlkdjFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChloaXN0b3J5ZC92MS9oaXN0b3J5LnByb3RvEgtoaXN0b3J5ZC52MSKLAQoQU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEg8KB2NoYW5uZWwYBCABKAkSLgoMdmFsdWVfZm9ybWF0GAUgASgOMhguaGlzdG9yeWQudjEuVmFsdWVGb3JtYXQi0QEKEVNuYXBzaG90c1Jlc3BvbnNlEjgKBXR1cm5zGAEgAygLMikuaGlzdG9yeWQudjEuU25hcHNob3RzUmVzcG9uc2UuVHVybnNFbnRyeRINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nGkQKClR1cm5zRW50cnkSCwoDa2V5GAEgASgFEiUKBXZhbHVlGAIgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlOgI4ASKkAQoWU3RyZWFtU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEhEKCWZyb21fdHVybhgEIAEoBRIPCgdjaGFubmVsGAUgASgJEi4KDHZhbHVlX2Zvcm1hdBgGIAEoDjIYLmhpc3RvcnlkLnYxLlZhbHVlRm9ybWF0In0KF1N0cmVhbVNuYXBzaG90c1Jlc3BvbnNlEiQKBHR1cm4YASABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGUSDQoFdG90YWwYAiABKAUSLQoJbnVtYmVyaW5nGAMgASgOMhouaGlzdG9yeWQudjEuVHVybk51bWJlcmluZyKYAQoPU25hcHNob3RSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIMCgR0dXJuGAIgASgFEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSDAoEa2V5cxgEIAMoCRIPCgdjaGFubmVsGAUgASgJEi4KDHZhbHVlX2Zvcm1hdBgGIAEoDjIYLmhpc3RvcnlkLnYxLlZhbHVlRm9ybWF0IokCChBTbmFwc2hvdFJlc3BvbnNlEicKBXN0YXRlGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASLwoMbm9fc3VjaF90dXJuGAIgASgLMhcuaGlzdG9yeWQudjEuTm9TdWNoVHVybkgAEjsKEm5vX2xvbmdlcl9yZXRhaW5lZBgDIAEoCzIdLmhpc3RvcnlkLnYxLk5vTG9uZ2VyUmV0YWluZWRIABINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nQggKBnJlc3VsdCIpCgpOb1N1Y2hUdXJuEgwKBHR1cm4YASABKAUSDQoFdG90YWwYAiABKAUiMgoQTm9Mb25nZXJSZXRhaW5lZBIMCgR0dXJuGAEgASgFEhAKCHF1ZXN0aW9uGAIgASgJImcKDFR1cm5zUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIcChRpbmNsdWRlX2tleXNfd3JpdHRlbhgDIAEoCBIPCgdjaGFubmVsGAQgASgJInMKDVR1cm5zUmVzcG9uc2USJAoFdHVybnMYASADKAsyFS5oaXN0b3J5ZC52MS5UdXJuSW5mbxINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nIrABCghUdXJuSW5mbxIOCgZudW1iZXIYASABKAUSEAoIcXVlc3Rpb24YAiABKAkSEAoIcmV0YWluZWQYAyABKAgSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIsCghlbmRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMa2V5c193cml0dGVuGAYgAygJEhUKDWFuc3dlcmVkX3dpdGgYByADKAUihgIKCVR1cm5TdGF0ZRIMCgR0dXJuGAEgASgFEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEAoIcXVlc3Rpb24YAyABKAkSNAoHZW50cmllcxgEIAMoCzIjLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZS5FbnRyaWVzRW50cnkSLAoIZW5kZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFuc3dlcmVkX3dpdGgYBiADKAUaRwoMRW50cmllc0VudHJ5EgsKA2tleRgBIAEoCRImCgV2YWx1ZRgCIAEoCzIXLmhpc3RvcnlkLnYxLlN0YXRlRW50cnk6AjgBItMCCgpTdGF0ZUVudHJ5EiUKBXZhbHVlGAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhEKBHRvb2wYAiABKAlIAIgBARIQCgNzZXEYAyABKANIAYgBARIRCgR0dXJuGAQgASgFSAKIAQESGgoNdHVybnNfd3JpdHRlbhgFIAEoBUgDiAEBEjMKBmlucHV0cxgGIAMoCzIjLmhpc3RvcnlkLnYxLlN0YXRlRW50cnkuSW5wdXRzRW50cnkSJgoFZXh0cmEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCnZhbHVlX2pzb24YCCABKAwaLQoLSW5wdXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIHCgVfdG9vbEIGCgRfc2VxQgcKBV90dXJuQhAKDl90dXJuc193cml0dGVuKoYBCg1UdXJuTnVtYmVyaW5nEh4KGlRVUk5fTlVNQkVSSU5HX1VOU1BFQ0lGSUVEEAASGwoXVFVSTl9OVU1CRVJJTkdfQ09NUExFVEUQARIaChZUVVJOX05VTUJFUklOR19DT1VOVEVEEAISHAoYVFVSTl9OVU1CRVJJTkdfRVNUSU1BVEVEEAMqWgoLVmFsdWVGb3JtYXQSHAoYVkFMVUVfRk9STUFUX1VOU1BFQ0lGSUVEEAASFgoSVkFMVUVfRk9STUFUX1BST1RPEAESFQoRVkFMVUVfRk9STUFUX0pTT04QAjLEAgoNVGhyZWFkSGlzdG9yeRJKCglTbmFwc2hvdHMSHS5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXF1ZXN0Gh4uaGlzdG9yeWQudjEuU25hcHNob3RzUmVzcG9uc2USRwoIU25hcHNob3QSHC5oaXN0b3J5ZC52MS5TbmFwc2hvdFJlcXVlc3QaHS5oaXN0b3J5ZC52MS5TbmFwc2hvdFJlc3BvbnNlEj4KBVR1cm5zEhkuaGlzdG9yeWQudjEuVHVybnNSZXF1ZXN0GhouaGlzdG9yeWQudjEuVHVybnNSZXNwb25zZRJeCg9TdHJlYW1TbmFwc2hvdHMSIy5oaXN0b3J5ZC52MS5TdHJlYW1TbmFwc2hvdHNSZXF1ZXN0GiQuaGlzdG9yeWQudjEuU3RyZWFtU25hcHNob3RzUmVzcG9uc2UwAUI5WjdnaXRodWIuY29tL2hpc3RvcnlkL2hpc3RvcnlkL2dlbi9oaXN0b3J5ZC92MTtoaXN0b3J5ZHYxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * SnapshotsRequest names a thread and, optionally, the state keys wanted.
@@ -58,6 +58,18 @@ export type SnapshotsRequest = Message<"historyd.v1.SnapshotsRequest"> & {
    * @generated from field: string channel = 4;
    */
   channel: string;
+
+  /**
+   * value_format picks how each entry's value travels: as a
+   * google.protobuf.Value (StateEntry.value; the default, what grpcurl
+   * prints as plain JSON) or as JSON text (StateEntry.value_json), which a
+   * client parses with its language's own JSON parser, much faster than a
+   * Value tree, and which the server produces straight from the stored
+   * bytes.
+   *
+   * @generated from field: historyd.v1.ValueFormat value_format = 5;
+   */
+  valueFormat: ValueFormat;
 };
 
 /**
@@ -152,6 +164,18 @@ export type StreamSnapshotsRequest = Message<"historyd.v1.StreamSnapshotsRequest
    * @generated from field: string channel = 5;
    */
   channel: string;
+
+  /**
+   * value_format picks how each entry's value travels: as a
+   * google.protobuf.Value (StateEntry.value; the default, what grpcurl
+   * prints as plain JSON) or as JSON text (StateEntry.value_json), which a
+   * client parses with its language's own JSON parser, much faster than a
+   * Value tree, and which the server produces straight from the stored
+   * bytes.
+   *
+   * @generated from field: historyd.v1.ValueFormat value_format = 6;
+   */
+  valueFormat: ValueFormat;
 };
 
 /**
@@ -245,6 +269,18 @@ export type SnapshotRequest = Message<"historyd.v1.SnapshotRequest"> & {
    * @generated from field: string channel = 5;
    */
   channel: string;
+
+  /**
+   * value_format picks how each entry's value travels: as a
+   * google.protobuf.Value (StateEntry.value; the default, what grpcurl
+   * prints as plain JSON) or as JSON text (StateEntry.value_json), which a
+   * client parses with its language's own JSON parser, much faster than a
+   * Value tree, and which the server produces straight from the stored
+   * bytes.
+   *
+   * @generated from field: historyd.v1.ValueFormat value_format = 6;
+   */
+  valueFormat: ValueFormat;
 };
 
 /**
@@ -672,6 +708,17 @@ export type StateEntry = Message<"historyd.v1.StateEntry"> & {
    * @generated from field: google.protobuf.Struct extra = 7;
    */
   extra?: JsonObject | undefined;
+
+  /**
+   * value_json is value as UTF-8 JSON text, set instead of value when the
+   * request asked for VALUE_FORMAT_JSON. Parsed, it equals value as
+   * protobuf's JSON mapping prints it, by the same conversion rules (above):
+   * the same numbers, strings and nesting; a map's keys in the order they
+   * were stored.
+   *
+   * @generated from field: bytes value_json = 8;
+   */
+  valueJson: Uint8Array;
 };
 
 /**
@@ -729,6 +776,40 @@ export enum TurnNumbering {
  */
 export const TurnNumberingSchema: GenEnum<TurnNumbering> = /*@__PURE__*/
   enumDesc(file_historyd_v1_history, 0);
+
+/**
+ * ValueFormat is how a state entry's value is sent.
+ *
+ * @generated from enum historyd.v1.ValueFormat
+ */
+export enum ValueFormat {
+  /**
+   * VALUE_FORMAT_UNSPECIFIED is VALUE_FORMAT_PROTO.
+   *
+   * @generated from enum value: VALUE_FORMAT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * VALUE_FORMAT_PROTO sends StateEntry.value, a google.protobuf.Value.
+   *
+   * @generated from enum value: VALUE_FORMAT_PROTO = 1;
+   */
+  PROTO = 1,
+
+  /**
+   * VALUE_FORMAT_JSON sends StateEntry.value_json, JSON text.
+   *
+   * @generated from enum value: VALUE_FORMAT_JSON = 2;
+   */
+  JSON = 2,
+}
+
+/**
+ * Describes the enum historyd.v1.ValueFormat.
+ */
+export const ValueFormatSchema: GenEnum<ValueFormat> = /*@__PURE__*/
+  enumDesc(file_historyd_v1_history, 1);
 
 /**
  * ThreadHistory answers what a thread's session state looked like at each of

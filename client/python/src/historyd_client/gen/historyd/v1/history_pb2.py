@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19historyd/v1/history.proto\x12\x0bhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"[\n\x10SnapshotsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\"\xd1\x01\n\x11SnapshotsResponse\x12\x38\n\x05turns\x18\x01 \x03(\x0b\x32).historyd.v1.SnapshotsResponse.TurnsEntry\x12\r\n\x05total\x18\x02 \x01(\x05\x12-\n\tnumbering\x18\x03 \x01(\x0e\x32\x1a.historyd.v1.TurnNumbering\x1a\x44\n\nTurnsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.historyd.v1.TurnState:\x02\x38\x01\"t\n\x16StreamSnapshotsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x11\n\tfrom_turn\x18\x04 \x01(\x05\x12\x0f\n\x07\x63hannel\x18\x05 \x01(\t\"}\n\x17StreamSnapshotsResponse\x12$\n\x04turn\x18\x01 \x01(\x0b\x32\x16.historyd.v1.TurnState\x12\r\n\x05total\x18\x02 \x01(\x05\x12-\n\tnumbering\x18\x03 \x01(\x0e\x32\x1a.historyd.v1.TurnNumbering\"h\n\x0fSnapshotRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0c\n\x04turn\x18\x02 \x01(\x05\x12\x15\n\rcheckpoint_ns\x18\x03 \x01(\t\x12\x0c\n\x04keys\x18\x04 \x03(\t\x12\x0f\n\x07\x63hannel\x18\x05 \x01(\t\"\x89\x02\n\x10SnapshotResponse\x12\'\n\x05state\x18\x01 \x01(\x0b\x32\x16.historyd.v1.TurnStateH\x00\x12/\n\x0cno_such_turn\x18\x02 \x01(\x0b\x32\x17.historyd.v1.NoSuchTurnH\x00\x12;\n\x12no_longer_retained\x18\x03 \x01(\x0b\x32\x1d.historyd.v1.NoLongerRetainedH\x00\x12\r\n\x05total\x18\x04 \x01(\x05\x12\x16\n\x0eretained_turns\x18\x05 \x03(\x05\x12-\n\tnumbering\x18\x06 \x01(\x0e\x32\x1a.historyd.v1.TurnNumberingB\x08\n\x06result\")\n\nNoSuchTurn\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\r\n\x05total\x18\x02 \x01(\x05\"2\n\x10NoLongerRetained\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\x10\n\x08question\x18\x02 \x01(\t\"g\n\x0cTurnsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x1c\n\x14include_keys_written\x18\x03 \x01(\x08\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\"s\n\rTurnsResponse\x12$\n\x05turns\x18\x01 \x03(\x0b\x32\x15.historyd.v1.TurnInfo\x12\r\n\x05total\x18\x02 \x01(\x05\x12-\n\tnumbering\x18\x03 \x01(\x0e\x32\x1a.historyd.v1.TurnNumbering\"\xb0\x01\n\x08TurnInfo\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x10\n\x08question\x18\x02 \x01(\t\x12\x10\n\x08retained\x18\x03 \x01(\x08\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12,\n\x08\x65nded_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0ckeys_written\x18\x06 \x03(\t\x12\x15\n\ranswered_with\x18\x07 \x03(\x05\"\x86\x02\n\tTurnState\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\t\x12\x10\n\x08question\x18\x03 \x01(\t\x12\x34\n\x07\x65ntries\x18\x04 \x03(\x0b\x32#.historyd.v1.TurnState.EntriesEntry\x12,\n\x08\x65nded_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\ranswered_with\x18\x06 \x03(\x05\x1aG\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.historyd.v1.StateEntry:\x02\x38\x01\"\xbf\x02\n\nStateEntry\x12%\n\x05value\x18\x01 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\x04tool\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x10\n\x03seq\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x11\n\x04turn\x18\x04 \x01(\x05H\x02\x88\x01\x01\x12\x1a\n\rturns_written\x18\x05 \x01(\x05H\x03\x88\x01\x01\x12\x33\n\x06inputs\x18\x06 \x03(\x0b\x32#.historyd.v1.StateEntry.InputsEntry\x12&\n\x05\x65xtra\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x1a-\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_toolB\x06\n\x04_seqB\x07\n\x05_turnB\x10\n\x0e_turns_written*\x86\x01\n\rTurnNumbering\x12\x1e\n\x1aTURN_NUMBERING_UNSPECIFIED\x10\x00\x12\x1b\n\x17TURN_NUMBERING_COMPLETE\x10\x01\x12\x1a\n\x16TURN_NUMBERING_COUNTED\x10\x02\x12\x1c\n\x18TURN_NUMBERING_ESTIMATED\x10\x03\x32\xc4\x02\n\rThreadHistory\x12J\n\tSnapshots\x12\x1d.historyd.v1.SnapshotsRequest\x1a\x1e.historyd.v1.SnapshotsResponse\x12G\n\x08Snapshot\x12\x1c.historyd.v1.SnapshotRequest\x1a\x1d.historyd.v1.SnapshotResponse\x12>\n\x05Turns\x12\x19.historyd.v1.TurnsRequest\x1a\x1a.historyd.v1.TurnsResponse\x12^\n\x0fStreamSnapshots\x12#.historyd.v1.StreamSnapshotsRequest\x1a$.historyd.v1.StreamSnapshotsResponse0\x01\x42\x39Z7github.com/historyd/historyd/gen/historyd/v1;historydv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19historyd/v1/history.proto\x12\x0bhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x01\n\x10SnapshotsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\x12.\n\x0cvalue_format\x18\x05 \x01(\x0e\x32\x18.historyd.v1.ValueFormat\"\xd1\x01\n\x11SnapshotsResponse\x12\x38\n\x05turns\x18\x01 \x03(\x0b\x32).historyd.v1.SnapshotsResponse.TurnsEntry\x12\r\n\x05total\x18\x02 \x01(\x05\x12-\n\tnumbering\x18\x03 \x01(\x0e\x32\x1a.historyd.v1.TurnNumbering\x1a\x44\n\nTurnsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.historyd.v1.TurnState:\x02\x38\x01\"\xa4\x01\n\x16StreamSnapshotsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x11\n\tfrom_turn\x18\x04 \x01(\x05\x12\x0f\n\x07\x63hannel\x18\x05 \x01(\t\x12.\n\x0cvalue_format\x18\x06 \x01(\x0e\x32\x18.historyd.v1.ValueFormat\"}\n\x17StreamSnapshotsResponse\x12$\n\x04turn\x18\x01 \x01(\x0b\x32\x16.historyd.v1.TurnState\x12\r\n\x05total\x18\x02 \x01(\x05\x12-\n\tnumbering\x18\x03 \x01(\x0e\x32\x1a.historyd.v1.TurnNumbering\"\x98\x01\n\x0fSnapshotRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0c\n\x04turn\x18\x02 \x01(\x05\x12\x15\n\rcheckpoint_ns\x18\x03 \x01(\t\x12\x0c\n\x04keys\x18\x04 \x03(\t\x12\x0f\n\x07\x63hannel\x18\x05 \x01(\t\x12.\n\x0cvalue_format\x18\x06 \x01(\x0e\x32\x18.historyd.v1.ValueFormat\"\x89\x02\n\x10SnapshotResponse\x12\'\n\x05state\x18\x01 \x01(\x0b\x32\x16.historyd.v1.TurnStateH\x00\x12/\n\x0cno_such_turn\x18\x02 \x01(\x0b\x32\x17.historyd.v1.NoSuchTurnH\x00\x12;\n\x12no_longer_retained\x18\x03 \x01(\x0b\x32\x1d.historyd.v1.NoLongerRetainedH\x00\x12\r\n\x05total\x18\x04 \x01(\x05\x12\x16\n\x0eretained_turns\x18\x05 \x03(\x05\x12-\n\tnumbering\x18\x06 \x01(\x0e\x32\x1a.historyd.v1.TurnNumberingB\x08\n\x06result\")\n\nNoSuchTurn\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\r\n\x05total\x18\x02 \x01(\x05\"2\n\x10NoLongerRetained\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\x10\n\x08question\x18\x02 \x01(\t\"g\n\x0cTurnsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x1c\n\x14include_keys_written\x18\x03 \x01(\x08\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\"s\n\rTurnsResponse\x12$\n\x05turns\x18\x01 \x03(\x0b\x32\x15.historyd.v1.TurnInfo\x12\r\n\x05total\x18\x02 \x01(\x05\x12-\n\tnumbering\x18\x03 \x01(\x0e\x32\x1a.historyd.v1.TurnNumbering\"\xb0\x01\n\x08TurnInfo\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x10\n\x08question\x18\x02 \x01(\t\x12\x10\n\x08retained\x18\x03 \x01(\x08\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12,\n\x08\x65nded_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0ckeys_written\x18\x06 \x03(\t\x12\x15\n\ranswered_with\x18\x07 \x03(\x05\"\x86\x02\n\tTurnState\x12\x0c\n\x04turn\x18\x01 \x01(\x05\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\t\x12\x10\n\x08question\x18\x03 \x01(\t\x12\x34\n\x07\x65ntries\x18\x04 \x03(\x0b\x32#.historyd.v1.TurnState.EntriesEntry\x12,\n\x08\x65nded_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\ranswered_with\x18\x06 \x03(\x05\x1aG\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.historyd.v1.StateEntry:\x02\x38\x01\"\xd3\x02\n\nStateEntry\x12%\n\x05value\x18\x01 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\x04tool\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x10\n\x03seq\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x11\n\x04turn\x18\x04 \x01(\x05H\x02\x88\x01\x01\x12\x1a\n\rturns_written\x18\x05 \x01(\x05H\x03\x88\x01\x01\x12\x33\n\x06inputs\x18\x06 \x03(\x0b\x32#.historyd.v1.StateEntry.InputsEntry\x12&\n\x05\x65xtra\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nvalue_json\x18\x08 \x01(\x0c\x1a-\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_toolB\x06\n\x04_seqB\x07\n\x05_turnB\x10\n\x0e_turns_written*\x86\x01\n\rTurnNumbering\x12\x1e\n\x1aTURN_NUMBERING_UNSPECIFIED\x10\x00\x12\x1b\n\x17TURN_NUMBERING_COMPLETE\x10\x01\x12\x1a\n\x16TURN_NUMBERING_COUNTED\x10\x02\x12\x1c\n\x18TURN_NUMBERING_ESTIMATED\x10\x03*Z\n\x0bValueFormat\x12\x1c\n\x18VALUE_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n\x12VALUE_FORMAT_PROTO\x10\x01\x12\x15\n\x11VALUE_FORMAT_JSON\x10\x02\x32\xc4\x02\n\rThreadHistory\x12J\n\tSnapshots\x12\x1d.historyd.v1.SnapshotsRequest\x1a\x1e.historyd.v1.SnapshotsResponse\x12G\n\x08Snapshot\x12\x1c.historyd.v1.SnapshotRequest\x1a\x1d.historyd.v1.SnapshotResponse\x12>\n\x05Turns\x12\x19.historyd.v1.TurnsRequest\x1a\x1a.historyd.v1.TurnsResponse\x12^\n\x0fStreamSnapshots\x12#.historyd.v1.StreamSnapshotsRequest\x1a$.historyd.v1.StreamSnapshotsResponse0\x01\x42\x39Z7github.com/historyd/historyd/gen/historyd/v1;historydv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,40 +40,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TURNSTATE_ENTRIESENTRY']._serialized_options = b'8\001'
   _globals['_STATEENTRY_INPUTSENTRY']._loaded_options = None
   _globals['_STATEENTRY_INPUTSENTRY']._serialized_options = b'8\001'
-  _globals['_TURNNUMBERING']._serialized_start=2113
-  _globals['_TURNNUMBERING']._serialized_end=2247
-  _globals['_SNAPSHOTSREQUEST']._serialized_start=105
-  _globals['_SNAPSHOTSREQUEST']._serialized_end=196
-  _globals['_SNAPSHOTSRESPONSE']._serialized_start=199
-  _globals['_SNAPSHOTSRESPONSE']._serialized_end=408
-  _globals['_SNAPSHOTSRESPONSE_TURNSENTRY']._serialized_start=340
-  _globals['_SNAPSHOTSRESPONSE_TURNSENTRY']._serialized_end=408
-  _globals['_STREAMSNAPSHOTSREQUEST']._serialized_start=410
-  _globals['_STREAMSNAPSHOTSREQUEST']._serialized_end=526
-  _globals['_STREAMSNAPSHOTSRESPONSE']._serialized_start=528
-  _globals['_STREAMSNAPSHOTSRESPONSE']._serialized_end=653
-  _globals['_SNAPSHOTREQUEST']._serialized_start=655
-  _globals['_SNAPSHOTREQUEST']._serialized_end=759
-  _globals['_SNAPSHOTRESPONSE']._serialized_start=762
-  _globals['_SNAPSHOTRESPONSE']._serialized_end=1027
-  _globals['_NOSUCHTURN']._serialized_start=1029
-  _globals['_NOSUCHTURN']._serialized_end=1070
-  _globals['_NOLONGERRETAINED']._serialized_start=1072
-  _globals['_NOLONGERRETAINED']._serialized_end=1122
-  _globals['_TURNSREQUEST']._serialized_start=1124
-  _globals['_TURNSREQUEST']._serialized_end=1227
-  _globals['_TURNSRESPONSE']._serialized_start=1229
-  _globals['_TURNSRESPONSE']._serialized_end=1344
-  _globals['_TURNINFO']._serialized_start=1347
-  _globals['_TURNINFO']._serialized_end=1523
-  _globals['_TURNSTATE']._serialized_start=1526
-  _globals['_TURNSTATE']._serialized_end=1788
-  _globals['_TURNSTATE_ENTRIESENTRY']._serialized_start=1717
-  _globals['_TURNSTATE_ENTRIESENTRY']._serialized_end=1788
-  _globals['_STATEENTRY']._serialized_start=1791
-  _globals['_STATEENTRY']._serialized_end=2110
-  _globals['_STATEENTRY_INPUTSENTRY']._serialized_start=2021
-  _globals['_STATEENTRY_INPUTSENTRY']._serialized_end=2066
-  _globals['_THREADHISTORY']._serialized_start=2250
-  _globals['_THREADHISTORY']._serialized_end=2574
+  _globals['_TURNNUMBERING']._serialized_start=2280
+  _globals['_TURNNUMBERING']._serialized_end=2414
+  _globals['_VALUEFORMAT']._serialized_start=2416
+  _globals['_VALUEFORMAT']._serialized_end=2506
+  _globals['_SNAPSHOTSREQUEST']._serialized_start=106
+  _globals['_SNAPSHOTSREQUEST']._serialized_end=245
+  _globals['_SNAPSHOTSRESPONSE']._serialized_start=248
+  _globals['_SNAPSHOTSRESPONSE']._serialized_end=457
+  _globals['_SNAPSHOTSRESPONSE_TURNSENTRY']._serialized_start=389
+  _globals['_SNAPSHOTSRESPONSE_TURNSENTRY']._serialized_end=457
+  _globals['_STREAMSNAPSHOTSREQUEST']._serialized_start=460
+  _globals['_STREAMSNAPSHOTSREQUEST']._serialized_end=624
+  _globals['_STREAMSNAPSHOTSRESPONSE']._serialized_start=626
+  _globals['_STREAMSNAPSHOTSRESPONSE']._serialized_end=751
+  _globals['_SNAPSHOTREQUEST']._serialized_start=754
+  _globals['_SNAPSHOTREQUEST']._serialized_end=906
+  _globals['_SNAPSHOTRESPONSE']._serialized_start=909
+  _globals['_SNAPSHOTRESPONSE']._serialized_end=1174
+  _globals['_NOSUCHTURN']._serialized_start=1176
+  _globals['_NOSUCHTURN']._serialized_end=1217
+  _globals['_NOLONGERRETAINED']._serialized_start=1219
+  _globals['_NOLONGERRETAINED']._serialized_end=1269
+  _globals['_TURNSREQUEST']._serialized_start=1271
+  _globals['_TURNSREQUEST']._serialized_end=1374
+  _globals['_TURNSRESPONSE']._serialized_start=1376
+  _globals['_TURNSRESPONSE']._serialized_end=1491
+  _globals['_TURNINFO']._serialized_start=1494
+  _globals['_TURNINFO']._serialized_end=1670
+  _globals['_TURNSTATE']._serialized_start=1673
+  _globals['_TURNSTATE']._serialized_end=1935
+  _globals['_TURNSTATE_ENTRIESENTRY']._serialized_start=1864
+  _globals['_TURNSTATE_ENTRIESENTRY']._serialized_end=1935
+  _globals['_STATEENTRY']._serialized_start=1938
+  _globals['_STATEENTRY']._serialized_end=2277
+  _globals['_STATEENTRY_INPUTSENTRY']._serialized_start=2188
+  _globals['_STATEENTRY_INPUTSENTRY']._serialized_end=2233
+  _globals['_THREADHISTORY']._serialized_start=2509
+  _globals['_THREADHISTORY']._serialized_end=2833
 # @@protoc_insertion_point(module_scope)

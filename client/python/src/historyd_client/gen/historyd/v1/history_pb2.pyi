@@ -17,22 +17,33 @@ class TurnNumbering(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TURN_NUMBERING_COMPLETE: _ClassVar[TurnNumbering]
     TURN_NUMBERING_COUNTED: _ClassVar[TurnNumbering]
     TURN_NUMBERING_ESTIMATED: _ClassVar[TurnNumbering]
+
+class ValueFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VALUE_FORMAT_UNSPECIFIED: _ClassVar[ValueFormat]
+    VALUE_FORMAT_PROTO: _ClassVar[ValueFormat]
+    VALUE_FORMAT_JSON: _ClassVar[ValueFormat]
 TURN_NUMBERING_UNSPECIFIED: TurnNumbering
 TURN_NUMBERING_COMPLETE: TurnNumbering
 TURN_NUMBERING_COUNTED: TurnNumbering
 TURN_NUMBERING_ESTIMATED: TurnNumbering
+VALUE_FORMAT_UNSPECIFIED: ValueFormat
+VALUE_FORMAT_PROTO: ValueFormat
+VALUE_FORMAT_JSON: ValueFormat
 
 class SnapshotsRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "keys", "channel")
+    __slots__ = ("thread_id", "checkpoint_ns", "keys", "channel", "value_format")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     keys: _containers.RepeatedScalarFieldContainer[str]
     channel: str
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ...) -> None: ...
+    value_format: ValueFormat
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ...) -> None: ...
 
 class SnapshotsResponse(_message.Message):
     __slots__ = ("turns", "total", "numbering")
@@ -52,18 +63,20 @@ class SnapshotsResponse(_message.Message):
     def __init__(self, turns: _Optional[_Mapping[int, TurnState]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
 
 class StreamSnapshotsRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "keys", "from_turn", "channel")
+    __slots__ = ("thread_id", "checkpoint_ns", "keys", "from_turn", "channel", "value_format")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     FROM_TURN_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     keys: _containers.RepeatedScalarFieldContainer[str]
     from_turn: int
     channel: str
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., from_turn: _Optional[int] = ..., channel: _Optional[str] = ...) -> None: ...
+    value_format: ValueFormat
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., from_turn: _Optional[int] = ..., channel: _Optional[str] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ...) -> None: ...
 
 class StreamSnapshotsResponse(_message.Message):
     __slots__ = ("turn", "total", "numbering")
@@ -76,18 +89,20 @@ class StreamSnapshotsResponse(_message.Message):
     def __init__(self, turn: _Optional[_Union[TurnState, _Mapping]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
-    __slots__ = ("thread_id", "turn", "checkpoint_ns", "keys", "channel")
+    __slots__ = ("thread_id", "turn", "checkpoint_ns", "keys", "channel", "value_format")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     turn: int
     checkpoint_ns: str
     keys: _containers.RepeatedScalarFieldContainer[str]
     channel: str
-    def __init__(self, thread_id: _Optional[str] = ..., turn: _Optional[int] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ...) -> None: ...
+    value_format: ValueFormat
+    def __init__(self, thread_id: _Optional[str] = ..., turn: _Optional[int] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ...) -> None: ...
 
 class SnapshotResponse(_message.Message):
     __slots__ = ("state", "no_such_turn", "no_longer_retained", "total", "retained_turns", "numbering")
@@ -185,7 +200,7 @@ class TurnState(_message.Message):
     def __init__(self, turn: _Optional[int] = ..., checkpoint_id: _Optional[str] = ..., question: _Optional[str] = ..., entries: _Optional[_Mapping[str, StateEntry]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., answered_with: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class StateEntry(_message.Message):
-    __slots__ = ("value", "tool", "seq", "turn", "turns_written", "inputs", "extra")
+    __slots__ = ("value", "tool", "seq", "turn", "turns_written", "inputs", "extra", "value_json")
     class InputsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +215,7 @@ class StateEntry(_message.Message):
     TURNS_WRITTEN_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     EXTRA_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
     value: _struct_pb2.Value
     tool: str
     seq: int
@@ -207,4 +223,5 @@ class StateEntry(_message.Message):
     turns_written: int
     inputs: _containers.ScalarMap[str, str]
     extra: _struct_pb2.Struct
-    def __init__(self, value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tool: _Optional[str] = ..., seq: _Optional[int] = ..., turn: _Optional[int] = ..., turns_written: _Optional[int] = ..., inputs: _Optional[_Mapping[str, str]] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    value_json: bytes
+    def __init__(self, value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tool: _Optional[str] = ..., seq: _Optional[int] = ..., turn: _Optional[int] = ..., turns_written: _Optional[int] = ..., inputs: _Optional[_Mapping[str, str]] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., value_json: _Optional[bytes] = ...) -> None: ...
