@@ -6,8 +6,8 @@
 // thread has had, and what its session state held at the end of each turn that
 // is still retained by the checkpointer.
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file historyd/v1/history.proto.
  */
 export const file_historyd_v1_history: GenFile = /*@__PURE__*/
-  fileDesc("ChloaXN0b3J5ZC92MS9oaXN0b3J5LnByb3RvEgtoaXN0b3J5ZC52MSJKChBTbmFwc2hvdHNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1jaGVja3BvaW50X25zGAIgASgJEgwKBGtleXMYAyADKAkiogEKEVNuYXBzaG90c1Jlc3BvbnNlEjgKBXR1cm5zGAEgAygLMikuaGlzdG9yeWQudjEuU25hcHNob3RzUmVzcG9uc2UuVHVybnNFbnRyeRINCgV0b3RhbBgCIAEoBRpECgpUdXJuc0VudHJ5EgsKA2tleRgBIAEoBRIlCgV2YWx1ZRgCIAEoCzIWLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZToCOAEiYwoWU3RyZWFtU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEhEKCWZyb21fdHVybhgEIAEoBSJOChdTdHJlYW1TbmFwc2hvdHNSZXNwb25zZRIkCgR0dXJuGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlEg0KBXRvdGFsGAIgASgFIlcKD1NuYXBzaG90UmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSDAoEdHVybhgCIAEoBRIVCg1jaGVja3BvaW50X25zGAMgASgJEgwKBGtleXMYBCADKAki2gEKEFNuYXBzaG90UmVzcG9uc2USJwoFc3RhdGUYASABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGVIABIvCgxub19zdWNoX3R1cm4YAiABKAsyFy5oaXN0b3J5ZC52MS5Ob1N1Y2hUdXJuSAASOwoSbm9fbG9uZ2VyX3JldGFpbmVkGAMgASgLMh0uaGlzdG9yeWQudjEuTm9Mb25nZXJSZXRhaW5lZEgAEg0KBXRvdGFsGAQgASgFEhYKDnJldGFpbmVkX3R1cm5zGAUgAygFQggKBnJlc3VsdCIpCgpOb1N1Y2hUdXJuEgwKBHR1cm4YASABKAUSDQoFdG90YWwYAiABKAUiMgoQTm9Mb25nZXJSZXRhaW5lZBIMCgR0dXJuGAEgASgFEhAKCHF1ZXN0aW9uGAIgASgJIlYKDFR1cm5zUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIcChRpbmNsdWRlX2tleXNfd3JpdHRlbhgDIAEoCCJECg1UdXJuc1Jlc3BvbnNlEiQKBXR1cm5zGAEgAygLMhUuaGlzdG9yeWQudjEuVHVybkluZm8SDQoFdG90YWwYAiABKAUimQEKCFR1cm5JbmZvEg4KBm51bWJlchgBIAEoBRIQCghxdWVzdGlvbhgCIAEoCRIQCghyZXRhaW5lZBgDIAEoCBIVCg1jaGVja3BvaW50X2lkGAQgASgJEiwKCGVuZGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxrZXlzX3dyaXR0ZW4YBiADKAki7wEKCVR1cm5TdGF0ZRIMCgR0dXJuGAEgASgFEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEAoIcXVlc3Rpb24YAyABKAkSNAoHZW50cmllcxgEIAMoCzIjLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZS5FbnRyaWVzRW50cnkSLAoIZW5kZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGkcKDEVudHJpZXNFbnRyeRILCgNrZXkYASABKAkSJgoFdmFsdWUYAiABKAsyFy5oaXN0b3J5ZC52MS5TdGF0ZUVudHJ5OgI4ASK/AgoKU3RhdGVFbnRyeRIlCgV2YWx1ZRgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIRCgR0b29sGAIgASgJSACIAQESEAoDc2VxGAMgASgDSAGIAQESEQoEdHVybhgEIAEoBUgCiAEBEhoKDXR1cm5zX3dyaXR0ZW4YBSABKAVIA4gBARIzCgZpbnB1dHMYBiADKAsyIy5oaXN0b3J5ZC52MS5TdGF0ZUVudHJ5LklucHV0c0VudHJ5EiYKBWV4dHJhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBotCgtJbnB1dHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgcKBV90b29sQgYKBF9zZXFCBwoFX3R1cm5CEAoOX3R1cm5zX3dyaXR0ZW4yxAIKDVRocmVhZEhpc3RvcnkSSgoJU25hcHNob3RzEh0uaGlzdG9yeWQudjEuU25hcHNob3RzUmVxdWVzdBoeLmhpc3RvcnlkLnYxLlNuYXBzaG90c1Jlc3BvbnNlEkcKCFNuYXBzaG90EhwuaGlzdG9yeWQudjEuU25hcHNob3RSZXF1ZXN0Gh0uaGlzdG9yeWQudjEuU25hcHNob3RSZXNwb25zZRI+CgVUdXJucxIZLmhpc3RvcnlkLnYxLlR1cm5zUmVxdWVzdBoaLmhpc3RvcnlkLnYxLlR1cm5zUmVzcG9uc2USXgoPU3RyZWFtU25hcHNob3RzEiMuaGlzdG9yeWQudjEuU3RyZWFtU25hcHNob3RzUmVxdWVzdBokLmhpc3RvcnlkLnYxLlN0cmVhbVNuYXBzaG90c1Jlc3BvbnNlMAFCOVo3Z2l0aHViLmNvbS9oaXN0b3J5ZC9oaXN0b3J5ZC9nZW4vaGlzdG9yeWQvdjE7aGlzdG9yeWR2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChloaXN0b3J5ZC92MS9oaXN0b3J5LnByb3RvEgtoaXN0b3J5ZC52MSJbChBTbmFwc2hvdHNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1jaGVja3BvaW50X25zGAIgASgJEgwKBGtleXMYAyADKAkSDwoHY2hhbm5lbBgEIAEoCSLRAQoRU25hcHNob3RzUmVzcG9uc2USOAoFdHVybnMYASADKAsyKS5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXNwb25zZS5UdXJuc0VudHJ5Eg0KBXRvdGFsGAIgASgFEi0KCW51bWJlcmluZxgDIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmcaRAoKVHVybnNFbnRyeRILCgNrZXkYASABKAUSJQoFdmFsdWUYAiABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGU6AjgBInQKFlN0cmVhbVNuYXBzaG90c1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSDAoEa2V5cxgDIAMoCRIRCglmcm9tX3R1cm4YBCABKAUSDwoHY2hhbm5lbBgFIAEoCSJ9ChdTdHJlYW1TbmFwc2hvdHNSZXNwb25zZRIkCgR0dXJuGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlEg0KBXRvdGFsGAIgASgFEi0KCW51bWJlcmluZxgDIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmciaAoPU25hcHNob3RSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIMCgR0dXJuGAIgASgFEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSDAoEa2V5cxgEIAMoCRIPCgdjaGFubmVsGAUgASgJIokCChBTbmFwc2hvdFJlc3BvbnNlEicKBXN0YXRlGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASLwoMbm9fc3VjaF90dXJuGAIgASgLMhcuaGlzdG9yeWQudjEuTm9TdWNoVHVybkgAEjsKEm5vX2xvbmdlcl9yZXRhaW5lZBgDIAEoCzIdLmhpc3RvcnlkLnYxLk5vTG9uZ2VyUmV0YWluZWRIABINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nQggKBnJlc3VsdCIpCgpOb1N1Y2hUdXJuEgwKBHR1cm4YASABKAUSDQoFdG90YWwYAiABKAUiMgoQTm9Mb25nZXJSZXRhaW5lZBIMCgR0dXJuGAEgASgFEhAKCHF1ZXN0aW9uGAIgASgJImcKDFR1cm5zUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIcChRpbmNsdWRlX2tleXNfd3JpdHRlbhgDIAEoCBIPCgdjaGFubmVsGAQgASgJInMKDVR1cm5zUmVzcG9uc2USJAoFdHVybnMYASADKAsyFS5oaXN0b3J5ZC52MS5UdXJuSW5mbxINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nIrABCghUdXJuSW5mbxIOCgZudW1iZXIYASABKAUSEAoIcXVlc3Rpb24YAiABKAkSEAoIcmV0YWluZWQYAyABKAgSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIsCghlbmRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMa2V5c193cml0dGVuGAYgAygJEhUKDWFuc3dlcmVkX3dpdGgYByADKAUihgIKCVR1cm5TdGF0ZRIMCgR0dXJuGAEgASgFEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEAoIcXVlc3Rpb24YAyABKAkSNAoHZW50cmllcxgEIAMoCzIjLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZS5FbnRyaWVzRW50cnkSLAoIZW5kZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFuc3dlcmVkX3dpdGgYBiADKAUaRwoMRW50cmllc0VudHJ5EgsKA2tleRgBIAEoCRImCgV2YWx1ZRgCIAEoCzIXLmhpc3RvcnlkLnYxLlN0YXRlRW50cnk6AjgBIr8CCgpTdGF0ZUVudHJ5EiUKBXZhbHVlGAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhEKBHRvb2wYAiABKAlIAIgBARIQCgNzZXEYAyABKANIAYgBARIRCgR0dXJuGAQgASgFSAKIAQESGgoNdHVybnNfd3JpdHRlbhgFIAEoBUgDiAEBEjMKBmlucHV0cxgGIAMoCzIjLmhpc3RvcnlkLnYxLlN0YXRlRW50cnkuSW5wdXRzRW50cnkSJgoFZXh0cmEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Gi0KC0lucHV0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBwoFX3Rvb2xCBgoEX3NlcUIHCgVfdHVybkIQCg5fdHVybnNfd3JpdHRlbiKcAgoOVGhyZWFkc1JlcXVlc3QSGAoQdGhyZWFkX2lkX3ByZWZpeBgBIAEoCRIVCg1jaGVja3BvaW50X25zGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJEigKBW9yZGVyGAUgASgOMhkuaGlzdG9yeWQudjEuVGhyZWFkc09yZGVyEjcKE2xhc3RfYWN0aXZpdHlfYWZ0ZXIYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjgKFGxhc3RfYWN0aXZpdHlfYmVmb3JlGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1pbmNsdWRlX3R1cm5zGAggASgIIlQKD1RocmVhZHNSZXNwb25zZRIoCgd0aHJlYWRzGAEgAygLMhcuaGlzdG9yeWQudjEuVGhyZWFkSW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkinwIKClRocmVhZEluZm8SEQoJdGhyZWFkX2lkGAEgASgJEhgKEGNoZWNrcG9pbnRfY291bnQYAiABKAMSNwoTZmlyc3RfY2hlY2twb2ludF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNgoSbGFzdF9jaGVja3BvaW50X2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJsYXN0X2NoZWNrcG9pbnRfaWQYBSABKAkSGAoLdG90YWxfdHVybnMYBiABKAVIAIgBARItCgludW1iZXJpbmcYByABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nQg4KDF90b3RhbF90dXJucyKVAQoLRGlmZlJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSDwoHdG9fdHVybhgDIAEoBRIRCglmcm9tX3R1cm4YBCABKAUSDAoEa2V5cxgFIAMoCRIPCgdjaGFubmVsGAYgASgJEhkKEWluY2x1ZGVfdW5jaGFuZ2VkGAcgASgIIt8BCgxEaWZmUmVzcG9uc2USKAoJZnJvbV90dXJuGAEgASgLMhUuaGlzdG9yeWQudjEuRGlmZlR1cm4SJgoHdG9fdHVybhgCIAEoCzIVLmhpc3RvcnlkLnYxLkRpZmZUdXJuEicKB2NoYW5nZXMYAyADKAsyFi5oaXN0b3J5ZC52MS5LZXlDaGFuZ2USDQoFdG90YWwYBCABKAUSFgoOcmV0YWluZWRfdHVybnMYBSADKAUSLQoJbnVtYmVyaW5nGAYgASgOMhouaGlzdG9yeWQudjEuVHVybk51bWJlcmluZyKqAQoIRGlmZlR1cm4SJgoFZm91bmQYASABKAsyFS5oaXN0b3J5ZC52MS5UdXJuSW5mb0gAEi8KDG5vX3N1Y2hfdHVybhgCIAEoCzIXLmhpc3RvcnlkLnYxLk5vU3VjaFR1cm5IABI7ChJub19sb25nZXJfcmV0YWluZWQYAyABKAsyHS5oaXN0b3J5ZC52MS5Ob0xvbmdlclJldGFpbmVkSABCCAoGcmVzdWx0IsoBCglLZXlDaGFuZ2USCwoDa2V5GAEgASgJEigKBGtpbmQYAiABKA4yGi5oaXN0b3J5ZC52MS5LZXlDaGFuZ2VLaW5kEisKCmZyb21fZW50cnkYAyABKAsyFy5oaXN0b3J5ZC52MS5TdGF0ZUVudHJ5EikKCHRvX2VudHJ5GAQgASgLMhcuaGlzdG9yeWQudjEuU3RhdGVFbnRyeRIuCgVwYXRjaBgFIAMoCzIfLmhpc3RvcnlkLnYxLkpzb25QYXRjaE9wZXJhdGlvbiJVChJKc29uUGF0Y2hPcGVyYXRpb24SCgoCb3AYASABKAkSDAoEcGF0aBgCIAEoCRIlCgV2YWx1ZRgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSKFAQoRV2F0Y2hUdXJuc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSEgoKYWZ0ZXJfdHVybhgDIAEoBRIMCgRrZXlzGAQgAygJEg8KB2NoYW5uZWwYBSABKAkSEwoLY2hlY2twb2ludHMYBiABKAgitwEKEldhdGNoVHVybnNSZXNwb25zZRIsCgp0dXJuX2VuZGVkGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASLAoKY2hlY2twb2ludBgCIAEoCzIWLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZUgAEg0KBXRvdGFsGAMgASgFEi0KCW51bWJlcmluZxgEIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmdCBwoFZXZlbnQqhgEKDVR1cm5OdW1iZXJpbmcSHgoaVFVSTl9OVU1CRVJJTkdfVU5TUEVDSUZJRUQQABIbChdUVVJOX05VTUJFUklOR19DT01QTEVURRABEhoKFlRVUk5fTlVNQkVSSU5HX0NPVU5URUQQAhIcChhUVVJOX05VTUJFUklOR19FU1RJTUFURUQQAyprCgxUaHJlYWRzT3JkZXISHQoZVEhSRUFEU19PUkRFUl9VTlNQRUNJRklFRBAAEhsKF1RIUkVBRFNfT1JERVJfVEhSRUFEX0lEEAESHwobVEhSRUFEU19PUkRFUl9MQVNUX0FDVElWSVRZEAIqpAEKDUtleUNoYW5nZUtpbmQSHwobS0VZX0NIQU5HRV9LSU5EX1VOU1BFQ0lGSUVEEAASGQoVS0VZX0NIQU5HRV9LSU5EX0FEREVEEAESGwoXS0VZX0NIQU5HRV9LSU5EX1JFTU9WRUQQAhIbChdLRVlfQ0hBTkdFX0tJTkRfQ0hBTkdFRBADEh0KGUtFWV9DSEFOR0VfS0lORF9VTkNIQU5HRUQQBDKYBAoNVGhyZWFkSGlzdG9yeRJKCglTbmFwc2hvdHMSHS5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXF1ZXN0Gh4uaGlzdG9yeWQudjEuU25hcHNob3RzUmVzcG9uc2USRwoIU25hcHNob3QSHC5oaXN0b3J5ZC52MS5TbmFwc2hvdFJlcXVlc3QaHS5oaXN0b3J5ZC52MS5TbmFwc2hvdFJlc3BvbnNlEj4KBVR1cm5zEhkuaGlzdG9yeWQudjEuVHVybnNSZXF1ZXN0GhouaGlzdG9yeWQudjEuVHVybnNSZXNwb25zZRJeCg9TdHJlYW1TbmFwc2hvdHMSIy5oaXN0b3J5ZC52MS5TdHJlYW1TbmFwc2hvdHNSZXF1ZXN0GiQuaGlzdG9yeWQudjEuU3RyZWFtU25hcHNob3RzUmVzcG9uc2UwARJECgdUaHJlYWRzEhsuaGlzdG9yeWQudjEuVGhyZWFkc1JlcXVlc3QaHC5oaXN0b3J5ZC52MS5UaHJlYWRzUmVzcG9uc2USOwoERGlmZhIYLmhpc3RvcnlkLnYxLkRpZmZSZXF1ZXN0GhkuaGlzdG9yeWQudjEuRGlmZlJlc3BvbnNlEk8KCldhdGNoVHVybnMSHi5oaXN0b3J5ZC52MS5XYXRjaFR1cm5zUmVxdWVzdBofLmhpc3RvcnlkLnYxLldhdGNoVHVybnNSZXNwb25zZTABQjlaN2dpdGh1Yi5jb20vaGlzdG9yeWQvaGlzdG9yeWQvZ2VuL2hpc3RvcnlkL3YxO2hpc3RvcnlkdjFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * SnapshotsRequest names a thread and, optionally, the state keys wanted.
@@ -48,6 +48,16 @@ export type SnapshotsRequest = Message<"historyd.v1.SnapshotsRequest"> & {
    * @generated from field: repeated string keys = 3;
    */
   keys: string[];
+
+  /**
+   * channel is the state channel to read (e.g. "tool_state", or deepagents'
+   * "files" and "todos"); empty reads the server's default. It must be one
+   * the server is configured to serve (--state-channels): any other is
+   * INVALID_ARGUMENT naming the ones it serves.
+   *
+   * @generated from field: string channel = 4;
+   */
+  channel: string;
 };
 
 /**
@@ -77,6 +87,13 @@ export type SnapshotsResponse = Message<"historyd.v1.SnapshotsResponse"> & {
    * @generated from field: int32 total = 2;
    */
   total: number;
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 3;
+   */
+  numbering: TurnNumbering;
 };
 
 /**
@@ -125,6 +142,16 @@ export type StreamSnapshotsRequest = Message<"historyd.v1.StreamSnapshotsRequest
    * @generated from field: int32 from_turn = 4;
    */
   fromTurn: number;
+
+  /**
+   * channel is the state channel to read (e.g. "tool_state", or deepagents'
+   * "files" and "todos"); empty reads the server's default. It must be one
+   * the server is configured to serve (--state-channels): any other is
+   * INVALID_ARGUMENT naming the ones it serves.
+   *
+   * @generated from field: string channel = 5;
+   */
+  channel: string;
 };
 
 /**
@@ -155,6 +182,13 @@ export type StreamSnapshotsResponse = Message<"historyd.v1.StreamSnapshotsRespon
    * @generated from field: int32 total = 2;
    */
   total: number;
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 3;
+   */
+  numbering: TurnNumbering;
 };
 
 /**
@@ -201,6 +235,16 @@ export type SnapshotRequest = Message<"historyd.v1.SnapshotRequest"> & {
    * @generated from field: repeated string keys = 4;
    */
   keys: string[];
+
+  /**
+   * channel is the state channel to read (e.g. "tool_state", or deepagents'
+   * "files" and "todos"); empty reads the server's default. It must be one
+   * the server is configured to serve (--state-channels): any other is
+   * INVALID_ARGUMENT naming the ones it serves.
+   *
+   * @generated from field: string channel = 5;
+   */
+  channel: string;
 };
 
 /**
@@ -242,7 +286,8 @@ export type SnapshotResponse = Message<"historyd.v1.SnapshotResponse"> & {
   } | {
     /**
      * no_longer_retained says the turn existed but none of its checkpoints are
-     * retained any more. No other turn's state is given in its place.
+     * retained any more (or, for a DeltaChannel, the checkpoints its value is
+     * rebuilt from). No other turn's state is given in its place.
      *
      * @generated from field: historyd.v1.NoLongerRetained no_longer_retained = 3;
      */
@@ -264,6 +309,13 @@ export type SnapshotResponse = Message<"historyd.v1.SnapshotResponse"> & {
    * @generated from field: repeated int32 retained_turns = 5;
    */
   retainedTurns: number[];
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 6;
+   */
+  numbering: TurnNumbering;
 };
 
 /**
@@ -359,6 +411,14 @@ export type TurnsRequest = Message<"historyd.v1.TurnsRequest"> & {
    * @generated from field: bool include_keys_written = 3;
    */
   includeKeysWritten: boolean;
+
+  /**
+   * channel is the state channel keys_written reads; see
+   * SnapshotsRequest.channel.
+   *
+   * @generated from field: string channel = 4;
+   */
+  channel: string;
 };
 
 /**
@@ -387,6 +447,13 @@ export type TurnsResponse = Message<"historyd.v1.TurnsResponse"> & {
    * @generated from field: int32 total = 2;
    */
   total: number;
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 3;
+   */
+  numbering: TurnNumbering;
 };
 
 /**
@@ -448,6 +515,15 @@ export type TurnInfo = Message<"historyd.v1.TurnInfo"> & {
    * @generated from field: repeated string keys_written = 6;
    */
   keysWritten: string[];
+
+  /**
+   * answered_with lists the other turns whose questions came in the same
+   * input as this turn's and were answered by the same run, in ascending
+   * order. The turn ended on the state that run ended on.
+   *
+   * @generated from field: repeated int32 answered_with = 7;
+   */
+  answeredWith: number[];
 };
 
 /**
@@ -497,6 +573,15 @@ export type TurnState = Message<"historyd.v1.TurnState"> & {
    * @generated from field: google.protobuf.Timestamp ended_at = 5;
    */
   endedAt?: Timestamp | undefined;
+
+  /**
+   * answered_with lists the other turns whose questions came in the same
+   * input as this turn's and were answered by the same run, in ascending
+   * order: the state is the one that run ended on, the same as theirs.
+   *
+   * @generated from field: repeated int32 answered_with = 6;
+   */
+  answeredWith: number[];
 };
 
 /**
@@ -524,7 +609,9 @@ export const TurnStateSchema: GenMessage<TurnState> = /*@__PURE__*/
  * LangChain.js serialized objects ({"lc": 1, "type": "constructor", ...})
  * become their kwargs, with `type` derived from the class name for messages.
  * A key whose stored entry is not a map with a "value" field is returned with
- * the whole stored value in `value` and no other field set.
+ * the whole stored value in `value` and no other field set (deepagents'
+ * files: each path's FileData). A channel whose value is not a map at all (a
+ * list of todos) is returned as one entry named for the channel.
  *
  * @generated from message historyd.v1.StateEntry
  */
@@ -590,17 +677,780 @@ export const StateEntrySchema: GenMessage<StateEntry> = /*@__PURE__*/
   messageDesc(file_historyd_v1_history, 12);
 
 /**
+ * ThreadsRequest asks for one page of the store's threads.
+ *
+ * @generated from message historyd.v1.ThreadsRequest
+ */
+export type ThreadsRequest = Message<"historyd.v1.ThreadsRequest"> & {
+  /**
+   * thread_id_prefix, when not empty, lists only the threads whose id starts
+   * with it, byte for byte. At most 512 bytes of valid UTF-8. A tenant
+   * confined to thread-id prefixes lists only threads under its own
+   * prefixes: one that asks for a prefix outside them gets no threads, as
+   * from a store that holds none there.
+   *
+   * @generated from field: string thread_id_prefix = 1;
+   */
+  threadIdPrefix: string;
+
+  /**
+   * checkpoint_ns is the checkpoint namespace; empty (the default) is the
+   * root graph. A thread is listed when it has checkpoints in the
+   * namespace, and its counts and times are those of the namespace. At
+   * most 512 bytes of valid UTF-8.
+   *
+   * @generated from field: string checkpoint_ns = 2;
+   */
+  checkpointNs: string;
+
+  /**
+   * page_size is the most threads one response holds: 0 means 100; at
+   * most 1000, and at most 100 with include_turns. A response may hold
+   * fewer, even none, and still carry a next_page_token (see
+   * ThreadsResponse).
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * page_token continues a listing: the next_page_token of the response
+   * before, with every other field but page_size as it was (a token issued
+   * for other filters or another order is INVALID_ARGUMENT). Empty starts
+   * from the beginning. At most 1024 bytes.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+
+  /**
+   * order is the order threads are listed in; unset is
+   * THREADS_ORDER_THREAD_ID.
+   *
+   * @generated from field: historyd.v1.ThreadsOrder order = 5;
+   */
+  order: ThreadsOrder;
+
+  /**
+   * last_activity_after, when set, lists only the threads whose last
+   * checkpoint (in the namespace) was written after it. Threads whose last
+   * checkpoint has no timestamp are then left out.
+   *
+   * @generated from field: google.protobuf.Timestamp last_activity_after = 6;
+   */
+  lastActivityAfter?: Timestamp | undefined;
+
+  /**
+   * last_activity_before, when set, lists only the threads whose last
+   * checkpoint was written before it. With last_activity_after, it must be
+   * later than that.
+   *
+   * @generated from field: google.protobuf.Timestamp last_activity_before = 7;
+   */
+  lastActivityBefore?: Timestamp | undefined;
+
+  /**
+   * include_turns asks for each listed thread's total_turns and numbering.
+   * It derives each listed thread's turns as Turns does, which reads every
+   * checkpoint of a thread the server has not cached (the messages of
+   * each, not the state), so it is off by default and page_size is then
+   * at most 100.
+   *
+   * @generated from field: bool include_turns = 8;
+   */
+  includeTurns: boolean;
+};
+
+/**
+ * Describes the message historyd.v1.ThreadsRequest.
+ * Use `create(ThreadsRequestSchema)` to create a new message.
+ */
+export const ThreadsRequestSchema: GenMessage<ThreadsRequest> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 13);
+
+/**
+ * ThreadsResponse is one page of threads.
+ *
+ * @generated from message historyd.v1.ThreadsResponse
+ */
+export type ThreadsResponse = Message<"historyd.v1.ThreadsResponse"> & {
+  /**
+   * threads are the page's threads, in the order asked for.
+   *
+   * @generated from field: repeated historyd.v1.ThreadInfo threads = 1;
+   */
+  threads: ThreadInfo[];
+
+  /**
+   * next_page_token continues the listing; empty when it is complete. It
+   * may be set on a page holding fewer than page_size threads, even none,
+   * when the call stopped after visiting as many threads as one call may.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message historyd.v1.ThreadsResponse.
+ * Use `create(ThreadsResponseSchema)` to create a new message.
+ */
+export const ThreadsResponseSchema: GenMessage<ThreadsResponse> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 14);
+
+/**
+ * ThreadInfo describes one thread without its turns.
+ *
+ * @generated from message historyd.v1.ThreadInfo
+ */
+export type ThreadInfo = Message<"historyd.v1.ThreadInfo"> & {
+  /**
+   * thread_id is the LangGraph thread id.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * checkpoint_count is how many checkpoints the thread has in the
+   * namespace.
+   *
+   * @generated from field: int64 checkpoint_count = 2;
+   */
+  checkpointCount: bigint;
+
+  /**
+   * first_checkpoint_at is when the thread's oldest retained checkpoint
+   * (the smallest id) was written; unset when it has no timestamp.
+   *
+   * @generated from field: google.protobuf.Timestamp first_checkpoint_at = 3;
+   */
+  firstCheckpointAt?: Timestamp | undefined;
+
+  /**
+   * last_checkpoint_at is when the thread's newest checkpoint (the largest
+   * id) was written: its last activity. Unset when it has no timestamp.
+   *
+   * @generated from field: google.protobuf.Timestamp last_checkpoint_at = 4;
+   */
+  lastCheckpointAt?: Timestamp | undefined;
+
+  /**
+   * last_checkpoint_id is the id of the thread's newest checkpoint.
+   *
+   * @generated from field: string last_checkpoint_id = 5;
+   */
+  lastCheckpointId: string;
+
+  /**
+   * total_turns is how many turns the thread has had, as Turns counts
+   * them. Only set when the request sets include_turns.
+   *
+   * @generated from field: optional int32 total_turns = 6;
+   */
+  totalTurns?: number | undefined;
+
+  /**
+   * numbering says how sure total_turns is. Only set with include_turns.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 7;
+   */
+  numbering: TurnNumbering;
+};
+
+/**
+ * Describes the message historyd.v1.ThreadInfo.
+ * Use `create(ThreadInfoSchema)` to create a new message.
+ */
+export const ThreadInfoSchema: GenMessage<ThreadInfo> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 15);
+
+/**
+ * DiffRequest names two turns of a thread.
+ *
+ * @generated from message historyd.v1.DiffRequest
+ */
+export type DiffRequest = Message<"historyd.v1.DiffRequest"> & {
+  /**
+   * thread_id is the LangGraph thread id. Required; at most 512 bytes of
+   * valid UTF-8.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * checkpoint_ns is the checkpoint namespace; empty (the default) is the
+   * root graph.
+   *
+   * @generated from field: string checkpoint_ns = 2;
+   */
+  checkpointNs: string;
+
+  /**
+   * to_turn is the turn whose end the changes lead to. 0 means the
+   * thread's newest turn (its total); must not be negative.
+   *
+   * @generated from field: int32 to_turn = 3;
+   */
+  toTurn: number;
+
+  /**
+   * from_turn is the turn whose end the changes start from. 0 means the
+   * turn before to_turn; must not be negative. It may be later than
+   * to_turn: the changes then lead back.
+   *
+   * @generated from field: int32 from_turn = 4;
+   */
+  fromTurn: number;
+
+  /**
+   * keys, when not empty, restricts the comparison to these keys (at most
+   * 256 keys of at most 512 bytes each).
+   *
+   * @generated from field: repeated string keys = 5;
+   */
+  keys: string[];
+
+  /**
+   * channel is the state channel to compare; see SnapshotsRequest.channel.
+   *
+   * @generated from field: string channel = 6;
+   */
+  channel: string;
+
+  /**
+   * include_unchanged also lists the keys whose entry is the same at both
+   * ends, as UNCHANGED. Off by default.
+   *
+   * @generated from field: bool include_unchanged = 7;
+   */
+  includeUnchanged: boolean;
+};
+
+/**
+ * Describes the message historyd.v1.DiffRequest.
+ * Use `create(DiffRequestSchema)` to create a new message.
+ */
+export const DiffRequestSchema: GenMessage<DiffRequest> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 16);
+
+/**
+ * DiffResponse says what became of each of the two turns and, when both
+ * are found, what changed between them.
+ *
+ * @generated from message historyd.v1.DiffResponse
+ */
+export type DiffResponse = Message<"historyd.v1.DiffResponse"> & {
+  /**
+   * from_turn is the turn the changes start from, and whether its state
+   * can be read.
+   *
+   * @generated from field: historyd.v1.DiffTurn from_turn = 1;
+   */
+  fromTurn?: DiffTurn | undefined;
+
+  /**
+   * to_turn is the turn the changes lead to, and whether its state can be
+   * read.
+   *
+   * @generated from field: historyd.v1.DiffTurn to_turn = 2;
+   */
+  toTurn?: DiffTurn | undefined;
+
+  /**
+   * changes lists the keys whose entry differs between the two turns'
+   * ends (and with include_unchanged, the others too), sorted by key.
+   * Empty unless both turns are found.
+   *
+   * @generated from field: repeated historyd.v1.KeyChange changes = 3;
+   */
+  changes: KeyChange[];
+
+  /**
+   * total is how many turns the thread has had.
+   *
+   * @generated from field: int32 total = 4;
+   */
+  total: number;
+
+  /**
+   * retained_turns lists the turn numbers whose state can still be read,
+   * in ascending order.
+   *
+   * @generated from field: repeated int32 retained_turns = 5;
+   */
+  retainedTurns: number[];
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 6;
+   */
+  numbering: TurnNumbering;
+};
+
+/**
+ * Describes the message historyd.v1.DiffResponse.
+ * Use `create(DiffResponseSchema)` to create a new message.
+ */
+export const DiffResponseSchema: GenMessage<DiffResponse> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 17);
+
+/**
+ * DiffTurn is one end of a Diff: exactly one of found, no_such_turn or
+ * no_longer_retained, as SnapshotResponse says it.
+ *
+ * @generated from message historyd.v1.DiffTurn
+ */
+export type DiffTurn = Message<"historyd.v1.DiffTurn"> & {
+  /**
+   * result says what became of the turn.
+   *
+   * @generated from oneof historyd.v1.DiffTurn.result
+   */
+  result: {
+    /**
+     * found describes the turn, whose state was compared: its number,
+     * question, the checkpoint it ended on and when (keys_written is never
+     * set here).
+     *
+     * @generated from field: historyd.v1.TurnInfo found = 1;
+     */
+    value: TurnInfo;
+    case: "found";
+  } | {
+    /**
+     * no_such_turn says the thread never had that turn.
+     *
+     * @generated from field: historyd.v1.NoSuchTurn no_such_turn = 2;
+     */
+    value: NoSuchTurn;
+    case: "noSuchTurn";
+  } | {
+    /**
+     * no_longer_retained says the turn existed but its state can no longer
+     * be read.
+     *
+     * @generated from field: historyd.v1.NoLongerRetained no_longer_retained = 3;
+     */
+    value: NoLongerRetained;
+    case: "noLongerRetained";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message historyd.v1.DiffTurn.
+ * Use `create(DiffTurnSchema)` to create a new message.
+ */
+export const DiffTurnSchema: GenMessage<DiffTurn> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 18);
+
+/**
+ * KeyChange is what became of one state key between the two turns' ends.
+ *
+ * @generated from message historyd.v1.KeyChange
+ */
+export type KeyChange = Message<"historyd.v1.KeyChange"> & {
+  /**
+   * key is the state key.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * kind says how the key's entry changed.
+   *
+   * @generated from field: historyd.v1.KeyChangeKind kind = 2;
+   */
+  kind: KeyChangeKind;
+
+  /**
+   * from_entry is the key's entry at from_turn's end; unset when ADDED.
+   *
+   * @generated from field: historyd.v1.StateEntry from_entry = 3;
+   */
+  fromEntry?: StateEntry | undefined;
+
+  /**
+   * to_entry is the key's entry at to_turn's end; unset when REMOVED.
+   *
+   * @generated from field: historyd.v1.StateEntry to_entry = 4;
+   */
+  toEntry?: StateEntry | undefined;
+
+  /**
+   * patch is the RFC 6902 JSON Patch that turns from_entry's value into
+   * to_entry's: only for CHANGED, and empty when the values are equal and
+   * only the bookkeeping (seq, turn, ...) changed, as when a tool wrote
+   * the key again with the same value. It uses add, remove and replace
+   * operations; paths are JSON Pointers (RFC 6901) into the value.
+   *
+   * @generated from field: repeated historyd.v1.JsonPatchOperation patch = 5;
+   */
+  patch: JsonPatchOperation[];
+};
+
+/**
+ * Describes the message historyd.v1.KeyChange.
+ * Use `create(KeyChangeSchema)` to create a new message.
+ */
+export const KeyChangeSchema: GenMessage<KeyChange> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 19);
+
+/**
+ * JsonPatchOperation is one operation of an RFC 6902 JSON Patch. Printed
+ * as JSON (grpcurl, protojson) it is the RFC's own form.
+ *
+ * @generated from message historyd.v1.JsonPatchOperation
+ */
+export type JsonPatchOperation = Message<"historyd.v1.JsonPatchOperation"> & {
+  /**
+   * op is "add", "remove" or "replace".
+   *
+   * @generated from field: string op = 1;
+   */
+  op: string;
+
+  /**
+   * path is the JSON Pointer (RFC 6901) of the location the operation
+   * changes; "" is the whole value.
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * value is the value added or put in place; unset for "remove".
+   *
+   * @generated from field: google.protobuf.Value value = 3;
+   */
+  value?: Value | undefined;
+};
+
+/**
+ * Describes the message historyd.v1.JsonPatchOperation.
+ * Use `create(JsonPatchOperationSchema)` to create a new message.
+ */
+export const JsonPatchOperationSchema: GenMessage<JsonPatchOperation> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 20);
+
+/**
+ * WatchTurnsRequest names a thread to watch.
+ *
+ * @generated from message historyd.v1.WatchTurnsRequest
+ */
+export type WatchTurnsRequest = Message<"historyd.v1.WatchTurnsRequest"> & {
+  /**
+   * thread_id is the LangGraph thread id. Required; at most 512 bytes of
+   * valid UTF-8. The thread need not exist yet: its turns are sent once it
+   * has them.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * checkpoint_ns is the checkpoint namespace; empty (the default) is the
+   * root graph.
+   *
+   * @generated from field: string checkpoint_ns = 2;
+   */
+  checkpointNs: string;
+
+  /**
+   * after_turn: the turns up to it are not sent, so that a watcher that
+   * reconnects passes the last turn it received. 0 sends every turn; must
+   * not be negative.
+   *
+   * @generated from field: int32 after_turn = 3;
+   */
+  afterTurn: number;
+
+  /**
+   * keys, when not empty, restricts each state sent to these keys (at most
+   * 256 keys of at most 512 bytes each).
+   *
+   * @generated from field: repeated string keys = 4;
+   */
+  keys: string[];
+
+  /**
+   * channel is the state channel to send; see SnapshotsRequest.channel.
+   *
+   * @generated from field: string channel = 5;
+   */
+  channel: string;
+
+  /**
+   * checkpoints also sends, as `checkpoint`, the state at each checkpoint
+   * of the thread written from the time of the call on, labelled with the
+   * turn it belongs to. Off by default.
+   *
+   * @generated from field: bool checkpoints = 6;
+   */
+  checkpoints: boolean;
+};
+
+/**
+ * Describes the message historyd.v1.WatchTurnsRequest.
+ * Use `create(WatchTurnsRequestSchema)` to create a new message.
+ */
+export const WatchTurnsRequestSchema: GenMessage<WatchTurnsRequest> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 21);
+
+/**
+ * WatchTurnsResponse is one event of a watched thread.
+ *
+ * The server reads the thread every --watch-poll-interval (250ms by
+ * default; longer while nothing changes, at most twice that; longer still
+ * while the store cannot be reached), with one reader per thread however
+ * many watch it. A turn has ended when LangGraph has nothing left to run
+ * for it: its last checkpoint records that the step which wrote it
+ * triggered no node (checkpoint format 4's updated_channels, which Python
+ * LangGraph writes), or a later question has been asked. LangGraph.js
+ * records no updated_channels, so there a turn is sent once the next
+ * question comes; an interrupted run's turn ends when the run is resumed
+ * and done. A turn is sent once it has ended, and again if its end moves
+ * later (an update_state after the run): the checkpoint id tells them
+ * apart. Questions asked in one input end together, on the state their
+ * run ended on.
+ *
+ * @generated from message historyd.v1.WatchTurnsResponse
+ */
+export type WatchTurnsResponse = Message<"historyd.v1.WatchTurnsResponse"> & {
+  /**
+   * event is what happened.
+   *
+   * @generated from oneof historyd.v1.WatchTurnsResponse.event
+   */
+  event: {
+    /**
+     * turn_ended is the state a turn ended on, as Snapshot returns it.
+     *
+     * @generated from field: historyd.v1.TurnState turn_ended = 1;
+     */
+    value: TurnState;
+    case: "turnEnded";
+  } | {
+    /**
+     * checkpoint is the state at a newly written checkpoint: its turn and
+     * question are those of the turn it belongs to, checkpoint_id is the
+     * new checkpoint's and ended_at its time. Only sent when the request
+     * sets checkpoints.
+     *
+     * @generated from field: historyd.v1.TurnState checkpoint = 2;
+     */
+    value: TurnState;
+    case: "checkpoint";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * total is how many turns the thread has had.
+   *
+   * @generated from field: int32 total = 3;
+   */
+  total: number;
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 4;
+   */
+  numbering: TurnNumbering;
+};
+
+/**
+ * Describes the message historyd.v1.WatchTurnsResponse.
+ * Use `create(WatchTurnsResponseSchema)` to create a new message.
+ */
+export const WatchTurnsResponseSchema: GenMessage<WatchTurnsResponse> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 22);
+
+/**
+ * TurnNumbering says how sure a thread's turn numbers are. It depends on
+ * what the checkpointer still retains.
+ *
+ * @generated from enum historyd.v1.TurnNumbering
+ */
+export enum TurnNumbering {
+  /**
+   * TURN_NUMBERING_UNSPECIFIED is never sent.
+   *
+   * @generated from enum value: TURN_NUMBERING_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * TURN_NUMBERING_COMPLETE: the thread's first checkpoint is retained, so
+   * every question was seen and every turn number is exact.
+   *
+   * @generated from enum value: TURN_NUMBERING_COMPLETE = 1;
+   */
+  COMPLETE = 1,
+
+  /**
+   * TURN_NUMBERING_COUNTED: the oldest checkpoints were deleted, and the
+   * questions before the oldest one left are counted from the messages it
+   * still holds. Exact unless a human message was removed before it without
+   * a trace (a RemoveMessage leaves none).
+   *
+   * @generated from enum value: TURN_NUMBERING_COUNTED = 2;
+   */
+  COUNTED = 2,
+
+  /**
+   * TURN_NUMBERING_ESTIMATED: the oldest checkpoints were deleted and the
+   * oldest one left shows that messages were removed before it (it holds a
+   * summary): how many questions came before is not known, so turn numbers
+   * may be too low. A turn's question text says which question it was.
+   *
+   * @generated from enum value: TURN_NUMBERING_ESTIMATED = 3;
+   */
+  ESTIMATED = 3,
+}
+
+/**
+ * Describes the enum historyd.v1.TurnNumbering.
+ */
+export const TurnNumberingSchema: GenEnum<TurnNumbering> = /*@__PURE__*/
+  enumDesc(file_historyd_v1_history, 0);
+
+/**
+ * ThreadsOrder is the order Threads lists threads in.
+ *
+ * LangGraph's checkpoint tables are indexed by thread id (primary key
+ * thread_id, checkpoint_ns, checkpoint_id) and by nothing that leads with
+ * time, and historyd only reads, so it cannot add an index. Listing by
+ * thread id walks that index: a page costs its own threads, whatever the
+ * size of the store. Newest activity first cannot be served that way: every
+ * thread under the prefixes must be visited to sort them, so that order is
+ * bounded (see THREADS_ORDER_LAST_ACTIVITY).
+ *
+ * @generated from enum historyd.v1.ThreadsOrder
+ */
+export enum ThreadsOrder {
+  /**
+   * THREADS_ORDER_UNSPECIFIED is THREADS_ORDER_THREAD_ID.
+   *
+   * @generated from enum value: THREADS_ORDER_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * THREADS_ORDER_THREAD_ID lists threads in ascending order of thread id
+   * as the store sorts them (byte order in SQLite; the column's collation
+   * in PostgreSQL). Paging is stable while threads are written: every
+   * thread that exists from the first page to the last is listed exactly
+   * once, and a thread created meanwhile is listed when its id sorts after
+   * the page being read. With time filters a call visits at most 10,000
+   * threads and may return fewer than page_size, or none, with a
+   * next_page_token to go on from where it stopped. A prefix filter is
+   * walked directly in SQLite and wherever thread_id has a bytewise
+   * collation (C, POSIX, C.UTF-8, ucs_basic); under any other collation
+   * PostgreSQL cannot range over a prefix, so the walk visits every thread
+   * and filters, 10,000 per call.
+   *
+   * @generated from enum value: THREADS_ORDER_THREAD_ID = 1;
+   */
+  THREAD_ID = 1,
+
+  /**
+   * THREADS_ORDER_LAST_ACTIVITY lists the threads whose last checkpoint is
+   * newest first (by its timestamp, then thread id; threads without one
+   * last). Each call visits every thread under the prefixes to sort them,
+   * so it is refused with FAILED_PRECONDITION when more than 10,000
+   * threads match the prefixes: narrow thread_id_prefix, or list by thread
+   * id with last_activity_after. Paging never lists a thread twice; a
+   * thread written to while the listing pages moves ahead of the page
+   * being read, and a thread created meanwhile sorts there too, so neither
+   * is listed by the pages that follow.
+   *
+   * @generated from enum value: THREADS_ORDER_LAST_ACTIVITY = 2;
+   */
+  LAST_ACTIVITY = 2,
+}
+
+/**
+ * Describes the enum historyd.v1.ThreadsOrder.
+ */
+export const ThreadsOrderSchema: GenEnum<ThreadsOrder> = /*@__PURE__*/
+  enumDesc(file_historyd_v1_history, 1);
+
+/**
+ * KeyChangeKind says how a key's entry changed between two turns' ends.
+ *
+ * @generated from enum historyd.v1.KeyChangeKind
+ */
+export enum KeyChangeKind {
+  /**
+   * KEY_CHANGE_KIND_UNSPECIFIED is never sent.
+   *
+   * @generated from enum value: KEY_CHANGE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * KEY_CHANGE_KIND_ADDED: the key is in to_turn's state only.
+   *
+   * @generated from enum value: KEY_CHANGE_KIND_ADDED = 1;
+   */
+  ADDED = 1,
+
+  /**
+   * KEY_CHANGE_KIND_REMOVED: the key is in from_turn's state only.
+   *
+   * @generated from enum value: KEY_CHANGE_KIND_REMOVED = 2;
+   */
+  REMOVED = 2,
+
+  /**
+   * KEY_CHANGE_KIND_CHANGED: the key is in both and its entry differs, in
+   * its value or in any recorded field.
+   *
+   * @generated from enum value: KEY_CHANGE_KIND_CHANGED = 3;
+   */
+  CHANGED = 3,
+
+  /**
+   * KEY_CHANGE_KIND_UNCHANGED: the key's entry is the same in both. Only
+   * sent with include_unchanged.
+   *
+   * @generated from enum value: KEY_CHANGE_KIND_UNCHANGED = 4;
+   */
+  UNCHANGED = 4,
+}
+
+/**
+ * Describes the enum historyd.v1.KeyChangeKind.
+ */
+export const KeyChangeKindSchema: GenEnum<KeyChangeKind> = /*@__PURE__*/
+  enumDesc(file_historyd_v1_history, 2);
+
+/**
  * ThreadHistory answers what a thread's session state looked like at each of
  * its earlier turns.
  *
  * A turn is one user question and everything the agent did for it, counted
- * from 1. A thread's turns are derived from its LangGraph checkpoints: a
- * checkpoint belongs to turn n when its messages channel holds n human
- * messages, and the turn ends at its checkpoint with the most messages (equal
- * counts go to the greater checkpoint id). `total` is the number of human
- * messages in the richest checkpoint, so it survives pruning of older
- * checkpoints: a turn in 1..total with no checkpoint left is "no longer
- * retained", and a turn outside 1..total is "no such turn".
+ * from 1. A thread's turns are derived from its LangGraph checkpoints, taken
+ * in checkpoint order (parent links, ids breaking ties): a human message is a
+ * question the first time a checkpoint's messages channel holds it (by
+ * message id), unless it is synthetic (a summary LangChain's summarization
+ * middleware wrote, a harness notification); questions are numbered in the
+ * order they were asked. A checkpoint belongs to the turn of the last
+ * question asked up to it, whatever its messages list still holds, so turns
+ * survive summarization and removed messages; a turn ends at its last
+ * checkpoint. `total` is the number of questions asked, so it survives
+ * pruning of older checkpoints: a turn in 1..total with no checkpoint left is
+ * "no longer retained", and a turn outside 1..total is "no such turn". On a
+ * thread whose messages were never removed this counts exactly the human
+ * messages of each checkpoint.
+ *
+ * Questions asked together in one input were answered by one run: the
+ * earlier ones end on the state that run ended on, and `answered_with` says
+ * so. A DeltaChannel's value (deepagents' messages and files) is rebuilt from
+ * the writes since its last snapshot, as LangGraph rebuilds it.
  *
  * An unknown thread is not an error: it has total 0 and no turns.
  *
@@ -612,8 +1462,9 @@ export const StateEntrySchema: GenMessage<StateEntry> = /*@__PURE__*/
  * when the call's deadline (or the server's cap) passes, DATA_LOSS when a
  * stored value cannot be decoded (the message names thread, checkpoint and
  * channel), FAILED_PRECONDITION when the thread uses a storage feature historyd
- * does not read (encrypted or pickled values, delta channels) or the store
- * holds no readable checkpoint tables.
+ * does not read (encrypted or pickled values, DeltaChannel writes the
+ * channel's configured reducer cannot apply) or the store holds no readable
+ * checkpoint tables.
  *
  * A thread outside the calling tenant's thread-id prefixes reads exactly as an
  * unknown thread does, so a tenant cannot learn whether it exists.
@@ -666,6 +1517,47 @@ export const ThreadHistory: GenService<{
     methodKind: "server_streaming";
     input: typeof StreamSnapshotsRequestSchema;
     output: typeof StreamSnapshotsResponseSchema;
+  },
+  /**
+   * Threads lists the threads the store holds, a page at a time: each with
+   * its checkpoint count, the times of its first and last checkpoints and,
+   * when asked, its number of turns. A tenant confined to thread-id prefixes
+   * lists only the threads under its own prefixes, and the rest of the store
+   * reads as empty.
+   *
+   * @generated from rpc historyd.v1.ThreadHistory.Threads
+   */
+  threads: {
+    methodKind: "unary";
+    input: typeof ThreadsRequestSchema;
+    output: typeof ThreadsResponseSchema;
+  },
+  /**
+   * Diff says what changed in a thread's session state between the ends of
+   * two turns (by default the newest turn and the one before it), key by
+   * key, with an RFC 6902 JSON Patch for each changed value. Only the two
+   * turns' states are read.
+   *
+   * @generated from rpc historyd.v1.ThreadHistory.Diff
+   */
+  diff: {
+    methodKind: "unary";
+    input: typeof DiffRequestSchema;
+    output: typeof DiffResponseSchema;
+  },
+  /**
+   * WatchTurns sends each turn of a thread as it ends, from a given turn
+   * on, and with `checkpoints` set the state at each new checkpoint as it
+   * is written. The stream stays open until the caller cancels it or the
+   * server shuts down (the stream then ends with OK); it is not subject to
+   * the server's cap on a call's duration.
+   *
+   * @generated from rpc historyd.v1.ThreadHistory.WatchTurns
+   */
+  watchTurns: {
+    methodKind: "server_streaming";
+    input: typeof WatchTurnsRequestSchema;
+    output: typeof WatchTurnsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_historyd_v1_history, 0);
