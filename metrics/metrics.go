@@ -40,7 +40,7 @@ type Metrics struct {
 // storeMethods are the Backend methods timed, listed so that every series
 // exists from the start: a rate over a series that appears only on the
 // first error reads as no errors at all.
-var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Values", "Writes", "Ping"}
+var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Values", "Writes", "Threads", "Ping"}
 
 // New returns a Metrics with its collectors registered.
 func New() *Metrics {

@@ -122,6 +122,13 @@ type Backend interface {
 	// EachWrite hands fn every write to channel attached to the checkpoints
 	// of ids, in any order.
 	EachWrite(ctx context.Context, ref Ref, channel string, ids []string, fn func(Write) error) error
+	// Threads walks the storage's distinct thread ids in ascending order
+	// as the storage sorts them (see ThreadQuery), visiting at most
+	// q.Limit, and hands fn each visited thread that has checkpoints in
+	// q.Namespace, with their count and its oldest and newest checkpoint.
+	// It must not read a thread's other checkpoints: a walk costs its
+	// threads, not their length, and never the whole store.
+	Threads(ctx context.Context, q ThreadQuery, fn func(ThreadRow) error) (ThreadWalk, error)
 	// Ping reports whether the storage can be reached and holds checkpoint
 	// tables historyd may read.
 	Ping(ctx context.Context) error
