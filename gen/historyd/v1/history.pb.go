@@ -2033,8 +2033,9 @@ type JsonPatchOperation struct {
 	// op is "add", "remove" or "replace".
 	Op string `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
 	// path is the JSON Pointer (RFC 6901) of the location the operation
-	// changes; "" is the whole value.
-	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// changes; "" is the whole value. Always set, "" included, so that JSON
+	// printers that leave out empty fields still print it.
+	Path *string `protobuf:"bytes,2,opt,name=path,proto3,oneof" json:"path,omitempty"`
 	// value is the value added or put in place; unset for "remove".
 	Value         *structpb.Value `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2079,8 +2080,8 @@ func (x *JsonPatchOperation) GetOp() string {
 }
 
 func (x *JsonPatchOperation) GetPath() string {
-	if x != nil {
-		return x.Path
+	if x != nil && x.Path != nil {
+		return *x.Path
 	}
 	return ""
 }
@@ -2457,11 +2458,12 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\n" +
 	"from_entry\x18\x03 \x01(\v2\x17.historyd.v1.StateEntryR\tfromEntry\x122\n" +
 	"\bto_entry\x18\x04 \x01(\v2\x17.historyd.v1.StateEntryR\atoEntry\x125\n" +
-	"\x05patch\x18\x05 \x03(\v2\x1f.historyd.v1.JsonPatchOperationR\x05patch\"f\n" +
+	"\x05patch\x18\x05 \x03(\v2\x1f.historyd.v1.JsonPatchOperationR\x05patch\"t\n" +
 	"\x12JsonPatchOperation\x12\x0e\n" +
-	"\x02op\x18\x01 \x01(\tR\x02op\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12,\n" +
-	"\x05value\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05value\"\xc4\x01\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x17\n" +
+	"\x04path\x18\x02 \x01(\tH\x00R\x04path\x88\x01\x01\x12,\n" +
+	"\x05value\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05valueB\a\n" +
+	"\x05_path\"\xc4\x01\n" +
 	"\x11WatchTurnsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1d\n" +
@@ -2632,6 +2634,7 @@ func file_historyd_v1_history_proto_init() {
 		(*DiffTurn_NoSuchTurn)(nil),
 		(*DiffTurn_NoLongerRetained)(nil),
 	}
+	file_historyd_v1_history_proto_msgTypes[20].OneofWrappers = []any{}
 	file_historyd_v1_history_proto_msgTypes[22].OneofWrappers = []any{
 		(*WatchTurnsResponse_TurnEnded)(nil),
 		(*WatchTurnsResponse_Checkpoint)(nil),
