@@ -53,13 +53,23 @@ func patchJSON(t *testing.T, c *historydv1.KeyChange) string {
 	return string(b)
 }
 
+// shape is a value large enough that patching it costs less than
+// replacing it: a name and a ring of n points.
+func shape(name string, n int) map[string]any {
+	var ring []any
+	for i := range n {
+		ring = append(ring, float64(i))
+	}
+	return map[string]any{"name": name, "rings": ring}
+}
+
 func TestDiff(t *testing.T) {
 	m := storetest.NewMemory()
 	entry := func(v any, seq int) map[string]any { return map[string]any{"value": v, "seq": seq} }
 	stateThread(m, store.Ref{ThreadID: "d"},
-		map[string]any{"area": entry(11420.0, 1), "shape": entry(map[string]any{"name": "Severn", "rings": []any{1.0, 2.0}}, 2), "gone": entry("x", 3), "same": entry(true, 4)},
-		map[string]any{"area": entry(12935.0, 5), "shape": entry(map[string]any{"name": "Thames", "rings": []any{1.0, 2.0, 3.0}}, 6), "new": entry(nil, 7), "same": entry(true, 4)},
-		map[string]any{"area": entry(12935.0, 8), "shape": entry(map[string]any{"name": "Thames", "rings": []any{1.0, 2.0, 3.0}}, 6), "new": entry(nil, 7), "same": entry(true, 4)},
+		map[string]any{"area": entry(11420.0, 1), "shape": entry(shape("Severn", 20), 2), "gone": entry("x", 3), "same": entry(true, 4)},
+		map[string]any{"area": entry(12935.0, 5), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "same": entry(true, 4)},
+		map[string]any{"area": entry(12935.0, 8), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "same": entry(true, 4)},
 	)
 	c := startServer(t, m)
 	ctx := context.Background()
@@ -78,7 +88,7 @@ func TestDiff(t *testing.T) {
 	}
 	want := map[string]string{
 		"area":  `KEY_CHANGE_KIND_CHANGED [{"op":"replace","path":"","value":12935}]`,
-		"shape": `KEY_CHANGE_KIND_CHANGED [{"op":"replace","path":"/name","value":"Thames"},{"op":"add","path":"/rings/-","value":3}]`,
+		"shape": `KEY_CHANGE_KIND_CHANGED [{"op":"replace","path":"/name","value":"Thames"},{"op":"add","path":"/rings/-","value":20}]`,
 		"gone":  `KEY_CHANGE_KIND_REMOVED null`,
 		"new":   `KEY_CHANGE_KIND_ADDED null`,
 	}

@@ -1955,7 +1955,8 @@ type KeyChange struct {
 	// to_entry's: only for CHANGED, and empty when the values are equal and
 	// only the bookkeeping (seq, turn, ...) changed, as when a tool wrote
 	// the key again with the same value. It uses add, remove and replace
-	// operations; paths are JSON Pointers (RFC 6901) into the value.
+	// operations, one per changed leaf (or per node added or removed
+	// whole); paths are JSON Pointers (RFC 6901) into the value.
 	Patch         []*JsonPatchOperation `protobuf:"bytes,5,rep,name=patch,proto3" json:"patch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

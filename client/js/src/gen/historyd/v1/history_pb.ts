@@ -1085,7 +1085,8 @@ export type KeyChange = Message<"historyd.v1.KeyChange"> & {
    * to_entry's: only for CHANGED, and empty when the values are equal and
    * only the bookkeeping (seq, turn, ...) changed, as when a tool wrote
    * the key again with the same value. It uses add, remove and replace
-   * operations; paths are JSON Pointers (RFC 6901) into the value.
+   * operations, one per changed leaf (or per node added or removed
+   * whole); paths are JSON Pointers (RFC 6901) into the value.
    *
    * @generated from field: repeated historyd.v1.JsonPatchOperation patch = 5;
    */
