@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -73,10 +74,11 @@ WHERE a.attrelid = to_regclass($1) AND a.attname = 'thread_id' AND NOT a.attisdr
 	return bytewise, nil
 }
 
-// threadsSQL walks thread ids from a start (%[2]s: the comparison with $1,
-// or true for the first id) while they pass %[3]s, then describes each
-// visited id of the walk that %[4]s keeps; %[1]s is the table. $2 is the
-// prefix or prefixes, $3 the most ids visited, $4 the namespace.
+// threadsSQL walks thread ids from a start (%[2]s: how thread_id compares
+// with $1) while they pass %[3]s (the prefix $2), at most $3 of them, then
+// counts and reads the oldest and newest checkpoint in the namespace $4 of
+// each visited id that %[4]s keeps (a prefix filter, where the walk could
+// not range over it); %[1]s is the table.
 const threadsSQL = `WITH RECURSIVE walk(tid, k) AS (
   (SELECT thread_id, 1 FROM %[1]s WHERE %[2]s ORDER BY thread_id LIMIT 1)
   UNION ALL
@@ -95,15 +97,20 @@ LEFT JOIN LATERAL (SELECT c.checkpoint_id, jsonb_build_object('ts', c.checkpoint
   FROM %[1]s c WHERE c.thread_id = v.tid AND c.checkpoint_ns = $4 AND c.checkpoint_id = s.hi) l ON true
 ORDER BY v.k`
 
-// Threads implements store.Backend with a loose index scan; see above.
-func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
-	bytewise, err := b.threadOrder(ctx)
-	if err != nil {
-		return store.ThreadWalk{}, err
-	}
+// walk is one statement of a listing: a walk over one range of thread ids
+// (or, where thread_id does not sort bytewise, over all of them from the
+// cursor on), with its arguments but the most ids it visits.
+type walk struct {
+	stmt string
+	args []any // $1, $2 and $4
+}
+
+// with returns the walk's arguments, limit being $3.
+func (w walk) with(limit int) []any { return []any{w.args[0], w.args[1], limit, w.args[2]} }
+
+// walks returns the statements a listing runs, in order.
+func (b *Backend) walks(q store.ThreadQuery, bytewise bool) []walk {
 	cp := table(b.schema, "checkpoints")
-	var w store.ThreadWalk
-	left := q.Limit
 	if !bytewise {
 		// One walk over every thread from the cursor on, in the index's
 		// order, keeping those under the prefixes.
@@ -114,31 +121,70 @@ func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(stor
 		if len(q.Prefixes) > 0 {
 			prefixes = q.Prefixes
 		}
-		stmt := fmt.Sprintf(threadsSQL, cp, "($1::text IS NULL OR thread_id > $1)", "true", "($2::text[] IS NULL OR w.tid ^@ ANY($2::text[]))")
-		err := b.walkThreads(ctx, stmt, []any{after, prefixes, left, q.Namespace}, &w, &left, fn)
-		if err == nil && left == 0 {
-			w.More = true
-		}
-		return w, err
+		return []walk{{fmt.Sprintf(threadsSQL, cp, "($1::text IS NULL OR thread_id > $1)", "true", "($2::text[] IS NULL OR w.tid ^@ ANY($2::text[]))"),
+			[]any{after, prefixes, q.Namespace}}}
 	}
+	var out []walk
 	for _, r := range store.PrefixRanges(q.Prefixes, q.After) {
-		if left == 0 {
-			w.More = true
-			break
-		}
 		op := ">"
 		if r.Inclusive {
 			op = ">="
 		}
-		stmt := fmt.Sprintf(threadsSQL, cp, "thread_id "+op+" $1", "w.tid ^@ $2", "true")
-		if err := b.walkThreads(ctx, stmt, []any{r.From, r.Prefix, left, q.Namespace}, &w, &left, fn); err != nil {
-			return w, err
+		out = append(out, walk{fmt.Sprintf(threadsSQL, cp, "thread_id "+op+" $1", "w.tid ^@ $2", "true"), []any{r.From, r.Prefix, q.Namespace}})
+	}
+	return out
+}
+
+// Threads implements store.Backend with a loose index scan; see above.
+func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
+	bytewise, err := b.threadOrder(ctx)
+	if err != nil {
+		return store.ThreadWalk{}, err
+	}
+	var tw store.ThreadWalk
+	left := q.Limit
+	for _, w := range b.walks(q, bytewise) {
+		if left == 0 {
+			break
+		}
+		if err := b.walkThreads(ctx, w.stmt, w.with(left), &tw, &left, fn); err != nil {
+			return tw, err
 		}
 	}
-	if left == 0 {
-		w.More = true
+	tw.More = left == 0
+	return tw, nil
+}
+
+// ExplainThreads returns PostgreSQL's EXPLAIN (ANALYZE, BUFFERS) of the
+// first statement a listing q runs: what the benchmark records, and what
+// an operator can ask for on their own database. EXPLAIN ANALYZE runs the
+// statement, which only reads.
+func (b *Backend) ExplainThreads(ctx context.Context, q store.ThreadQuery) (string, error) {
+	bytewise, err := b.threadOrder(ctx)
+	if err != nil {
+		return "", err
 	}
-	return w, nil
+	ws := b.walks(q, bytewise)
+	if len(ws) == 0 {
+		return "", errors.New("postgres: the listing runs no statement (its cursor is past its prefixes)")
+	}
+	rows, err := b.pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+ws[0].stmt, append([]any{pgx.QueryExecModeSimpleProtocol}, ws[0].with(q.Limit)...)...)
+	if err != nil {
+		return "", b.classify(ctx, err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return "", b.classify(ctx, err)
+		}
+		lines = append(lines, line)
+	}
+	if err := rows.Err(); err != nil {
+		return "", b.classify(ctx, err)
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // walkThreads runs one walk, handing fn the kept threads with
