@@ -52,7 +52,8 @@ type Config struct {
 	// Only, when not empty, names the steps to run besides describing
 	// the machine, generating the threads and building historyd: any of
 	// anchors, operations, P1, P2, P3 (which needs anchors and
-	// operations), P4 and profiles. For iterating on one measurement.
+	// operations), P4, threads and profiles. For iterating on one
+	// measurement.
 	Only []string
 	// Log receives progress lines.
 	Log io.Writer
@@ -81,6 +82,7 @@ type plan struct {
 	profileTime  time.Duration
 	largeOps     []load.Op
 	smallOps     []load.Op
+	manyThreads  int // threads of the Threads rows' store
 }
 
 func newPlan(full bool) plan {
@@ -104,6 +106,7 @@ func newPlan(full bool) plan {
 		profileTime:  4 * time.Second,
 		largeOps:     []load.Op{load.Snapshot, load.Turns},
 		smallOps:     []load.Op{load.Snapshot, load.Snapshots, load.StreamSnapshots, load.Turns},
+		manyThreads:  1_000_000,
 	}
 	if full {
 		p.mode = "full"
@@ -205,6 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"P2", r.p2},
 		{"P3", r.p3},
 		{"P4", r.p4},
+		{"threads", r.threadsList},
 		{"profiles", r.profiles},
 	}
 	always := map[string]bool{"machine and versions": true, "generate threads": true, "build historyd": true}

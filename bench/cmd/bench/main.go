@@ -118,7 +118,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.BoolVar(&cfg.Regenerate, "regenerate", false, "rewrite threads that already exist")
 	fs.BoolVar(&cfg.Profile, "profile", false, "profile the path behind any missed floor (default: on with --full)")
 	out := fs.String("out", "", "also write the table to this file")
-	fs.Func("only", "run only this step besides generating and building (anchors, operations, P1, P2, P3, P4, profiles); repeatable", func(v string) error {
+	fs.Func("only", "run only this step besides generating and building (anchors, operations, P1, P2, P3, P4, threads, profiles); repeatable", func(v string) error {
 		cfg.Only = append(cfg.Only, v)
 		return nil
 	})
