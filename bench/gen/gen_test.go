@@ -219,7 +219,9 @@ func TestManyThreads(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 	m := gen.ManyThreads{Schema: fmt.Sprintf("many_threads_test_%d", rand.Uint64()), N: 503}
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{m.Schema}.Sanitize()+" CASCADE") })
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{m.Schema}.Sanitize()+" CASCADE")
+	})
 	if ok, err := m.Exists(ctx, conn); err != nil || ok {
 		t.Fatalf("before writing: exists %v, %v", ok, err)
 	}

@@ -63,7 +63,7 @@ func (r *runner) threadsList(ctx context.Context) error {
 	}
 	plans := map[string]string{}
 	for name, q := range map[string]store.ThreadQuery{
-		"page of 100, by thread id": {Limit: 100},
+		"page of 100, by thread id":  {Limit: 100},
 		"page of 100 under a prefix": {Prefixes: []string{m.Prefix(7)}, Limit: 100},
 	} {
 		if plans[name], err = b.ExplainThreads(ctx, q); err != nil {
