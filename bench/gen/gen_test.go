@@ -217,7 +217,7 @@ func TestManyThreads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
+	t.Cleanup(func() { conn.Close(context.Background()) }) // after the schema is dropped
 	m := gen.ManyThreads{Schema: fmt.Sprintf("many_threads_test_%d", rand.Uint64()), N: 503}
 	t.Cleanup(func() {
 		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{m.Schema}.Sanitize()+" CASCADE")
