@@ -58,7 +58,7 @@ var watchCommand = clientCommand{
 				if ev.Checkpoint {
 					what = fmt.Sprintf("checkpoint of turn %d", ev.State.Turn)
 				}
-				fmt.Fprintf(c.stdout, "%s  %-22s  %s  %d keys  %s\n", timeText(ev.State.EndedAt), what, ev.State.CheckpointID, len(ev.State.State), clip(ev.State.Question, 60))
+				fmt.Fprintf(c.stdout, "%s  %-22s  %s  %s  %s\n", timeText(ev.State.EndedAt), what, ev.State.CheckpointID, keysText(len(ev.State.State)), clip(ev.State.Question, 60))
 				for _, k := range keys {
 					if e, ok := ev.State.State[k]; ok {
 						fmt.Fprintf(c.stdout, "    %s = %s\n", k, clip(compact(e.Value), 100))
@@ -86,4 +86,11 @@ func (c *cliContext) printEvent(w io.Writer, thread string, ev *client.WatchEven
 		return c.fail(err)
 	}
 	return exitOK
+}
+
+func keysText(n int) string {
+	if n == 1 {
+		return "1 key"
+	}
+	return fmt.Sprintf("%d keys", n)
 }
