@@ -12,10 +12,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -177,5 +179,30 @@ func TestDiffValidation(t *testing.T) {
 		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), tt.want) {
 			t.Errorf("%v: %v, want InvalidArgument %q", tt.req, err, tt.want)
 		}
+	}
+}
+
+// A tenant's diff of another tenant's thread is an unknown thread's, and
+// the store is not asked about it.
+func TestDiffIsolation(t *testing.T) {
+	b, path := twoTenants(t)
+	c := serveWith(t, b, service.Options{Auth: newAuth(t, path)}).client(t)
+	a := withToken(context.Background(), "token-a")
+	own, err := c.Diff(a, &historydv1.DiffRequest{ThreadId: "a/1", ToTurn: 2})
+	if err != nil || own.ToTurn.GetFound() == nil || len(own.Changes) == 0 {
+		t.Fatalf("tenant a's own thread: %v, %v", own, err)
+	}
+	asked := b.asked("b/1")
+	for _, req := range []*historydv1.DiffRequest{{ToTurn: 2}, {}, {Keys: []string{""}}} {
+		other, never := proto.Clone(req).(*historydv1.DiffRequest), proto.Clone(req).(*historydv1.DiffRequest)
+		other.ThreadId, never.ThreadId = "b/1", "a/never"
+		got, gotErr := c.Diff(a, other)
+		want, wantErr := c.Diff(a, never)
+		if status.Code(gotErr) != status.Code(wantErr) || status.Convert(gotErr).Message() != status.Convert(wantErr).Message() || !proto.Equal(got, want) {
+			t.Errorf("%v: b/1 answered %v, %v; a/never %v, %v", req, got, gotErr, want, wantErr)
+		}
+	}
+	if n := b.asked("b/1"); n != asked {
+		t.Errorf("the store was asked about b/1 %d times", n-asked)
 	}
 }
