@@ -307,14 +307,16 @@ type watcher struct {
 	newest  string
 }
 
-// ended reports whether turn t has ended: a question came after it (and
-// after those asked with it), or its last checkpoint is at rest.
+// ended reports whether turn t has ended: its last checkpoint is at rest,
+// or was made between runs (the next input, an update_state: no run of the
+// turn goes on), or a question came after it (and after those asked with
+// it).
 func ended(h *store.History, t store.Turn) bool {
 	last := t.N
 	for _, n := range t.AnsweredWith {
 		last = max(last, n)
 	}
-	return last < h.Total || t.End.Rest == store.AtRest
+	return last < h.Total || t.End.Rest == store.AtRest || t.End.Between
 }
 
 // send reads and sends what is new: each checkpoint written since the

@@ -68,6 +68,7 @@ var threadsCases = []Case{
 	{"Threads: prefix filter", threadsPrefixes},
 	{"Threads: time filters and last-activity order", threadsTimes},
 	{"Threads: namespaces, counts and times", threadsNamespaces},
+	{"Steps list checkpoints in order and say where runs ended", stepsAndRest},
 }
 
 func threadsWhileWriting(t *testing.T, open Open) {
@@ -280,5 +281,68 @@ func threadsNamespaces(t *testing.T, open Open) {
 	w.Delete(store.Ref{ThreadID: "only-root"}, []string{"1f0d-000000"})
 	if got := AllThreads(t, st, store.ThreadsQuery{}, 2); !slices.Equal(got, []string{"both", "turns"}) {
 		t.Errorf("after deleting only-root: %q", got)
+	}
+}
+
+// stepsAndRest checks what WatchTurns reads of a thread on every backend:
+// its checkpoints in order with their turns, and which checkpoints ended a
+// run (updated_channels triggering no node, as Python LangGraph records
+// them; LangChain.js's savers record none, which reads as unknown).
+func stepsAndRest(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-steps"}
+	recorded := true
+	if sw, ok := w.(interface{ Saver() lgsaver.Saver }); ok {
+		recorded = sw.Saver().Python()
+	}
+	type step struct {
+		source  string
+		updated []string
+		human   bool // the checkpoint adds a question
+	}
+	steps := []step{
+		{"input", []string{"__start__"}, false},
+		{"loop", []string{"branch:to:agent", "messages"}, true},
+		{"loop", []string{"branch:to:tools", "messages"}, false},
+		{"loop", []string{"messages", "tool_state"}, false},
+		{"input", []string{"__start__"}, false},
+		{"loop", []string{"branch:to:agent", "messages"}, true},
+	}
+	var msgs []any
+	parent := ""
+	for i, s := range steps {
+		if s.human {
+			msgs = append(msgs, lgwrite.Human(fmt.Sprintf("q%d", i), fmt.Sprintf("question %d", i)))
+		} else if i > 0 {
+			msgs = append(msgs, lgwrite.AI(fmt.Sprintf("a%d", i), "answer"))
+		}
+		id := fmt.Sprintf("1f0f-%06d", i)
+		w.Put(ref, lgsaver.Checkpoint{ID: id, Parent: parent, TS: Base.Add(time.Duration(i) * time.Second),
+			Values:          lgwrite.Map{{Key: "messages", Value: slices.Clone(msgs)}},
+			UpdatedChannels: s.updated,
+			Metadata:        lgwrite.Map{{Key: "source", Value: s.source}, {Key: "step", Value: i - 1}}})
+		parent = id
+	}
+	st := store.New(store.Config{Backend: b})
+	h, err := st.History(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTurns := []int{0, 1, 1, 1, 1, 2}
+	wantRest := []store.Rest{store.Running, store.Running, store.Running, store.AtRest, store.Running, store.Running}
+	if len(h.Steps) != len(steps) {
+		t.Fatalf("%d steps, want %d", len(h.Steps), len(steps))
+	}
+	for i, s := range h.Steps {
+		want := wantRest[i]
+		if !recorded {
+			want = store.RestUnknown
+		}
+		if s.Checkpoint.ID != fmt.Sprintf("1f0f-%06d", i) || s.Turn != wantTurns[i] || s.Checkpoint.Rest != want {
+			t.Errorf("step %d: %s, turn %d, rest %v; want 1f0f-%06d, turn %d, rest %v", i, s.Checkpoint.ID, s.Turn, s.Checkpoint.Rest, i, wantTurns[i], want)
+		}
+	}
+	if h.Total != 2 || h.Turns[0].End.ID != "1f0f-000004" || recorded && h.Turns[0].End.Rest != store.Running {
+		t.Errorf("turns %+v; want turn 1 carried on to the next input checkpoint", h.Turns)
 	}
 }

@@ -1211,10 +1211,10 @@ export const WatchTurnsRequestSchema: GenMessage<WatchTurnsRequest> = /*@__PURE_
  * many watch it. A turn has ended when LangGraph has nothing left to run
  * for it: its last checkpoint records that the step which wrote it
  * triggered no node (checkpoint format 4's updated_channels, which Python
- * LangGraph writes), or a later question has been asked. LangGraph.js
- * records no updated_channels, so there a turn is sent once the next
- * question comes; an interrupted run's turn ends when the run is resumed
- * and done. A turn is sent once it has ended, and again if its end moves
+ * LangGraph writes), or the next run's input (or an update_state) has been
+ * written, or a later question asked. LangGraph.js records no
+ * updated_channels, so there a turn is sent once the next run begins; an
+ * interrupted run's turn ends when the run is resumed and done. A turn is sent once it has ended, and again if its end moves
  * later (an update_state after the run): the checkpoint id tells them
  * apart. Questions asked in one input end together, on the state their
  * run ended on.
