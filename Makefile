@@ -13,8 +13,9 @@ BIN := bin/historyd
 # another branch or tag.
 BREAKING_AGAINST ?= .git\#branch=main
 # Arguments for the go test runs of `make test` and `make test-unit`: every
-# test runs under the race detector.
-TEST_FLAGS ?= -count=1 -race
+# test runs under the race detector, and a package gets 45 minutes (the
+# conformance suite writes threads with real LangGraph and is the slowest).
+TEST_FLAGS ?= -count=1 -race -timeout 45m
 # How long `make fuzz` runs each fuzz target, and how long `make test` does.
 FUZZTIME ?= 60s
 TEST_FUZZTIME ?= 5s
@@ -33,9 +34,16 @@ all: build
 help:
 	@awk '/^## / { sub(/^## /, ""); if (match($$0, /^[a-z-]+: /)) { name = substr($$0, 1, RLENGTH - 2); $$0 = substr($$0, RLENGTH + 1) } else name = ""; printf "  %-12s %s\n", name, $$0 }' $(firstword $(MAKEFILE_LIST))
 
+# The version and commit `historyd version` and historyd_build_info report
+# (see cmd/historyd/version.go), set at link time so that builds know them
+# wherever the toolchain does not stamp version control information (a git
+# worktree, -buildvcs=false). Empty outside a git checkout: the embedded
+# build information is used then.
+VERSION_LDFLAGS = -X main.version=$(shell git describe --tags --always --dirty 2>/dev/null) -X main.commit=$(shell git rev-parse HEAD 2>/dev/null)
+
 ## build: build bin/historyd.
 build:
-	$(GO) build -o $(BIN) ./cmd/historyd
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN) ./cmd/historyd
 
 ## run: build, write the demo checkpoints when absent, and serve them in the
 ## foreground with reflection on.

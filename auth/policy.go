@@ -100,6 +100,11 @@ type Policy struct {
 // Tenants returns the tenants in file order.
 func (p *Policy) Tenants() []*Tenant { return p.tenants }
 
+// Credentials counts the bearer token hashes and the client certificate
+// identities the file lists, over all tenants: with neither, no call can
+// authenticate.
+func (p *Policy) Credentials() (tokens, certs int) { return len(p.tokens), len(p.certs) }
+
 type fileTenant struct {
 	Name           string   `json:"name"`
 	ThreadPrefixes []string `json:"thread_prefixes"`

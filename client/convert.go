@@ -4,12 +4,16 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
-func fromTurnState(ts *historydv1.TurnState) TurnState {
+// fromTurnState converts a wire turn, read from a response whose numbering
+// was n.
+func fromTurnState(ts *historydv1.TurnState, n historydv1.TurnNumbering) TurnState {
 	t := TurnState{
 		Turn:         int(ts.GetTurn()),
 		CheckpointID: ts.GetCheckpointId(),
 		Question:     ts.GetQuestion(),
 		State:        make(map[string]Entry, len(ts.GetEntries())),
+		AnsweredWith: ints(ts.GetAnsweredWith()),
+		Numbering:    fromNumbering(n),
 	}
 	if ts.GetEndedAt() != nil {
 		t.EndedAt = ts.GetEndedAt().AsTime()
@@ -35,6 +39,34 @@ func fromEntry(e *historydv1.StateEntry) Entry {
 	}
 	if x := e.GetExtra(); x != nil && len(x.GetFields()) > 0 {
 		out.Extra = x.AsMap()
+	}
+	return out
+}
+
+// fromNumbering converts the wire's numbering. A value this client does not
+// know (a newer server's) reads as unspecified rather than as a certainty
+// it was not given.
+func fromNumbering(n historydv1.TurnNumbering) Numbering {
+	switch n {
+	case historydv1.TurnNumbering_TURN_NUMBERING_COMPLETE:
+		return NumberingComplete
+	case historydv1.TurnNumbering_TURN_NUMBERING_COUNTED:
+		return NumberingCounted
+	case historydv1.TurnNumbering_TURN_NUMBERING_ESTIMATED:
+		return NumberingEstimated
+	}
+	return 0
+}
+
+// ints converts turn numbers; nil for none, so a turn asked on its own
+// compares equal to a zero TurnState's.
+func ints(ns []int32) []int {
+	if len(ns) == 0 {
+		return nil
+	}
+	out := make([]int, len(ns))
+	for i, n := range ns {
+		out[i] = int(n)
 	}
 	return out
 }

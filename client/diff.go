@@ -25,6 +25,9 @@ type DiffQuery struct {
 	Keys []string
 	// Namespace is the checkpoint namespace; empty is the root graph.
 	Namespace string
+	// Channel is the state channel compared; empty is the server's
+	// default.
+	Channel string
 	// IncludeUnchanged also lists the keys whose entry is the same in both
 	// turns, as Unchanged.
 	IncludeUnchanged bool
@@ -153,7 +156,7 @@ func (c *Client) Diff(ctx context.Context, threadID string, q DiffQuery) (*Diff,
 		return int32(n)
 	}
 	resp, err := c.rpc.Diff(ctx, &historydv1.DiffRequest{ThreadId: threadID, CheckpointNs: q.Namespace, ToTurn: wire(q.To), FromTurn: wire(q.From),
-		Keys: q.Keys, IncludeUnchanged: q.IncludeUnchanged})
+		Keys: q.Keys, Channel: q.Channel, IncludeUnchanged: q.IncludeUnchanged})
 	if err != nil {
 		return nil, c.fail("Diff", threadID, err)
 	}

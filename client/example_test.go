@@ -7,6 +7,7 @@ import (
 	"log"
 
 	"github.com/historyd/historyd/client"
+	"github.com/historyd/historyd/client/clienttest"
 	"github.com/historyd/historyd/client/inspect"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
@@ -95,6 +96,48 @@ func ExampleClient_Snapshots() {
 	// turn 2 "Now the Thames"               area=map[km2:12935 name:Thames] (last written in turn 2, by tool_area)
 	// turn 3 "Which is larger?"             area=map[km2:12935 name:Thames] (last written in turn 2, by tool_area)
 	// turn 4 "Thanks"                       area=map[km2:12935 name:Thames] (last written in turn 2, by tool_area)
+}
+
+// TurnIndex lists every turn with how sure its number is, and which turns
+// one run answered together: here two questions sent in one message, and a
+// files channel read with WithChannel.
+func ExampleClient_TurnIndex() {
+	mem := storetest.NewMemory()
+	s := clienttest.NewScript(mem, store.Ref{ThreadID: "notes"}, "1f0c")
+	s.Run(clienttest.Input{Asked: []string{"Sketch the Severn"}, State: map[string]any{"area": 11420.0}})
+	s.Run(clienttest.Input{Asked: []string{"Now the Thames", "and write both down"}, State: map[string]any{"area": 12935.0},
+		Merge: map[string]map[string]any{"files": {"/notes.md": clienttest.FileData("Severn 11420, Thames 12935", 1, 1)}}})
+	srv, err := servertest.New(context.Background(), server.Config{Store: store.Config{Backend: mem, StateChannels: []string{"tool_state", "files"}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := client.Dial(servertest.Target, client.WithInsecure(), client.WithDialOptions(srv.Dialer()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	idx, err := c.TurnIndex(ctx, "notes")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d turns, numbering %v\n", idx.Total, idx.Numbering)
+	for _, t := range idx.Turns {
+		fmt.Printf("turn %d %q answered with %v\n", t.Turn, t.Question, t.AnsweredWith)
+	}
+	files, err := c.Snapshot(ctx, "notes", 2, client.WithChannel("files"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(files.State["/notes.md"].Value.(map[string]any)["content"])
+	// Output:
+	// 3 turns, numbering complete
+	// turn 1 "Sketch the Severn" answered with []
+	// turn 2 "Now the Thames" answered with [3]
+	// turn 3 "and write both down" answered with [2]
+	// Severn 11420, Thames 12935
 }
 
 // Current reads the state the newest turn ended on, which is what a key

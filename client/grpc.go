@@ -64,6 +64,7 @@ type config struct {
 	retries     int
 	backoff     time.Duration
 	dialOptions []grpc.DialOption
+	tracing     tracingConfig
 }
 
 // WithTLS makes Dial connect over TLS with cfg, for a private CA or client
@@ -150,6 +151,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent("historyd-go-client"),
+		grpc.WithStatsHandler(cfg.tracing.handler()),
 	}, cfg.dialOptions...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
@@ -238,13 +240,13 @@ func (c *Client) Snapshots(ctx context.Context, threadID string, opts ...ReadOpt
 		return nil, c.fail("Snapshots", threadID, err)
 	}
 	defer cancel()
-	resp, err := c.rpc.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys})
+	resp, err := c.rpc.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys, Channel: o.Channel})
 	if err != nil {
 		return nil, c.fail("Snapshots", threadID, err)
 	}
-	h := &History{Total: int(resp.GetTotal()), Turns: make([]TurnState, 0, len(resp.GetTurns()))}
+	h := &History{Total: int(resp.GetTotal()), Turns: make([]TurnState, 0, len(resp.GetTurns())), Numbering: fromNumbering(resp.GetNumbering())}
 	for n, ts := range resp.GetTurns() {
-		t := fromTurnState(ts)
+		t := fromTurnState(ts, resp.GetNumbering())
 		t.Turn = int(n)
 		h.Turns = append(h.Turns, t)
 	}
@@ -267,19 +269,17 @@ func (c *Client) Snapshot(ctx context.Context, threadID string, turn int, opts .
 	if turn >= 1 && turn <= math.MaxInt32 {
 		wire = int32(turn)
 	}
-	resp, err := c.rpc.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: threadID, Turn: wire, CheckpointNs: o.Namespace, Keys: o.Keys})
+	resp, err := c.rpc.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: threadID, Turn: wire, CheckpointNs: o.Namespace, Keys: o.Keys, Channel: o.Channel})
 	if err != nil {
 		return nil, c.fail("Snapshot", threadID, err)
 	}
-	s := &Snapshot{Turn: turn, Total: int(resp.GetTotal())}
+	s := &Snapshot{Turn: turn, Total: int(resp.GetTotal()), Numbering: fromNumbering(resp.GetNumbering())}
 	for _, n := range resp.GetRetainedTurns() {
 		s.Retained = append(s.Retained, int(n))
 	}
 	switch r := resp.GetResult().(type) {
 	case *historydv1.SnapshotResponse_State:
-		t := fromTurnState(r.State)
-		s.Outcome = Found
-		s.Question, s.CheckpointID, s.EndedAt, s.State = t.Question, t.CheckpointID, t.EndedAt, t.State
+		s.found(fromTurnState(r.State, resp.GetNumbering()))
 	case *historydv1.SnapshotResponse_NoSuchTurn:
 		s.Outcome = NoSuchTurn
 	case *historydv1.SnapshotResponse_NoLongerRetained:
@@ -310,31 +310,56 @@ type TurnInfo struct {
 	// KeysWritten lists, sorted, the keys whose last write was in this turn.
 	// Only filled when the read used WithKeysWritten.
 	KeysWritten []string
+	// AnsweredWith lists, ascending, the other turns whose questions came
+	// in the same input as this one's and were answered by the same run.
+	AnsweredWith []int
+}
+
+// TurnIndex is every turn of a thread from 1 to its total, retained or not,
+// and how sure their numbers are.
+type TurnIndex struct {
+	// Total is how many turns the thread has had.
+	Total int
+	// Turns lists turns 1..Total in order.
+	Turns []TurnInfo
+	// Numbering says how sure the turn numbers are.
+	Numbering Numbering
 }
 
 // Turns lists turns 1..total of a thread, retained or not, without their
-// state: cheap enough for a UI to call on every render. WithNamespace and
-// WithKeysWritten apply; WithKeys does not.
+// state: cheap enough for a UI to call on every render. WithNamespace,
+// WithChannel and WithKeysWritten apply; WithKeys does not. TurnIndex reads
+// the same with the thread's numbering.
 func (c *Client) Turns(ctx context.Context, threadID string, opts ...ReadOption) ([]TurnInfo, error) {
+	idx, err := c.TurnIndex(ctx, threadID, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return idx.Turns, nil
+}
+
+// TurnIndex is Turns with the thread's total and numbering: a UI showing
+// turn numbers needs to know when they are estimated.
+func (c *Client) TurnIndex(ctx context.Context, threadID string, opts ...ReadOption) (*TurnIndex, error) {
 	o := NewReadConfig(opts...)
 	ctx, cancel, err := c.begin(ctx)
 	if err != nil {
 		return nil, c.fail("Turns", threadID, err)
 	}
 	defer cancel()
-	resp, err := c.rpc.Turns(ctx, &historydv1.TurnsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, IncludeKeysWritten: o.KeysWritten})
+	resp, err := c.rpc.Turns(ctx, &historydv1.TurnsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, IncludeKeysWritten: o.KeysWritten, Channel: o.Channel})
 	if err != nil {
 		return nil, c.fail("Turns", threadID, err)
 	}
-	out := make([]TurnInfo, 0, len(resp.GetTurns()))
+	idx := &TurnIndex{Total: int(resp.GetTotal()), Turns: make([]TurnInfo, 0, len(resp.GetTurns())), Numbering: fromNumbering(resp.GetNumbering())}
 	for _, t := range resp.GetTurns() {
-		info := TurnInfo{Turn: int(t.GetNumber()), Question: t.GetQuestion(), Retained: t.GetRetained(), CheckpointID: t.GetCheckpointId(), KeysWritten: t.GetKeysWritten()}
+		info := TurnInfo{Turn: int(t.GetNumber()), Question: t.GetQuestion(), Retained: t.GetRetained(), CheckpointID: t.GetCheckpointId(), KeysWritten: t.GetKeysWritten(), AnsweredWith: ints(t.GetAnsweredWith())}
 		if t.GetEndedAt() != nil {
 			info.EndedAt = t.GetEndedAt().AsTime()
 		}
-		out = append(out, info)
+		idx.Turns = append(idx.Turns, info)
 	}
-	return out, nil
+	return idx, nil
 }
 
 // begin checks the Client can make a call and applies the default timeout.

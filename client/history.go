@@ -8,7 +8,8 @@
 //   - ThreadHistory is the small interface the rest of a host programs
 //     against, so tests and other transports can stand in for the service.
 //   - Client implements it over gRPC (Dial or New), with TLS, a bearer token,
-//     a per-call timeout and retries of UNAVAILABLE, and adds Turns and
+//     a per-call timeout and retries of UNAVAILABLE, and adds Turns (and
+//     TurnIndex, the same with the total and the numbering) and
 //     StreamSnapshots (every turn, one message each, for long histories).
 //     Its defaults are the Python and TypeScript clients' too
 //     (client/testdata/defaults.json).
@@ -17,6 +18,12 @@
 //     that never happened mean opposite things to a model, so nothing here
 //     lets one pass for the other, and no other turn's state is ever put in
 //     a missing turn's place.
+//   - Every read says how sure its turn numbers are (Numbering: exact, or
+//     estimated once pruning has hidden how many questions came first), and
+//     a turn whose question came in one input with others says which
+//     (AnsweredWith): one run answered them all, so they share its state.
+//   - WithChannel reads another of the state channels the server serves
+//     (its --state-channels), such as deepagents' files or todos.
 //
 // The model-facing inspect_state tool built on this lives in the inspect
 // subpackage.
@@ -116,6 +123,44 @@ func (e Entry) WrittenInTurns() int {
 	return max(e.TurnsWritten, 1)
 }
 
+// Numbering says how sure a thread's turn numbers are, which depends on what
+// the checkpointer still retains. The zero value means the server did not
+// say (a server older than the field).
+type Numbering int
+
+const (
+	// NumberingComplete means the thread's first checkpoint is retained:
+	// every question was seen and every turn number is exact.
+	NumberingComplete Numbering = iota + 1
+	// NumberingCounted means the oldest checkpoints were pruned, and the
+	// questions before the oldest one left were counted from the messages it
+	// holds: exact unless messages were removed before it without a trace.
+	NumberingCounted
+	// NumberingEstimated means the oldest checkpoints were pruned and no
+	// checkpoint left shows how many questions came before (the oldest holds
+	// a summary of earlier messages, or a DeltaChannel's messages were
+	// rebuilt past a pruned checkpoint): turn numbers may be too low. A
+	// turn's Question says which question it was.
+	NumberingEstimated
+)
+
+// String returns the numbering as the Python and TypeScript clients spell
+// it: "complete", "counted", "estimated", or "unspecified" for the zero
+// value.
+func (n Numbering) String() string {
+	switch n {
+	case 0:
+		return "unspecified"
+	case NumberingComplete:
+		return "complete"
+	case NumberingCounted:
+		return "counted"
+	case NumberingEstimated:
+		return "estimated"
+	}
+	return fmt.Sprintf("Numbering(%d)", int(n))
+}
+
 // TurnState is a thread's session state at the end of one retained turn.
 type TurnState struct {
 	// Turn is the turn number, counted from 1.
@@ -131,6 +176,14 @@ type TurnState struct {
 	// holds only the requested keys when the read was projected with
 	// WithKeys.
 	State map[string]Entry
+	// AnsweredWith lists, ascending, the other turns whose questions came
+	// in the same input as this one's and were answered by the same run:
+	// this turn's state is the one that run ended on, the same as theirs.
+	// Empty for a turn asked on its own.
+	AnsweredWith []int
+	// Numbering says how sure the thread's turn numbers were when this turn
+	// was read.
+	Numbering Numbering
 }
 
 // History is every retained turn of a thread, and how many turns it has had.
@@ -140,6 +193,8 @@ type History struct {
 	Total int
 	// Turns holds the retained turns in ascending order of Turn.
 	Turns []TurnState
+	// Numbering says how sure the turn numbers are.
+	Numbering Numbering
 }
 
 // Retained returns the numbers of the retained turns in ascending order.
@@ -155,7 +210,7 @@ func (h *History) Retained() []int {
 // code holding a History draws the same three-way distinction without a
 // second call. The returned Snapshot shares its State map with h.
 func (h *History) At(n int) *Snapshot {
-	s := &Snapshot{Turn: n, Total: h.Total, Retained: h.Retained()}
+	s := &Snapshot{Turn: n, Total: h.Total, Retained: h.Retained(), Numbering: h.Numbering}
 	if n < 1 || n > h.Total {
 		s.Outcome = NoSuchTurn
 		return s
@@ -165,9 +220,7 @@ func (h *History) At(n int) *Snapshot {
 		s.Outcome = NoLongerRetained
 		return s
 	}
-	t := h.Turns[i]
-	s.Outcome = Found
-	s.Question, s.CheckpointID, s.EndedAt, s.State = t.Question, t.CheckpointID, t.EndedAt, t.State
+	s.found(h.Turns[i])
 	return s
 }
 
@@ -205,6 +258,20 @@ type Snapshot struct {
 	// State maps each session-state key to its entry as the turn ended.
 	// Found only: nil for the two misses.
 	State map[string]Entry
+	// AnsweredWith lists, ascending, the other turns whose questions came
+	// in the same input as this one's and were answered by the same run,
+	// whose end state this one shares. Found only.
+	AnsweredWith []int
+	// Numbering says how sure the thread's turn numbers are, for every
+	// outcome: with NumberingEstimated, Turn may name a later question than
+	// the caller counted, and Total may be too low.
+	Numbering Numbering
+}
+
+// found fills the Found-only fields from t.
+func (s *Snapshot) found(t TurnState) {
+	s.Outcome = Found
+	s.Question, s.CheckpointID, s.EndedAt, s.State, s.AnsweredWith = t.Question, t.CheckpointID, t.EndedAt, t.State, t.AnsweredWith
 }
 
 // Current returns the thread's current session state: the state its newest
@@ -235,7 +302,7 @@ func Current(ctx context.Context, h ThreadHistory, threadID string, opts ...Read
 	return h.Snapshot(ctx, threadID, probe.Total, opts...)
 }
 
-// ReadOption adjusts one read: which namespace, which keys.
+// ReadOption adjusts one read: which namespace, which channel, which keys.
 type ReadOption func(*ReadConfig)
 
 // ReadConfig is what a set of ReadOptions asks for. Implementations of
@@ -243,6 +310,8 @@ type ReadOption func(*ReadConfig)
 type ReadConfig struct {
 	// Namespace is the checkpoint namespace; empty is the root graph.
 	Namespace string
+	// Channel is the state channel to read; empty is the server's default.
+	Channel string
 	// Keys restricts returned state to these keys; empty means every key.
 	Keys []string
 	// KeysWritten asks Turns for each turn's keys_written.
@@ -274,6 +343,15 @@ func WithKeys(keys ...string) ReadOption {
 // the root graph's (the empty namespace, the default).
 func WithNamespace(ns string) ReadOption {
 	return func(o *ReadConfig) { o.Namespace = ns }
+}
+
+// WithChannel reads the state channel name instead of the server's default
+// (the first of its --state-channels), e.g. deepagents' "files" or "todos".
+// It must be one the server serves: any other fails with INVALID_ARGUMENT
+// naming the ones it does. For Turns it picks the channel whose keys
+// WithKeysWritten lists.
+func WithChannel(name string) ReadOption {
+	return func(o *ReadConfig) { o.Channel = name }
 }
 
 // WithKeysWritten asks Client.Turns to list, for each retained turn, the keys

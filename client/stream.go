@@ -17,8 +17,9 @@ import (
 // StreamSnapshots reads what Snapshots does, every retained turn's state in
 // ascending order, one turn per message of historyd's StreamSnapshots rpc, so
 // a long history never has to fit in one response nor in memory: each turn
-// can be used and dropped before the next arrives. WithKeys, WithNamespace
-// and WithFromTurn apply.
+// can be used and dropped before the next arrives. WithKeys, WithNamespace,
+// WithChannel and WithFromTurn apply; each turn carries the numbering its
+// message was sent with.
 //
 // The sequence yields each turn with a nil error, or, once, a nil turn and
 // the error that ended the read. Breaking out of the loop cancels the call.
@@ -43,7 +44,7 @@ func (c *Client) StreamSnapshots(ctx context.Context, threadID string, opts ...R
 		from := int32(min(max(o.FromTurn, math.MinInt32), math.MaxInt32))
 		failures := 0
 		for {
-			err := c.stream(ctx, &historydv1.StreamSnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys, FromTurn: from},
+			err := c.stream(ctx, &historydv1.StreamSnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys, FromTurn: from, Channel: o.Channel},
 				func(t *TurnState) bool {
 					failures = 0
 					from = int32(min(t.Turn, math.MaxInt32-1)) + 1
@@ -90,7 +91,7 @@ func (c *Client) stream(ctx context.Context, req *historydv1.StreamSnapshotsRequ
 		if msg.GetTurn() == nil {
 			continue // the one message of a thread with no retained turn
 		}
-		t := fromTurnState(msg.GetTurn())
+		t := fromTurnState(msg.GetTurn(), msg.GetNumbering())
 		if !fn(&t) {
 			return errStopped
 		}

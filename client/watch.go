@@ -22,6 +22,8 @@ type WatchQuery struct {
 	Keys []string
 	// Namespace is the checkpoint namespace; empty is the root graph.
 	Namespace string
+	// Channel is the state channel sent; empty is the server's default.
+	Channel string
 	// Checkpoints also yields the state at each new checkpoint as it is
 	// written.
 	Checkpoints bool
@@ -69,7 +71,7 @@ func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) 
 		after := int32(min(max(q.AfterTurn, -1), math.MaxInt32))
 		failures := 0
 		for {
-			err := c.watch(ctx, &historydv1.WatchTurnsRequest{ThreadId: threadID, CheckpointNs: q.Namespace, AfterTurn: after, Keys: q.Keys, Checkpoints: q.Checkpoints},
+			err := c.watch(ctx, &historydv1.WatchTurnsRequest{ThreadId: threadID, CheckpointNs: q.Namespace, AfterTurn: after, Keys: q.Keys, Channel: q.Channel, Checkpoints: q.Checkpoints},
 				func(ev *WatchEvent) bool {
 					failures = 0
 					if !ev.Checkpoint {
@@ -119,9 +121,9 @@ func (c *Client) watch(ctx context.Context, req *historydv1.WatchTurnsRequest, f
 		ev := &WatchEvent{Total: int(msg.GetTotal())}
 		switch e := msg.GetEvent().(type) {
 		case *historydv1.WatchTurnsResponse_TurnEnded:
-			ev.State = fromTurnState(e.TurnEnded)
+			ev.State = fromTurnState(e.TurnEnded, msg.GetNumbering())
 		case *historydv1.WatchTurnsResponse_Checkpoint:
-			ev.Checkpoint, ev.State = true, fromTurnState(e.Checkpoint)
+			ev.Checkpoint, ev.State = true, fromTurnState(e.Checkpoint, msg.GetNumbering())
 		default:
 			continue // an event this client does not know
 		}

@@ -1,7 +1,9 @@
-// Package demo writes a small LangGraph checkpoint file to try historyd on,
+// Package demo writes a small LangGraph checkpoint store to try historyd on,
 // without running an agent: an SQLite database in exactly the format
-// Python's SqliteSaver (langgraph-checkpoint-sqlite) writes, holding one
-// scripted conversation of a ReAct agent with a sketch tool.
+// Python's SqliteSaver (langgraph-checkpoint-sqlite) writes (Write), or
+// threads in a PostgreSQL database in exactly the format Python's
+// PostgresSaver (langgraph-checkpoint-postgres) writes (WritePostgres),
+// holding one scripted conversation of a ReAct agent with a sketch tool.
 //
 // Thread "demo" has four turns. Turn 1 sketches a boundary around the
 // Severn catchment and stores its area, name and GeoJSON feature in
@@ -13,7 +15,7 @@
 // with their pending writes: historyd must report those turns as no longer
 // retained rather than serve another turn's state.
 //
-// The file is reproducible: ids, timestamps and channel versions come from
+// The demo is reproducible: ids, timestamps and channel versions come from
 // a fixed start time and a seeded generator, so writing it twice gives the
 // same rows.
 package demo
@@ -61,8 +63,9 @@ var (
 )
 
 // ErrNotDemo is returned by Write when the path holds something other than
-// a demo file, which it will not overwrite.
-var ErrNotDemo = errors.New("not a historyd demo file")
+// a demo file, and by WritePostgres when the demo's threads hold rows an
+// earlier demo did not write: neither is overwritten.
+var ErrNotDemo = errors.New("not written by historyd demo")
 
 // ThreadInfo describes one thread of the demo file.
 type ThreadInfo struct {

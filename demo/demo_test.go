@@ -333,12 +333,19 @@ func TestWriteDecodes(t *testing.T) {
 // TestWriteServes reads the file through historyd's own SQLite backend and
 // store: the turns, totals, questions and state a client would be served.
 func TestWriteServes(t *testing.T) {
-	ctx := context.Background()
-	b, err := sqlite.Open(ctx, sqlite.Config{Path: writeDemo(t)})
+	b, err := sqlite.Open(context.Background(), sqlite.Config{Path: writeDemo(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	checkServes(t, b)
+}
+
+// checkServes reads the demo through a backend and historyd's store: the
+// turns, totals, questions and state a client would be served.
+func checkServes(t *testing.T, b store.Backend) {
+	t.Helper()
+	ctx := context.Background()
 	s := store.New(store.Config{Backend: b})
 
 	h, err := s.History(ctx, store.Ref{ThreadID: Thread})
@@ -651,38 +658,61 @@ func nextNodes(values map[string]any) []string {
 // played through LangGraph and SqliteSaver gives the same rows, byte for
 // byte, up to ids, times and random version suffixes.
 func TestLangGraphReadsDemo(t *testing.T) {
+	py := testPython(t)
+	path := writeDemo(t)
+	sum := fileSum(t, path)
+	work := t.TempDir()
+	check := filepath.Join(work, "ours.db")
+	data, _ := os.ReadFile(path)
+	os.WriteFile(check, data, 0o644)
+	rep := runLangGraphCheck(t, py, "sqlite", check, writeTranscript(t, work), work)
+	if fileSum(t, path) != sum {
+		t.Fatal("the check changed the demo file")
+	}
+	db := openDB(t, path)
+	checkLangGraphReport(t, rep, func(t *testing.T, thread string) []dbRow { return readThread(t, db, thread) })
+}
+
+// testPython is the venv python the LangGraph checks run with.
+func testPython(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("skipped in -short mode: runs real LangGraph")
 	}
 	py := os.Getenv("HISTORYD_TEST_PYTHON")
 	if py == "" {
 		t.Fatal("HISTORYD_TEST_PYTHON is not set: point it at the python of the venv scripts/pyenv.sh builds " +
-			"(.cache/venv/bin/python, with langgraph and langgraph-checkpoint-sqlite), or run scripts/test.sh, " +
-			"which sets it; use -short to skip this test")
+			"(.cache/venv/bin/python, with langgraph, langgraph-checkpoint-sqlite and langgraph-checkpoint-postgres), " +
+			"or run scripts/test.sh, which sets it; use -short to skip this test")
 	}
-	path := writeDemo(t)
-	sum := fileSum(t, path)
-	work := t.TempDir()
-	transcript := filepath.Join(work, "transcript.msgpack")
-	if err := os.WriteFile(transcript, encodeTranscript(t), 0o644); err != nil {
+	return py
+}
+
+// writeTranscript writes the conversation for the LangGraph check into
+// dir and returns its path.
+func writeTranscript(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "transcript.msgpack")
+	if err := os.WriteFile(path, encodeTranscript(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	check := filepath.Join(work, "ours.db")
-	data, _ := os.ReadFile(path)
-	os.WriteFile(check, data, 0o644)
-	out := filepath.Join(work, "report.json")
+	return path
+}
+
+// runLangGraphCheck runs testdata/langgraph_check.py with args (the
+// report's path is added last) and returns its report.
+func runLangGraphCheck(t *testing.T, py string, args ...string) langGraphReport {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "report.json")
 	script, _ := filepath.Abs(filepath.Join("testdata", "langgraph_check.py"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, script, check, transcript, work, out)
+	cmd := exec.CommandContext(ctx, py, append(append([]string{script}, args...), out)...)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", py, script, err, stderr.String())
-	}
-	if fileSum(t, path) != sum {
-		t.Fatal("the check changed the demo file")
 	}
 	raw, err := os.ReadFile(out)
 	if err != nil {
@@ -693,14 +723,21 @@ func TestLangGraphReadsDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("checked with %v", rep.Versions)
+	return rep
+}
 
+// checkLangGraphReport holds the demo to what LangGraph reported: the
+// rows its saver writes for the same conversation, what it reads from
+// each checkpoint compared with the Go decoding of the rows (rows lists a
+// thread's, in id order), and a fifth turn resumed on a copy.
+func checkLangGraphReport(t *testing.T, rep langGraphReport, rows func(t *testing.T, thread string) []dbRow) {
 	t.Run("format", func(t *testing.T) {
 		for _, f := range []fileReport{rep.Ours, rep.LG} {
 			for _, p := range f.Problems {
 				t.Error(p)
 			}
 		}
-		if !reflect.DeepEqual(rep.Ours.Schema, rep.LG.Schema) {
+		if len(rep.Ours.Schema) == 0 || !reflect.DeepEqual(rep.Ours.Schema, rep.LG.Schema) {
 			t.Errorf("schema:\nours:      %q\nlanggraph: %q", rep.Ours.Schema, rep.LG.Schema)
 		}
 		if rep.Ours.JournalMode != rep.LG.JournalMode {
@@ -708,7 +745,7 @@ func TestLangGraphReadsDemo(t *testing.T) {
 		}
 		for _, thread := range demoThreads {
 			ours, lg := rep.Ours.Threads[thread], rep.LG.Threads[thread]
-			if len(ours) != len(lg) {
+			if len(ours) != len(lg) || len(ours) == 0 {
 				t.Errorf("%s: %d checkpoints, LangGraph wrote %d", thread, len(ours), len(lg))
 			}
 			for i := range min(len(ours), len(lg)) {
@@ -720,17 +757,16 @@ func TestLangGraphReadsDemo(t *testing.T) {
 		}
 	})
 
-	db := openDB(t, path)
 	for _, thread := range demoThreads {
 		t.Run("read/"+thread, func(t *testing.T) {
 			var got readReport
 			if err := json.Unmarshal(rep.Read[thread], &got); err != nil {
 				t.Fatal(err)
 			}
-			rows := readThread(t, db, thread)
+			rows := rows(t, thread)
 			slices.Reverse(rows) // LangGraph lists newest first
 			if len(got.List) != len(rows) || len(got.History) != len(rows) {
-				t.Fatalf("LangGraph lists %d checkpoints and %d states, the file has %d", len(got.List), len(got.History), len(rows))
+				t.Fatalf("LangGraph lists %d checkpoints and %d states, the store has %d", len(got.List), len(got.History), len(rows))
 			}
 			for i, r := range rows {
 				l, h := got.List[i], got.History[i]
@@ -787,7 +823,7 @@ func TestLangGraphReadsDemo(t *testing.T) {
 		if err := json.Unmarshal(rep.Read["resume"], &got); err != nil {
 			t.Fatal(err)
 		}
-		rows := readThread(t, db, Thread)
+		rows := rows(t, Thread)
 		last := rows[len(rows)-1]
 		step := int(last.metadata["step"].(float64))
 		if got.NewCheckpoints != 3 || !slices.Equal(got.NewSteps, []int{step + 1, step + 2, step + 3}) ||

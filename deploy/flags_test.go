@@ -11,8 +11,8 @@ import (
 
 // serveHelp builds historyd from the enclosing module and returns what
 // `historyd serve --help` lists: flag names and the variables naming them.
-// The help goes to stderr (the flag package's default), so both streams
-// are read.
+// Help asked for goes to stdout, and only stdout is read, so that a
+// warning on stderr can never pass for a flag.
 func serveHelp(t *testing.T) (flags, envs map[string]bool) {
 	t.Helper()
 	goTool := os.Getenv("GO")
@@ -28,9 +28,12 @@ func serveHelp(t *testing.T) (flags, envs map[string]bool) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/historyd: %v\n%s", err, out)
 	}
-	out, err := exec.Command(bin, "serve", "--help").CombinedOutput()
+	var stderr strings.Builder
+	help := exec.Command(bin, "serve", "--help")
+	help.Stderr = &stderr
+	out, err := help.Output()
 	if err != nil {
-		t.Fatalf("historyd serve --help: %v\n%s", err, out)
+		t.Fatalf("historyd serve --help: %v\n%s%s", err, out, stderr.String())
 	}
 	flags, envs = map[string]bool{}, map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9][a-z0-9-]*)`).FindAllStringSubmatch(string(out), -1) {
@@ -90,9 +93,10 @@ func TestSettingsAreHistorydFlags(t *testing.T) {
 					t.Errorf("container %s: no HISTORYD_* variables; the ConfigMap is not reaching it", c.Name)
 				}
 				// A ConfigMap is for historyd's settings, and for the
-				// standard OpenTelemetry variables once historyd reads them;
-				// anything else (the Go runtime's) is set next to what it
-				// depends on, in the Deployment.
+				// standard OpenTelemetry variables historyd reads
+				// (TestTracingSettings checks their names); anything else
+				// (the Go runtime's) is set next to what it depends on, in
+				// the Deployment.
 				for _, from := range c.EnvFrom {
 					if from.ConfigMapRef == nil {
 						continue

@@ -111,6 +111,12 @@ type Ext struct {
 	Method string
 }
 
+// Raw is a value encoded as msgpack already, by EncodeMsgpack or
+// otherwise, written into a larger value as it is: a generator that keeps
+// each message's encoding need not encode the whole list again for every
+// checkpoint. The encoder does not check it.
+type Raw []byte
+
 // EncodeMsgpack writes v as the msgpack that JsonPlusSerializer.dumps_typed
 // gives for the corresponding Python value (its type is "msgpack"). v may
 // be built of:
@@ -123,7 +129,8 @@ type Ext struct {
 //     string keys (a dict with sorted keys, so the bytes do not depend on Go
 //     map iteration order);
 //   - []any and any other slice or array (a list);
-//   - Ext (a Python object) and time.Time (a datetime, see Datetime).
+//   - Ext (a Python object) and time.Time (a datetime, see Datetime);
+//   - Raw (msgpack encoded already, written as it is).
 //
 // Anything else, and nesting deeper than lgcodec.DefaultMaxDepth (which only a
 // cycle would reach), is an error.
@@ -214,6 +221,11 @@ func (e *encoder) value(v any, depth int) error {
 				return pathError(err, "["+strconv.Itoa(i)+"]")
 			}
 		}
+	case Raw:
+		if len(v) == 0 {
+			return encodeError("empty Raw value: not a msgpack value")
+		}
+		e.buf = append(e.buf, v...)
 	case Ext:
 		return e.ext(v, depth)
 	case *Ext:

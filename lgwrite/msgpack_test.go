@@ -62,14 +62,16 @@ func TestEncodeRoundTripPlain(t *testing.T) {
 		{"typed slice", [][]float64{{-2.5, 52.1}, {-2.4, 52.2}}, []any{[]any{-2.5, 52.1}, []any{-2.4, 52.2}}},
 		{"map", map[string]any{"b": 1, "a": []any{true}}, map[string]any{"a": []any{true}, "b": int64(1)}},
 		{"typed map", map[string]int{"x": 1}, map[string]any{"x": int64(1)}},
+		{"raw inside a list", []any{Raw(mustEncode(Map{{"k", "v"}})), 1}, []any{map[string]any{"k": "v"}, int64(1)}},
 		{"ordered map", Map{{"z", 1}, {"a", Map{{"k", "v"}}}}, map[string]any{"z": int64(1), "a": map[string]any{"k": "v"}}},
 		{"sixteen entries", Map{{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"5", 5}, {"6", 6}, {"7", 7}, {"8", 8}, {"9", 9}, {"a", 10}, {"b", 11}, {"c", 12}, {"d", 13}, {"e", 14}, {"f", 15}},
 			map[string]any{"0": int64(0), "1": int64(1), "2": int64(2), "3": int64(3), "4": int64(4), "5": int64(5), "6": int64(6), "7": int64(7), "8": int64(8), "9": int64(9), "a": int64(10), "b": int64(11), "c": int64(12), "d": int64(13), "e": int64(14), "f": int64(15)}},
 		{"pointer", new(int), int64(0)},
 		{"named string", testKind("k"), "k"},
-		{"uuid ext", Ext{Code: ExtSingleArg, Module: "uuid", Class: "UUID", Data: "12345678123456781234567812345678"}, "12345678123456781234567812345678"},
-		{"date ext", Ext{Code: ExtPosArgs, Module: "datetime", Class: "date", Data: []any{2026, 3, 14}}, []any{int64(2026), int64(3), int64(14)}},
-		{"datetime", time.Date(2026, 3, 14, 9, 26, 53, 589793000, time.UTC), "2026-03-14T09:26:53.589793+00:00"},
+		// Python values read back as lgcodec renders them (as pydantic does).
+		{"uuid ext", Ext{Code: ExtSingleArg, Module: "uuid", Class: "UUID", Data: "12345678123456781234567812345678"}, "12345678-1234-5678-1234-567812345678"},
+		{"date ext", Ext{Code: ExtPosArgs, Module: "datetime", Class: "date", Data: []any{2026, 3, 14}}, "2026-03-14"},
+		{"datetime", time.Date(2026, 3, 14, 9, 26, 53, 589793000, time.UTC), "2026-03-14T09:26:53.589793Z"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -169,6 +171,7 @@ func TestEncodeRefuses(t *testing.T) {
 		{"ext method extra", Ext{Code: ExtSingleArg, Module: "m", Class: "c", Method: "x"}, `$`},
 		{"ext no class", Ext{Code: ExtSingleArg, Module: "m"}, `$`},
 		{"inside ext", HumanMessage("h", []any{make(chan int)}), `$<HumanMessage>["content"][0]`},
+		{"empty raw", []any{Raw(nil)}, `$[0]`},
 		{"cycle", cyclic, ""},
 	}
 	for _, c := range cases {
@@ -446,4 +449,12 @@ func TestMapSet(t *testing.T) {
 	if _, ok := m.Get("z"); ok {
 		t.Error("Get(z) found something")
 	}
+}
+
+func mustEncode(v any) []byte {
+	b, err := EncodeMsgpack(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

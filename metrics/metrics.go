@@ -1,6 +1,7 @@
 // Package metrics exposes historyd to Prometheus and to HTTP probes: gRPC
 // server metrics (go-grpc-middleware's Prometheus provider), the latency and
-// errors of every store query, the Go runtime's and the process's own
+// errors of every store query, whether the store answered its last probe,
+// the build (historyd_build_info), the Go runtime's and the process's own
 // metrics, and /healthz and /readyz for orchestrators that probe over HTTP.
 //
 // It serves on its own listener, apart from gRPC, so that scraping needs no
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/historyd/historyd/buildinfo"
 	"github.com/historyd/historyd/store"
 )
 
@@ -35,15 +37,21 @@ type Metrics struct {
 
 	storeDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
+	storeUp       prometheus.Gauge
 }
 
 // storeMethods are the Backend methods timed, listed so that every series
 // exists from the start: a rate over a series that appears only on the
 // first error reads as no errors at all.
-var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Values", "Writes", "Threads", "Ping"}
+var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Values", "Writes", "Newest", "Threads", "Ping"}
 
-// New returns a Metrics with its collectors registered.
-func New() *Metrics {
+// New returns a Metrics with its collectors registered; build is what
+// historyd_build_info reports (the zero Info: the binary's own build
+// information, buildinfo.Read("", "")).
+func New(build buildinfo.Info) *Metrics {
+	if build == (buildinfo.Info{}) {
+		build = buildinfo.Read("", "")
+	}
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		GRPC:     grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram()),
@@ -58,7 +66,19 @@ func New() *Metrics {
 			Name: "historyd_store_query_errors_total",
 			Help: "Checkpoint store queries that failed, by store.Backend method; calls cancelled by their caller are not counted.",
 		}, []string{"method"}),
+		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "historyd_store_up",
+			Help: "1 when the last probe of the checkpoint store (at start, then every health interval) succeeded, 0 when it failed.",
+		}),
 	}
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "historyd_build_info",
+		Help: "Always 1; the labels say which build is running, as `historyd version` does.",
+		ConstLabels: prometheus.Labels{
+			"version": build.Version, "commit": build.Commit, "goversion": build.GoVersion,
+		},
+	})
+	buildInfo.Set(1)
 	for _, meth := range storeMethods {
 		m.storeDuration.WithLabelValues(meth)
 		m.storeErrors.WithLabelValues(meth)
@@ -69,6 +89,8 @@ func New() *Metrics {
 		m.GRPC,
 		m.storeDuration,
 		m.storeErrors,
+		m.storeUp,
+		buildInfo,
 	)
 	return m
 }
@@ -198,9 +220,26 @@ func (b *timedBackend) EachWrite(ctx context.Context, ref store.Ref, channel str
 	})
 }
 
+func (b *timedBackend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+	return b.timed("Newest", func(call func(func() error) error) error {
+		return b.inner.Newest(ctx, ref, limit, func(r store.Row) error { return call(func() error { return fn(r) }) })
+	})
+}
+
+// Ping is the store probe the health service runs (and server.New, once,
+// at start), so its outcome is also historyd_store_up. A probe cancelled
+// by its caller, at shutdown, leaves the gauge as it was.
 func (b *timedBackend) Ping(ctx context.Context) (err error) {
 	start := time.Now()
-	defer func() { b.m.observe("Ping", start, err) }()
+	defer func() {
+		b.m.observe("Ping", start, err)
+		switch {
+		case err == nil:
+			b.m.storeUp.Set(1)
+		case !errors.Is(err, context.Canceled):
+			b.m.storeUp.Set(0)
+		}
+	}()
 	return b.inner.Ping(ctx)
 }
 

@@ -7,10 +7,19 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	"github.com/historyd/historyd/buildinfo"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/metrics"
 	"github.com/historyd/historyd/server"
@@ -112,7 +121,7 @@ func TestHealthzAndReadyz(t *testing.T) {
 // The metered backend times each read under its own name: a store's first
 // read of a thread lists it whole, the second only what is newer.
 func TestBackendTimesEachRead(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(buildinfo.Info{})
 	inner := storetest.NewMemory()
 	storetest.Build(inner, store.Ref{ThreadID: "t"}, storetest.Demo)
 	st := store.New(store.Config{Backend: m.Backend(inner)})
@@ -144,7 +153,7 @@ func (lenEncoder) Encode(e store.Entry) ([]byte, error) { return []byte(fmt.Spri
 
 // The state cache's statistics are exported and follow the store.
 func TestWatchStore(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(buildinfo.Info{})
 	mem := storetest.NewMemory()
 	ref := store.Ref{ThreadID: "t"}
 	storetest.Build(mem, ref, storetest.Demo)
@@ -188,7 +197,7 @@ func TestWatchStore(t *testing.T) {
 // A value the store cannot decode is not a store error; a store that fails
 // is.
 func TestValuesErrorsAreTheStores(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(buildinfo.Info{})
 	mem := storetest.NewMemory()
 	ref := store.Ref{ThreadID: "t"}
 	mem.PutBlobs(ref, "1f0c-000001", time.Now(), map[string]store.Blob{"tool_state": {Type: "msgpack", Data: []byte{0x82, 0xa1}}})
@@ -223,4 +232,181 @@ func TestValuesErrorsAreTheStores(t *testing.T) {
 	if got := errorsOf(); !strings.HasSuffix(got, " 1") {
 		t.Errorf("after a store failure: %q; want 1 store error", got)
 	}
+}
+
+// scrape reads /metrics as Prometheus does, into metric families.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	code, body := get(t, url+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	return families
+}
+
+// series returns the label sets of a family's series, each as name=value
+// pairs, and their values.
+func series(families map[string]*dto.MetricFamily, name string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range families[name].GetMetric() {
+		var labels []string
+		for _, l := range m.GetLabel() {
+			labels = append(labels, l.GetName()+"="+l.GetValue())
+		}
+		out[strings.Join(labels, ",")] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+	}
+	return out
+}
+
+// grpcServices lists the services the gRPC metrics have series for.
+func grpcServices(families map[string]*dto.MetricFamily) map[string]bool {
+	out := map[string]bool{}
+	for _, name := range []string{"grpc_server_started_total", "grpc_server_handled_total", "grpc_server_handling_seconds", "grpc_server_msg_received_total", "grpc_server_msg_sent_total"} {
+		for _, m := range families[name].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "grpc_service" {
+					out[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// probe calls what probes and operators call: a health check and a
+// reflection listing.
+func probe(t *testing.T, srv *servertest.Server) {
+	t.Helper()
+	conn := srv.Conn(t)
+	if _, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("reflection stream ended with %v", err)
+	}
+}
+
+// By default /metrics has per-method series for every ThreadHistory
+// method, from the generated service description so that a method added
+// later is held to it too, and none for health and reflection, however
+// often they are called; --metrics-all-methods brings those back.
+func TestGRPCSeriesCoverThreadHistoryOnly(t *testing.T) {
+	mem := storetest.NewMemory()
+	_, srv, url := setup(t, mem)
+	probe(t, srv)
+
+	families := scrape(t, url)
+	if got := grpcServices(families); len(got) != 1 || !got["historyd.v1.ThreadHistory"] {
+		t.Errorf("gRPC metrics have series for %v, want historyd.v1.ThreadHistory only", got)
+	}
+	started := series(families, "grpc_server_started_total")
+	handled := series(families, "grpc_server_handled_total")
+	desc := historydv1.ThreadHistory_ServiceDesc
+	methods := map[string]string{}
+	for _, m := range desc.Methods {
+		methods[m.MethodName] = "unary"
+	}
+	for _, s := range desc.Streams {
+		methods[s.StreamName] = map[bool]string{true: "server_stream", false: "bidi_stream"}[s.ServerStreams && !s.ClientStreams]
+	}
+	if len(methods) < 4 {
+		t.Fatalf("ThreadHistory has %d methods?", len(methods))
+	}
+	for name, typ := range methods {
+		labels := "grpc_method=" + name + ",grpc_service=" + desc.ServiceName + ",grpc_type=" + typ
+		if v, ok := started[labels]; !ok || v != 0 {
+			t.Errorf("grpc_server_started_total{%s} = %v, %v; want a series at 0", labels, v, ok)
+		}
+		if _, ok := handled["grpc_code=OK,"+labels]; !ok {
+			t.Errorf("grpc_server_handled_total has no OK series for %s", name)
+		}
+	}
+	if n := len(started); n != len(methods) {
+		t.Errorf("grpc_server_started_total has %d series, want one per ThreadHistory method (%d)", n, len(methods))
+	}
+
+	all := servertest.Start(t, server.Config{Store: store.Config{Backend: mem}, Metrics: true, MetricsAllMethods: true})
+	hs := httptest.NewServer(all.MetricsHandler())
+	t.Cleanup(hs.Close)
+	probe(t, all)
+	families = scrape(t, hs.URL)
+	got := grpcServices(families)
+	for _, svc := range []string{"historyd.v1.ThreadHistory", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"} {
+		if !got[svc] {
+			t.Errorf("with MetricsAllMethods, no series for %s", svc)
+		}
+	}
+	if v := series(families, "grpc_server_handled_total")["grpc_code=OK,grpc_method=Check,grpc_service=grpc.health.v1.Health,grpc_type=unary"]; v != 1 {
+		t.Errorf("with MetricsAllMethods, health checks counted = %v, want 1", v)
+	}
+}
+
+func TestBuildInfo(t *testing.T) {
+	build := buildinfo.Info{Version: "v1.2.3", Commit: "0123456789abcdef", Modified: "false", GoVersion: "go1.99.1", Platform: "linux/amd64"}
+	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: storetest.NewMemory()}, Metrics: true, Build: build})
+	hs := httptest.NewServer(srv.MetricsHandler())
+	t.Cleanup(hs.Close)
+	got := series(scrape(t, hs.URL), "historyd_build_info")
+	want := map[string]float64{"commit=0123456789abcdef,goversion=go1.99.1,version=v1.2.3": 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("historyd_build_info = %v, want %v", got, want)
+	}
+
+	// Without a Build, the binary's own: a test binary knows its Go version.
+	_, _, url := setup(t, storetest.NewMemory())
+	got = series(scrape(t, url), "historyd_build_info")
+	if len(got) != 1 {
+		t.Fatalf("historyd_build_info = %v, want one series", got)
+	}
+	for labels, v := range got {
+		if v != 1 || !strings.Contains(labels, "goversion="+runtime.Version()) || !strings.Contains(labels, "version=") {
+			t.Errorf("historyd_build_info{%s} = %v", labels, v)
+		}
+	}
+}
+
+// historyd_store_up follows the health service's probes of the store.
+func TestStoreUp(t *testing.T) {
+	mem := storetest.NewMemory()
+	_, _, url := setup(t, mem)
+	up := func() float64 {
+		s := series(scrape(t, url), "historyd_store_up")
+		if len(s) != 1 {
+			t.Fatalf("historyd_store_up = %v, want one series", s)
+		}
+		return s[""]
+	}
+	waitFor := func(want float64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for up() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("historyd_store_up = %v, want %v", up(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor(1)
+	mem.SetErr(errors.New("connection refused"))
+	waitFor(0)
+	mem.SetErr(nil)
+	waitFor(1)
 }

@@ -16,7 +16,10 @@
 #   Otherwise a throwaway cluster is started with scripts/pg-test.sh, with
 #   its own env file (HISTORYD_BENCH_PG_ENV, default .cache/bench-pg.env), and
 #   stopped on exit unless it was already running or PG_TEST_KEEP=1 (keeping
-#   it lets the next run reuse the generated threads).
+#   it lets the next run reuse the generated threads). A PgBouncer in
+#   transaction mode in front of it (scripts/pg-test.sh pooler start) serves
+#   the pooler row; with HISTORYD_BENCH_DSN, HISTORYD_BENCH_POOLER_DSN names
+#   one, or that row measures direct connections only.
 # - Python: scripts/pyenv.sh's venv (HISTORYD_VENV, default .cache/venv).
 # - Output: the table on stdout and in $HISTORYD_BENCH_WORK/table.md;
 #   progress in progress.log, every measurement in results.json, historyd's
@@ -53,8 +56,10 @@ if [[ -z ${HISTORYD_BENCH_DSN:-} ]]; then
     scripts/pg-test.sh start >>"$LOG" 2>&1
     started=1
   fi
+  scripts/pg-test.sh pooler start >>"$LOG" 2>&1
   eval "$(scripts/pg-test.sh env)"
   HISTORYD_BENCH_DSN=$HISTORYD_TEST_DSN
+  export HISTORYD_BENCH_POOLER_DSN=${HISTORYD_BENCH_POOLER_DSN:-$HISTORYD_TEST_POOLER_TX_DSN}
 fi
 
 scripts/pyenv.sh >>"$LOG" 2>&1

@@ -12,13 +12,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
+	"github.com/historyd/historyd/buildinfo"
 	"github.com/historyd/historyd/metrics"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
@@ -58,9 +61,28 @@ type Config struct {
 	// New sets it when Config.Metrics is on.
 	Service service.Options
 	// Metrics turns on Prometheus metrics (package metrics): every call,
-	// every store query, and the caches' statistics, served by
+	// every store query, whether the store answered its last probe, the
+	// caches' statistics and historyd_build_info, served by
 	// MetricsHandler. Default off.
 	Metrics bool
+	// MetricsAllMethods exports per-method gRPC metrics for the services
+	// every caller may use (grpc.health.v1, server reflection) as well.
+	// Default off: only ThreadHistory's methods, every one of them, since
+	// probes would otherwise fill /metrics with series nobody reads.
+	MetricsAllMethods bool
+	// Build is what historyd_build_info reports; zero: the binary's own
+	// build information (buildinfo.Read), without link-time values.
+	Build buildinfo.Info
+	// TracerProvider turns on OpenTelemetry tracing (tracing.FromEnv builds
+	// one from the OTEL_* variables): a span for every call (see
+	// service.Options.TracerProvider) and for the store's index and state
+	// reads (store.SpanIndex, store.SpanReadState). The backend's statements
+	// are traced by the backend: open it with WithTracing and the same
+	// provider. Nil, the default: nothing is installed. The caller shuts the
+	// provider down once the server has stopped, so that the last calls'
+	// spans are sent. Leave Store.TracerProvider and Service.TracerProvider
+	// nil: New sets them.
+	TracerProvider trace.TracerProvider
 	// HealthInterval is how often the health service probes the store
 	// while the server serves. Default 2s.
 	HealthInterval time.Duration
@@ -117,11 +139,15 @@ type Server struct {
 
 // New builds the server over cfg.Store.Backend. It probes the store once,
 // for at most 5 seconds: a store that answers is reported SERVING from the
-// start; one that holds no checkpoint tables historyd can read fails New
-// with an error wrapping store.ErrNotCheckpointStore, since serving it
-// could never work; one that does not answer is logged and reported
-// NOT_SERVING until a later probe finds it answering, since a database
-// may well come up after historyd. Nothing is served until Serve.
+// start; one that holds no checkpoint tables historyd can read, or refuses
+// it for good (no such database, a login refused), fails New with an error
+// wrapping store.ErrNotCheckpointStore, since serving it could never work;
+// one that does not answer is logged and reported NOT_SERVING until a
+// later probe finds it answering, since a database may well come up after
+// historyd. A store that answers has its newest checkpoints sampled, and a
+// configured channel none of them holds is logged as a warning naming the
+// channels they do hold; so is the first thread listed whose checkpoints
+// hold none. Nothing is served until Serve.
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	switch {
 	case cfg.Store.Backend == nil:
@@ -130,6 +156,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, errors.New("server: Config.Service.Metrics is set by New; turn metrics on with Config.Metrics")
 	case cfg.Service.Watches != nil:
 		return nil, errors.New("server: Config.Service.Watches is set by New; configure watches with Config.Watch")
+	case cfg.Store.TracerProvider != nil || cfg.Service.TracerProvider != nil:
+		return nil, errors.New("server: Config.Store.TracerProvider and Config.Service.TracerProvider are set by New; turn tracing on with Config.TracerProvider")
 	case cfg.HealthInterval < 0:
 		return nil, fmt.Errorf("server: Config.HealthInterval %s: must not be negative (0 is the default, 2s)", cfg.HealthInterval)
 	}
@@ -143,10 +171,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 	s := &Server{log: log}
 	if cfg.Metrics {
-		s.m = metrics.New()
+		s.m = metrics.New(cfg.Build)
 		cfg.Store.Backend = s.m.Backend(cfg.Store.Backend)
 		cfg.Service.Metrics = s.m.GRPC
+		cfg.Service.MetricsAllMethods = cfg.MetricsAllMethods
 	}
+	cfg.Store.TracerProvider, cfg.Service.TracerProvider = cfg.TracerProvider, cfg.TracerProvider
+	channels := newChannelCheck(log, cfg.Store.MessagesChannel, cfg.Store.StateChannels)
+	cfg.Store.Backend = newChannelWatch(cfg.Store.Backend, channels)
 	s.st = store.New(cfg.Store)
 	if s.m != nil {
 		s.m.WatchStore(s.st)
@@ -165,13 +197,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("store unreachable at start; serving NOT_SERVING until it answers", "err", err)
 	default:
 		s.svc.SetServing(true)
+		channels.checkAtStart(ctx, cfg.Store.Backend)
 	}
 
 	// The interceptor chain and codec, then whatever the caller adds.
 	s.gs = grpc.NewServer(append(service.ServerOptions(cfg.Service), cfg.GRPCOptions...)...)
 	s.svc.Register(s.gs)
 	if s.m != nil {
-		s.m.GRPC.InitializeMetrics(s.gs)
+		// Every method's series exist from the start, counted or not, so
+		// that a rate over them reads 0 rather than nothing.
+		s.m.GRPC.InitializeMetrics(metered{s.gs, cfg.MetricsAllMethods})
 	}
 	s.probeCtx, s.stopProbe = context.WithCancel(context.Background())
 	return s, nil
@@ -250,3 +285,20 @@ func (s *Server) MetricsHandler() http.Handler {
 
 // Store returns the store the service reads.
 func (s *Server) Store() *store.Store { return s.st }
+
+// metered lists the services whose calls the metrics interceptors count:
+// every registered one but the open services (health, reflection), unless
+// all are asked for. It is what InitializeMetrics creates series for, so
+// that each ThreadHistory method has its series, whatever methods it has.
+type metered struct {
+	gs  *grpc.Server
+	all bool
+}
+
+func (m metered) GetServiceInfo() map[string]grpc.ServiceInfo {
+	infos := m.gs.GetServiceInfo()
+	if !m.all {
+		maps.DeleteFunc(infos, func(name string, _ grpc.ServiceInfo) bool { return service.OpenService(name) })
+	}
+	return infos
+}

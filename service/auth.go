@@ -18,11 +18,13 @@ import (
 
 var threadHistoryName = historydv1.ThreadHistory_ServiceDesc.ServiceName
 
-// openService reports whether a service is served without credentials:
+// OpenService reports whether a service is served without credentials:
 // health, so that load balancers can probe, and reflection, which only
 // describes the API. Everything else requires them, including services
 // added later, which then fail closed until someone decides otherwise.
-func openService(name string) bool {
+// Open services are also the ones logged at debug when their calls
+// succeed, and left out of per-method metrics unless asked for.
+func OpenService(name string) bool {
 	switch name {
 	case "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection":
 		return true

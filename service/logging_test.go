@@ -6,11 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/service"
@@ -52,9 +59,9 @@ func (s *syncBuffer) String() string {
 }
 
 // The request log records method, code and duration, and the thread only
-// as a salted hash; error texts that name the thread (store failures
-// mapped to Unavailable, and the handler's own log of an Internal error)
-// carry the hash instead.
+// as a salted hash; error texts that name the thread (the handler's own
+// log of the cause of an Unavailable or Internal error) carry the hash
+// instead.
 func TestRequestLogHidesThreadIDs(t *testing.T) {
 	const thread = "customer-8812/conversation-0042"
 	for _, tt := range []struct {
@@ -102,12 +109,10 @@ func TestRequestLogHidesThreadIDs(t *testing.T) {
 				if finished["thread"] != want || !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(want) {
 					t.Errorf("%v: thread field = %v, want %s", finished["grpc.method"], finished["thread"], want)
 				}
-				// An Internal error's cause is logged on its own line, not
-				// sent to the caller; either way the thread shows as its hash.
-				where := fmt.Sprint(finished["grpc.error"])
-				if !errors.Is(tt.fails, store.ErrUnavailable) {
-					where = buf.String()
-				}
+				// The cause of an Unavailable or Internal error is logged on
+				// its own line, not sent to the caller; there the thread
+				// shows as its hash.
+				where := buf.String()
 				if !strings.Contains(where, "thread "+want) {
 					t.Errorf("%v: error text does not carry the hash in place of the id: %v", finished["grpc.method"], where)
 				}
@@ -117,5 +122,60 @@ func TestRequestLogHidesThreadIDs(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Successful health checks and reflection calls are logged at debug, so
+// that probes every few seconds do not drown the calls that matter; a
+// failing one, and every ThreadHistory call, is logged at info or above.
+func TestOpenServicesLogAtDebug(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	mem := storetest.NewMemory()
+	storetest.Build(mem, store.Ref{ThreadID: "demo"}, storetest.Demo)
+	srv := serveWith(t, mem, service.Options{Logger: log})
+	conn := srv.conn(t, nil)
+	ctx := context.Background()
+
+	health := healthpb.NewHealthClient(conn)
+	if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "no.such.Service"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("health check of an unknown service: %v, want NotFound", err)
+	}
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	stream.CloseSend()
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("reflection stream ended with %v", err)
+	}
+	if _, err := srv.client(t).Turns(ctx, &historydv1.TurnsRequest{ThreadId: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]string{
+		"grpc.health.v1.Health/Check OK":                              "DEBUG",
+		"grpc.health.v1.Health/Check NotFound":                        "INFO",
+		"grpc.reflection.v1.ServerReflection/ServerReflectionInfo OK": "DEBUG",
+		"historyd.v1.ThreadHistory/Turns OK":                          "INFO",
+	}
+	// Each call's line is written before its answer is sent.
+	got := map[string]string{}
+	for _, r := range buf.records(t) {
+		if r["msg"] == "finished call" {
+			got[fmt.Sprintf("%v/%v %v", r["grpc.service"], r["grpc.method"], r["grpc.code"])] = fmt.Sprint(r["level"])
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("request log levels %v, want %v", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -13,6 +14,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -43,8 +45,19 @@ type Options struct {
 	// and reflection, and keeps each tenant to its threads. Nil: no
 	// authentication, every caller reads every thread.
 	Auth *auth.Authenticator
-	// Metrics, when set, counts and times every call.
+	// Metrics, when set, counts and times every call to the services that
+	// require credentials (see OpenService), and with MetricsAllMethods
+	// to health and reflection as well.
 	Metrics *grpcprom.ServerMetrics
+	// MetricsAllMethods counts health and reflection calls in Metrics too.
+	MetricsAllMethods bool
+	// TracerProvider, when set, traces every call but health checks and
+	// reflection (otelgrpc's server handler), as a child of the caller's
+	// span when the call carries W3C trace context. No span names a thread
+	// in clear: the span has the thread's hash under AttrThread, as the
+	// request log has it (none with ThreadIDsOmitted), and a status message
+	// naming the thread is redacted as logs are. Nil: nothing is installed.
+	TracerProvider trace.TracerProvider
 	// DisableReflection answers server reflection as an unknown service.
 	DisableReflection bool
 	// Watches holds the WatchTurns limits, shared with the Server the
@@ -89,11 +102,14 @@ type Options struct {
 // with, the interceptor chain assembled here and nowhere else. Outermost
 // first:
 //
-//  1. metrics, so every outcome is counted, panics and refusals included;
+//  1. metrics, so every outcome is counted, panics and refusals included
+//     (for health and reflection only with MetricsAllMethods);
 //  2. thread tagging, so what follows can log the thread's hash, never its
 //     id (server-streaming calls have their request read here, see
 //     prefetchStream);
-//  3. request logging (method, code, duration, tenant, thread hash);
+//  3. request logging (method, code, duration, tenant, thread hash), at
+//     info or above, except successful health and reflection calls: at
+//     debug, since probes would otherwise drown the calls that matter;
 //  4. panic recovery: Internal, logged with the stack, the process lives on;
 //  5. per-call limits: the response size limit and the deadline cap;
 //  6. reflection switch (streams only);
@@ -102,9 +118,10 @@ type Options struct {
 //  9. tenant isolation (see isolation), which sends denied calls to the
 //     same handlers over an empty store;
 //
-// then the handler, which validates the request. An interceptor added to
-// this chain sees responses whose state entries are still encoded, their
-// getters unset (see toTurnState); one that must read entries reads them
+// then the handler, which validates the request. With TracerProvider set,
+// otelgrpc's stats handler traces the call around all of them. An
+// interceptor added to this chain sees responses whose state entries are
+// still encoded, their getters unset (see toTurnState); one that must read entries reads them
 // from a copy made with Decoded.
 //
 // server.New is the one place a grpc.Server is built with these options;
@@ -124,6 +141,7 @@ func ServerOptions(o Options) []grpc.ServerOption {
 			return nil
 		}),
 	}
+	openLogOpts := append(slices.Clone(logOpts), logging.WithLevels(openServiceLevel))
 	recoverOpts := []recovery.Option{
 		recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 			log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
@@ -134,24 +152,31 @@ func ServerOptions(o Options) []grpc.ServerOption {
 	// and reflection: probes must work without credentials, and health
 	// watches and reflection sessions are long-lived streams that a
 	// deadline cap would cut.
-	guarded := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !openService(c.Service) })
+	guarded := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !OpenService(c.Service) })
+	open := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return OpenService(c.Service) })
 	lim := limits{maxResponse: o.MaxResponseBytes, maxDuration: o.MaxCallDuration}
 
 	var unary []grpc.UnaryServerInterceptor
 	var stream []grpc.StreamServerInterceptor
-	if o.Metrics != nil {
+	switch {
+	case o.Metrics != nil && o.MetricsAllMethods:
 		unary = append(unary, o.Metrics.UnaryServerInterceptor())
 		stream = append(stream, o.Metrics.StreamServerInterceptor())
+	case o.Metrics != nil:
+		unary = append(unary, selector.UnaryServerInterceptor(o.Metrics.UnaryServerInterceptor(), guarded))
+		stream = append(stream, selector.StreamServerInterceptor(o.Metrics.StreamServerInterceptor(), guarded))
 	}
 	unary = append(unary,
 		tagThreadUnary(tagger),
-		logging.UnaryServerInterceptor(slogAdapter(log), logOpts...),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(log), logOpts...), guarded),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(log), openLogOpts...), open),
 		recovery.UnaryServerInterceptor(recoverOpts...),
 		selector.UnaryServerInterceptor(lim.unary, guarded),
 	)
 	stream = append(stream,
 		prefetchStream(tagger),
-		logging.StreamServerInterceptor(slogAdapter(log), logOpts...),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), logOpts...), guarded),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), openLogOpts...), open),
 		recovery.StreamServerInterceptor(recoverOpts...),
 		selector.StreamServerInterceptor(lim.stream, guarded),
 	)
@@ -179,6 +204,11 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.ForceServerCodecV2(newSpliceCodec()),
 	}
+	if o.TracerProvider != nil {
+		// A stats handler sees each call before the first interceptor and
+		// after the last, so the span covers all of the chain.
+		opts = append(opts, grpc.StatsHandler(tracingHandler(o.TracerProvider, tagger)))
+	}
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
 	}
@@ -200,6 +230,15 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		opts = append(opts, grpc.KeepaliveParams(*o.Keepalive))
 	}
 	return opts
+}
+
+// openServiceLevel is the request log's level for health and reflection
+// calls: debug when they succeed, as for any other call when they fail.
+func openServiceLevel(code codes.Code) logging.Level {
+	if code == codes.OK {
+		return logging.LevelDebug
+	}
+	return logging.DefaultServerCodeToLevel(code)
 }
 
 // slogAdapter lets go-grpc-middleware's logging write through slog.

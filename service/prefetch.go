@@ -27,7 +27,7 @@ type streamRequestKey struct{}
 func prefetchStream(tt threadTagger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		svc, method := splitMethod(info.FullMethod)
-		if info.IsClientStream || openService(svc) {
+		if info.IsClientStream || OpenService(svc) {
 			return handler(srv, ss)
 		}
 		req, ok := newRequest(svc, method)

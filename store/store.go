@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/historyd/historyd/store/lgcodec"
@@ -55,6 +56,9 @@ type Config struct {
 	// whose stored value is larger than a quarter of the bound is never
 	// cached. Default 64 MiB; negative disables the cache.
 	CacheStateBytes int
+	// TracerProvider, when set, traces the turn index's refreshes and the
+	// state reads (SpanIndex, SpanReadState). Nil: no spans, no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultMessagesChannel and DefaultStateChannel are the channels a Store
@@ -101,6 +105,8 @@ type Store struct {
 	stateHits, stateMisses atomic.Int64
 	// stateAdmit is the largest stored state value the state cache takes.
 	stateAdmit int
+	// tracer starts the store's spans; nil when the store is not traced.
+	tracer trace.Tracer
 }
 
 // New returns a Store reading through cfg.Backend. A configuration
@@ -108,7 +114,7 @@ type Store struct {
 // that need it.
 func New(cfg Config) *Store {
 	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, states: slices.Clone(cfg.StateChannels), limits: cfg.Limits,
-		reducers: map[string]string{}}
+		reducers: map[string]string{}, tracer: newTracer(cfg.TracerProvider)}
 	if s.messages == "" {
 		s.messages = DefaultMessagesChannel
 	}
@@ -204,7 +210,9 @@ func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
 // which of the checkpoints in verify still exist; seen says which
 // checkpoints the read saw. Concurrent calls with nothing to verify share
 // one read.
-func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (*index, seen, error) {
+func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (_ *index, _ seen, err error) {
+	ctx, sp := s.startSpan(ctx, SpanIndex)
+	defer func() { endSpan(sp, err) }()
 	if len(verify) > 0 {
 		return s.refresh(ctx, ref, verify)
 	}
@@ -213,10 +221,13 @@ func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (*i
 		seen seen
 	}
 	key := ref.ThreadID + "\x00" + ref.Namespace
-	v, err, _ := s.flight.Do(key, func() (any, error) {
+	v, err, shared := s.flight.Do(key, func() (any, error) {
 		ix, sn, err := s.refresh(ctx, ref, nil)
 		return result{ix, sn}, err
 	})
+	if shared {
+		note(ctx, AttrIndexShared.Bool(true))
+	}
 	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// The shared read ended with another caller's context; ours still
 		// stands.
@@ -315,6 +326,8 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 		if err != nil {
 			return nil, seen{}, err
 		}
+		note(ctx, AttrIndexCache.String("hit"), AttrIndexListed.Int(len(newer)),
+			AttrIndexCheckpoints.Int(len(old.checkpoints)+len(newer)), AttrIndexTurns.Int(old.hist.Total))
 		sn := seen{after: old.maxID, present: make(map[string]bool, len(census.Present))}
 		for _, id := range census.Present {
 			sn.present[id] = true
@@ -347,6 +360,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 			// append to a copy.
 			all := append(slices.Clip(old.checkpoints), placed...)
 			ix := s.build(ref, all, old.thread, counted)
+			note(ctx, AttrIndexTurns.Int(ix.hist.Total))
 			return ix, sn, nil
 		}
 	}
@@ -355,6 +369,11 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 	if err != nil {
 		return nil, seen{}, err
 	}
+	cache := "miss"
+	if cached {
+		cache = "invalidated"
+	}
+	note(ctx, AttrIndexCache.String(cache), AttrIndexListed.Int(len(cps)), AttrIndexCheckpoints.Int(len(cps)))
 	// Read afresh, cold or not: after a deletion, what the store answers
 	// must rest on what is left, not on what it happened to read before
 	// (a DeltaChannel's list read at a checkpoint since deleted may be
@@ -364,7 +383,9 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 	if err != nil {
 		return nil, seen{}, err
 	}
-	return s.build(ref, placed, th, counted), seen{all: true}, nil
+	ix := s.build(ref, placed, th, counted)
+	note(ctx, AttrIndexTurns.Int(ix.hist.Total))
+	return ix, seen{all: true}, nil
 }
 
 // build derives the history of cps and caches the index.
@@ -508,6 +529,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		read = append(read, c.id)
 		readVer = append(readVer, v)
 	}
+	note(ctx, AttrIndexMessagesRead.Int(len(read)))
 	unstored := map[string]bool{} // versions with no stored value
 	// Every messages version holds the whole conversation so far, so a long
 	// thread's versions add up to far more than any one of them: they are
@@ -536,6 +558,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		}
 	}
 	if len(unstored) > 0 {
+		note(ctx, AttrIndexDeltaRebuild.Bool(true))
 		if err := s.rebuildMessages(ctx, ref, th, known, cps, unstored); err != nil {
 			return nil, err
 		}

@@ -148,28 +148,35 @@ func Write(ctx context.Context, conn *pgx.Conn, threadID string, p Params, opt O
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	var sum *Summary
+	err := replace(ctx, conn, threadID, func(w *writer) (err error) {
+		sum, err = build(threadID, p, opt, w)
+		return err
+	})
+	return sum, err
+}
+
+// replace deletes the thread's rows and has fill write the new ones
+// through one writer, in one transaction.
+func replace(ctx context.Context, conn *pgx.Conn, threadID string, fill func(w *writer) error) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
 	for _, table := range []string{"checkpoints", "checkpoint_blobs", "checkpoint_writes"} {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE thread_id = $1`, threadID); err != nil {
-			return nil, fmt.Errorf("clear %s: %w", table, err)
+			return fmt.Errorf("clear %s: %w", table, err)
 		}
 	}
 	w := &writer{ctx: ctx, tx: tx}
-	sum, err := build(threadID, p, opt, w)
-	if err != nil {
-		return nil, err
+	if err := fill(w); err != nil {
+		return err
 	}
 	if err := w.flush(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, err
-	}
-	return sum, nil
+	return tx.Commit(ctx)
 }
 
 // writer is the sink that writes rows with COPY, in the caller's

@@ -31,6 +31,9 @@ const (
 type Target struct {
 	Thread string
 	Turn   int // for Snapshot
+	// Channel is the state channel a Snapshot reads; empty means the
+	// server's default.
+	Channel string
 }
 
 // Reply is what the driver checks and keeps from an answer.
@@ -58,7 +61,7 @@ func NewClient(conn grpc.ClientConnInterface) *Client {
 func (c *Client) Do(ctx context.Context, op Op, t Target) (Reply, error) {
 	switch op {
 	case Snapshot:
-		r, err := c.TH.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: t.Thread, Turn: int32(t.Turn)})
+		r, err := c.TH.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: t.Thread, Turn: int32(t.Turn), Channel: t.Channel})
 		if err != nil {
 			return Reply{}, err
 		}
@@ -150,7 +153,7 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 func (c *Client) SnapshotRaw(ctx context.Context, t Target) (int, error) {
 	var out rawReply
 	err := c.conn.Invoke(ctx, historydv1.ThreadHistory_Snapshot_FullMethodName,
-		&historydv1.SnapshotRequest{ThreadId: t.Thread, Turn: int32(t.Turn)}, &out, grpc.ForceCodecV2(rawCodec{}))
+		&historydv1.SnapshotRequest{ThreadId: t.Thread, Turn: int32(t.Turn), Channel: t.Channel}, &out, grpc.ForceCodecV2(rawCodec{}))
 	if err == nil && out.n == 0 {
 		err = fmt.Errorf("Snapshot(%s, %d): empty answer", t.Thread, t.Turn)
 	}

@@ -16,8 +16,21 @@ Subcommands (each prints one JSON document on stdout):
             [--tracemalloc]
       Time mcp_agent.history.turns_from(saver, thread, keep=turn) over an
       AsyncPostgresSaver, and measure how much the process grows doing it.
+  deepreadback --dsn DSN --thread ID
+      Read a deepagents-shaped thread back with LangGraph and deepagents
+      themselves: every checkpoint through PostgresSaver.list() (metadata,
+      which DeltaChannels are stored there) and every snapshot through
+      get_state_history() of create_deep_agent's own graph (messages, files,
+      tool_state, next tasks).
+  deepwalk  --dsn DSN --thread ID [--warm ID]
+      Time a whole get_state_history() walk of a deepagents thread through
+      create_deep_agent's graph over PostgresSaver, and say where each turn
+      ends (historyd's rule: the most messages, then the greatest id).
+  deepstate --dsn DSN --thread ID --checkpoints ID,ID [--repeat N] [--warm ID]
+      Time get_state() at each checkpoint (the one read a host needs for a
+      turn once it knows the checkpoint) and return its files and tool_state.
 
-Memory, for `reference`: after imports, the connection and one warm-up call
+Memory, for `reference`, `deepwalk` and `deepstate`: after imports, the connection and one warm-up call
 on a small thread (--warm), the script records VmRSS, resets the kernel's
 high-water mark (writing 5 to /proc/self/clear_refs) and runs the timed
 calls; `rss_growth_bytes` is VmHWM at the end minus that VmRSS. This is the
@@ -33,6 +46,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import resource
 import sys
 import time
@@ -68,6 +82,8 @@ def cmd_versions(_: argparse.Namespace) -> dict[str, Any]:
         "psycopg",
         "ormsgpack",
         "mcp-toolsets-runtime",
+        "deepagents",
+        "langchain",
     ):
         try:
             out[name] = version(name)
@@ -221,6 +237,191 @@ def cmd_reference(args: argparse.Namespace) -> dict[str, Any]:
     return asyncio.run(reference(args))
 
 
+# ---------------------------------------------------------------------------
+# deepagents
+
+
+def deep_graph(saver: Any) -> Any:
+    """create_deep_agent's graph (deepagents' own state schema: messages and
+    files as DeltaChannels with their reducers), plus the host's plain
+    tool_state channel and the survey_gauge tool the generated threads call.
+
+    Its model is never called: reading history runs no node.
+    """
+    from typing import Annotated, NotRequired
+
+    from deepagents import create_deep_agent
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain.agents import AgentState
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.tools import tool
+
+    class IdleModel(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "idle"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> "IdleModel":
+            return self
+
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("the benchmark's graph only reads history")
+
+    def merge(old: dict | None, new: dict | None) -> dict:
+        out = dict(old or {})
+        out.update(new or {})
+        return out
+
+    class SessionState(AgentState):
+        tool_state: NotRequired[Annotated[dict, merge]]
+
+    class SessionStateMiddleware(AgentMiddleware):
+        state_schema = SessionState
+
+    @tool
+    def survey_gauge(gauge: str) -> str:
+        """Survey a river gauge and record its levels in session state."""
+        return gauge
+
+    return create_deep_agent(
+        model=IdleModel(),
+        tools=[survey_gauge],
+        middleware=[SessionStateMiddleware()],
+        checkpointer=saver,
+    )
+
+
+def deep_describe(values: dict[str, Any]) -> dict[str, Any]:
+    msgs = values.get("messages") or []
+    return {
+        "ids": [m.id for m in msgs],
+        "types": [m.type for m in msgs],
+        "humans": sum(1 for m in msgs if m.type == "human"),
+        "files": values.get("files"),
+        "tool_state": values.get("tool_state"),
+    }
+
+
+def cmd_deepreadback(args: argparse.Namespace) -> dict[str, Any]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    config = {"configurable": {"thread_id": args.thread}}
+    out: dict[str, Any] = {"list": {}, "history": {}}
+    with PostgresSaver.from_conn_string(args.dsn) as saver:
+        for tup in saver.list(config):
+            cid = tup.config["configurable"]["checkpoint_id"]
+            out["list"][cid] = {
+                "step": tup.metadata.get("step"),
+                "source": tup.metadata.get("source"),
+                "counters": tup.metadata.get("counters_since_delta_snapshot"),
+                "parent": (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id"),
+                "writes": len(tup.pending_writes or []),
+            }
+        g = deep_graph(saver)
+        for snap in g.get_state_history(config):
+            cid = snap.config["configurable"]["checkpoint_id"]
+            d = deep_describe(snap.values or {})
+            d["next"] = [t.name for t in snap.tasks]
+            out["history"][cid] = d
+    return out
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process on this machine, or -1."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return -1.0
+
+
+class Meter:
+    """Wall time, CPU time and peak RSS growth of what runs inside it, and
+    the CPU time of the PostgreSQL backend serving the saver's connection
+    (when it runs on this machine)."""
+
+    def __init__(self, saver: Any) -> None:
+        self.backend = saver.conn.info.backend_pid
+
+    def __enter__(self) -> "Meter":
+        gc.collect()
+        self.base = status_kb("VmRSS") * 1024
+        self.reset = reset_hwm()
+        self.pg0 = proc_cpu_seconds(self.backend)
+        self.c0, self.t0 = time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.seconds = time.perf_counter() - self.t0
+        self.cpu_seconds = time.process_time() - self.c0
+        pg1 = proc_cpu_seconds(self.backend)
+        self.pg_cpu_seconds = pg1 - self.pg0 if self.pg0 >= 0 and pg1 >= 0 else -1.0
+        self.growth = status_kb("VmHWM") * 1024 - self.base
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "seconds": self.seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "postgres_cpu_seconds": self.pg_cpu_seconds,
+            "baseline_rss_bytes": self.base,
+            "rss_growth_bytes": self.growth,
+            "hwm_reset": self.reset,
+        }
+
+
+def deep_warm(g: Any, warm: str) -> None:
+    if warm:
+        for _ in g.get_state_history({"configurable": {"thread_id": warm}}):
+            pass
+
+
+def cmd_deepwalk(args: argparse.Namespace) -> dict[str, Any]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(args.dsn) as saver:
+        g = deep_graph(saver)
+        deep_warm(g, args.warm)
+        ends: dict[int, tuple[int, str]] = {}
+        n = 0
+        with Meter(saver) as m:
+            for snap in g.get_state_history({"configurable": {"thread_id": args.thread}}):
+                n += 1
+                cid = snap.config["configurable"]["checkpoint_id"]
+                msgs = snap.values.get("messages") or []
+                humans = sum(1 for x in msgs if x.type == "human")
+                if humans and (humans not in ends or (len(msgs), cid) > ends[humans]):
+                    ends[humans] = (len(msgs), cid)
+        out = m.report()
+    out.update({"checkpoints": n, "turns": len(ends), "turn_ends": {str(k): v[1] for k, v in sorted(ends.items())}})
+    return out
+
+
+def cmd_deepstate(args: argparse.Namespace) -> dict[str, Any]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    out: dict[str, Any] = {"calls": []}
+    with PostgresSaver.from_conn_string(args.dsn) as saver:
+        g = deep_graph(saver)
+        deep_warm(g, args.warm)
+        for cid in [c for c in args.checkpoints.split(",") if c]:
+            config = {"configurable": {"thread_id": args.thread, "checkpoint_id": cid}}
+            runs = []
+            for _ in range(args.repeat):
+                with Meter(saver) as m:
+                    snap = g.get_state(config)
+                runs.append(m.report())
+            got = snap.config["configurable"]["checkpoint_id"]
+            out["calls"].append({
+                "checkpoint_id": got,
+                "runs": runs,
+                "messages": len(snap.values.get("messages") or []),
+                "files": snap.values.get("files"),
+                "tool_state": snap.values.get("tool_state"),
+            })
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -237,12 +438,28 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--warm", default="")
     p.add_argument("--tracemalloc", action="store_true")
+    p = sub.add_parser("deepreadback")
+    p.add_argument("--dsn", required=True)
+    p.add_argument("--thread", required=True)
+    p = sub.add_parser("deepwalk")
+    p.add_argument("--dsn", required=True)
+    p.add_argument("--thread", required=True)
+    p.add_argument("--warm", default="")
+    p = sub.add_parser("deepstate")
+    p.add_argument("--dsn", required=True)
+    p.add_argument("--thread", required=True)
+    p.add_argument("--checkpoints", required=True)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--warm", default="")
     args = ap.parse_args()
     fn = {
         "versions": cmd_versions,
         "setup": cmd_setup,
         "readback": cmd_readback,
         "reference": cmd_reference,
+        "deepreadback": cmd_deepreadback,
+        "deepwalk": cmd_deepwalk,
+        "deepstate": cmd_deepstate,
     }[args.cmd]
     json.dump(fn(args), sys.stdout, separators=(",", ":"))
     sys.stdout.write("\n")

@@ -42,6 +42,9 @@ type Config struct {
 	PGBench string
 	// Full selects the long mode: more threads, turns, repeats and time.
 	Full bool
+	// PoolerDSN, when set, is DSN's database through a PgBouncer in
+	// transaction mode, for the pooler step's third variant.
+	PoolerDSN string
 	// Concurrency is the driver's (and pgbench's) concurrency.
 	Concurrency int
 	// Regenerate rewrites threads that already exist with the right shape.
@@ -52,8 +55,8 @@ type Config struct {
 	// Only, when not empty, names the steps to run besides describing
 	// the machine, generating the threads and building historyd: any of
 	// anchors, operations, P1, P2, P3 (which needs anchors and
-	// operations), P4, threads and profiles. For iterating on one
-	// measurement.
+	// operations), P4, deepagents, pooler, threads and profiles. For
+	// iterating on one measurement.
 	Only []string
 	// Log receives progress lines.
 	Log io.Writer
@@ -208,6 +211,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"P2", r.p2},
 		{"P3", r.p3},
 		{"P4", r.p4},
+		{"deepagents", r.deepagents},
+		{"pooler", r.pooler},
 		{"threads", r.threadsList},
 		{"profiles", r.profiles},
 	}

@@ -195,7 +195,8 @@ func (in *Inspector) Diff(ctx context.Context, threadID string, args DiffArgs) (
 	if !ok {
 		return "", ErrNoDiff
 	}
-	q := client.DiffQuery{Namespace: client.NewReadConfig(in.Options...).Namespace}
+	cfg := client.NewReadConfig(in.Options...)
+	q := client.DiffQuery{Namespace: cfg.Namespace, Channel: cfg.Channel}
 	if args.From != nil {
 		q.From = *args.From
 		if q.From < 1 {

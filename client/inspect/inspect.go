@@ -15,6 +15,20 @@
 //   - turn_no_longer_retained, with the turns still retained and a reason
 //     telling the model not to answer from the current value.
 //
+// Two facts about the turn go with the answer when they hold. A turn whose
+// question came in one message with others was answered by one run together
+// with them, so they all end on the same state: the answer says which turns
+// share it. And when the service says the thread's turn numbers are
+// estimated (pruning left no checkpoint showing how many questions came
+// first), the answer says the numbers may be too low and, for a found turn,
+// quotes its question, so the model can tell whether it is the one meant.
+// Counted numbering (older checkpoints pruned, earlier questions counted from
+// the messages the oldest one left holds) is not mentioned: it is exact
+// unless messages were removed without a trace, the same certainty a host
+// counting its own human messages has, and retention prunes nearly every
+// long thread, so a note there would be on most answers and teach the model
+// to skip notes.
+//
 // Without a history the tool still reads the present, and a turn read
 // answers no_turn_history.
 //
@@ -36,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -103,7 +118,11 @@ type Inspector struct {
 	// state in memory should pass it here.
 	Present func(ctx context.Context, threadID string) (map[string]client.Entry, error)
 	// Options adjust every history read, such as client.WithNamespace for a
-	// subgraph's state. Key projection is added per read.
+	// subgraph's state, or client.WithChannel for another state channel
+	// (deepagents' "files"). Key projection is added per read. The channel
+	// is the host's choice, not the model's: which channel holds what is
+	// deployment configuration, so the tool has no channel argument, and a
+	// host that lets a model read two channels registers two Inspectors.
 	Options []client.ReadOption
 	// DeclaredKeys are keys some tool declares it publishes. A read of one
 	// that is not stored yet tells the model to run the producing tool,
@@ -170,7 +189,7 @@ func (in *Inspector) Read(ctx context.Context, threadID string, args Args) (stri
 		}
 		st = full.State
 	}
-	return in.render(key, st, nil, args), nil
+	return in.render(key, st, nil, "", args), nil
 }
 
 // readAt answers a turn read.
@@ -193,13 +212,13 @@ func (in *Inspector) readAt(ctx context.Context, threadID, key string, turn int,
 	}
 	switch snap.Outcome {
 	case client.Found:
-		return in.render(key, snap.State, &turn, args), nil
+		return in.render(key, snap.State, &turn, in.turnNote(turn, snap), args), nil
 	case client.NoSuchTurn:
 		reason := fmt.Sprintf("Turns are the user's questions, counted from 1; this conversation has had %d so far.", snap.Total)
 		if snap.Total == 0 {
 			reason = "Turns are the user's questions, counted from 1; this conversation has had none yet."
 		}
-		return dumps(noSuchTurn{Turn: turn, TurnsSoFar: snap.Total, Reason: reason}), nil
+		return dumps(noSuchTurn{Turn: turn, TurnsSoFar: snap.Total, Reason: reason, Note: in.turnNote(turn, snap)}), nil
 	case client.NoLongerRetained:
 		return dumps(noLongerRetained{
 			Turn:     turn,
@@ -207,9 +226,49 @@ func (in *Inspector) readAt(ctx context.Context, threadID, key string, turn int,
 			Retained: nonNil(snap.Retained),
 			Reason: "That turn happened, but its state has since been pruned and cannot be read. " +
 				"Say that the value it held is no longer available; do not answer from the current value, which may be a different one.",
+			Note: in.turnNote(turn, snap),
 		}), nil
 	}
 	return "", status.Errorf(codes.Internal, "inspect: snapshot of turn %d has no outcome", turn)
+}
+
+// estimatedNumbers is what a turn read of a thread whose numbering is
+// estimated says. The cause is put in the model's terms, the conversation's
+// saved history rather than checkpoints, and in general ones: the two the
+// service knows (a summary in the oldest checkpoint kept, a DeltaChannel's
+// messages rebuilt past a pruned one) mean the same to the model.
+const estimatedNumbers = "Turn numbers here are estimated and may be too low: the oldest part of this conversation's saved history was pruned, and what is left does not show how many questions came before it."
+
+// turnNote is what a turn read adds about the turn itself, or "": which
+// other turns share its state, and whether its number is estimated. The
+// question is quoted only for a found turn with estimated numbering, where
+// it is how the model tells whether the turn is the one it meant; a
+// no_longer_retained answer carries the question already.
+func (in *Inspector) turnNote(turn int, snap *client.Snapshot) string {
+	var parts []string
+	if snap.Outcome == client.Found && len(snap.AnsweredWith) > 0 {
+		together := slices.Sorted(slices.Values(append(slices.Clone(snap.AnsweredWith), turn)))
+		parts = append(parts, fmt.Sprintf("Turns %s were asked in one message and answered by one run, so each of them shows the state that run ended on.", and(together)))
+	}
+	if snap.Numbering == client.NumberingEstimated {
+		parts = append(parts, estimatedNumbers)
+		if snap.Outcome == client.Found && snap.Question != "" {
+			parts = append(parts, fmt.Sprintf("Turn %d is the question %s.", turn, dumps(excerpt(snap.Question, -1, 0, in.maxLineChars()))))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// and lists numbers as prose: "2 and 3", "2, 3 and 4".
+func and(ns []int) string {
+	words := make([]string, len(ns))
+	for i, n := range ns {
+		words[i] = strconv.Itoa(n)
+	}
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // present returns the current state, projected to keys when the source can.
@@ -264,8 +323,10 @@ func nonNil(s []int) []int {
 }
 
 // render answers a read of state, which is the present when asOf is nil and
-// the end of turn *asOf otherwise.
-func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *int, args Args) string {
+// the end of turn *asOf otherwise. turnNote (see Inspector.turnNote) goes
+// with every answer at a turn: into the line naming the turn after a value
+// or search, into a "note" field of an answer that is a JSON object.
+func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *int, turnNote string, args Args) string {
 	// The model reads values, not the bookkeeping around them; a key whose
 	// value is null holds nothing to read.
 	values := make(map[string]any, len(stored))
@@ -278,7 +339,7 @@ func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *in
 	if key == AllKeys {
 		switch {
 		case args.Path != "":
-			return dumps(keyListing{Error: "path needs a specific key", AtTurn: asOf, Available: summaries(values, stored)})
+			return dumps(keyListing{Error: "path needs a specific key", AtTurn: asOf, Available: summaries(values, stored), Note: turnNote})
 		case args.Pattern != "":
 			where := "all keys"
 			if asOf != nil {
@@ -291,14 +352,18 @@ func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *in
 					}
 				}
 			}
-			return in.grep(args.Pattern, where, values, all)
+			out := in.grep(args.Pattern, where, values, all)
+			if turnNote != "" {
+				out += "\n[" + turnNote + "]"
+			}
+			return out
 		}
-		return dumps(keyListing{AtTurn: asOf, Available: summaries(values, stored)})
+		return dumps(keyListing{AtTurn: asOf, Available: summaries(values, stored), Note: turnNote})
 	}
 
 	target, ok := values[key]
 	if !ok {
-		miss := unknownKey{Key: key, AtTurn: asOf, Available: summaries(values, stored)}
+		miss := unknownKey{Key: key, AtTurn: asOf, Available: summaries(values, stored), Note: turnNote}
 		if asOf != nil {
 			// Absent then is not absent now: the key may have been written
 			// later, and advice to produce it would have the model refill a
@@ -316,11 +381,11 @@ func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *in
 			segs, bad := parsePath(sub)
 			if bad != "" {
 				return dumps(pathMiss{Path: args.Path, Key: key, AtTurn: asOf, FailedAt: bad,
-					Reason: `The path cannot be read from here on. Write object keys as name or ["quoted name"] and array items as [index], joined by dots.`})
+					Reason: `The path cannot be read from here on. Write object keys as name or ["quoted name"] and array items as [index], joined by dots.`, Note: turnNote})
 			}
 			found, failed, ok := resolve(target, segs)
 			if !ok {
-				return dumps(describeMiss(pathMiss{Path: args.Path, Key: key, AtTurn: asOf, FailedAt: failed}, found))
+				return dumps(describeMiss(pathMiss{Path: args.Path, Key: key, AtTurn: asOf, FailedAt: failed, Note: turnNote}, found))
 			}
 			target = found
 		}
@@ -335,7 +400,11 @@ func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *in
 	case asOf != nil:
 		// Not the "newest" note: the value above is not the newest, and the
 		// count an old entry carries is the count as of that turn.
-		note = fmt.Sprintf("\n[This is %s as it stood at the end of turn %d.]", where, *asOf)
+		note = fmt.Sprintf("\n[This is %s as it stood at the end of turn %d.", where, *asOf)
+		if turnNote != "" {
+			note += " " + turnNote
+		}
+		note += "]"
 	case stored[key].WrittenInTurns() > 1:
 		note = fmt.Sprintf("\n[%d turns of this conversation wrote this key; the value above is the newest, and an earlier turn may have held a different one. "+
 			"Pass turn=<n> (the user's questions, counted from 1) to read the value a turn ended with.]", stored[key].WrittenInTurns())
@@ -399,10 +468,13 @@ type noTurnHistory struct {
 	Reason string `json:"reason"`
 }
 
+// Note, on each answer at a turn, is Inspector.turnNote's text.
+
 type noSuchTurn struct {
 	Turn       int    `json:"no_such_turn"`
 	TurnsSoFar int    `json:"turns_so_far"`
 	Reason     string `json:"reason"`
+	Note       string `json:"note,omitempty"`
 }
 
 type noLongerRetained struct {
@@ -410,12 +482,14 @@ type noLongerRetained struct {
 	Question string `json:"question,omitempty"`
 	Retained []int  `json:"retained_turns"`
 	Reason   string `json:"reason"`
+	Note     string `json:"note,omitempty"`
 }
 
 type keyListing struct {
 	Error     string            `json:"error,omitempty"`
 	AtTurn    *int              `json:"at_turn,omitempty"`
 	Available map[string]string `json:"available_keys"`
+	Note      string            `json:"note,omitempty"`
 }
 
 type unknownKey struct {
@@ -424,6 +498,7 @@ type unknownKey struct {
 	Available map[string]string `json:"available_keys"`
 	Reason    string            `json:"reason,omitempty"`
 	Hint      string            `json:"hint,omitempty"`
+	Note      string            `json:"note,omitempty"`
 }
 
 type pathMiss struct {
@@ -434,4 +509,5 @@ type pathMiss struct {
 	Found         string   `json:"found,omitempty"`
 	AvailableKeys []string `json:"available_keys,omitempty"`
 	Reason        string   `json:"reason,omitempty"`
+	Note          string   `json:"note,omitempty"`
 }

@@ -22,15 +22,19 @@ type fakeHistory struct {
 	total     int
 	questions map[int]string
 	turns     map[int]map[string]client.Entry // retained turns only
+	answered  map[int][]int                   // turn → the turns asked with it
+	numbering client.Numbering
 
-	mu    sync.Mutex
-	calls []string
+	mu       sync.Mutex
+	calls    []string
+	channels []string // the channel each Snapshot asked for
 }
 
 func (f *fakeHistory) Snapshots(ctx context.Context, threadID string, opts ...client.ReadOption) (*client.History, error) {
-	h := &client.History{Total: f.total}
+	h := &client.History{Total: f.total, Numbering: f.numbering}
 	for _, n := range slices.Sorted(maps.Keys(f.turns)) {
-		h.Turns = append(h.Turns, client.TurnState{Turn: n, Question: f.questions[n], State: project(f.turns[n], client.NewReadConfig(opts...).Keys)})
+		h.Turns = append(h.Turns, client.TurnState{Turn: n, Question: f.questions[n], State: project(f.turns[n], client.NewReadConfig(opts...).Keys),
+			AnsweredWith: f.answered[n], Numbering: f.numbering})
 	}
 	return h, nil
 }
@@ -39,6 +43,7 @@ func (f *fakeHistory) Snapshot(ctx context.Context, threadID string, turn int, o
 	cfg := client.NewReadConfig(opts...)
 	f.mu.Lock()
 	f.calls = append(f.calls, fmt.Sprintf("%d%v", turn, cfg.Keys))
+	f.channels = append(f.channels, cfg.Channel)
 	f.mu.Unlock()
 	h, _ := f.Snapshots(ctx, threadID, opts...)
 	s := h.At(turn)
@@ -305,6 +310,71 @@ func TestRead(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestReadTurnNotes(t *testing.T) {
+	ctx := context.Background()
+	together := demo()
+	together.answered = map[int][]int{2: {4, 3}, 3: {2, 4}, 4: {2, 3}}
+	estimated := demo()
+	estimated.numbering = client.NumberingEstimated
+	estimated.questions[3] = strings.Repeat("very long question ", 20)
+	counted := demo()
+	counted.numbering = client.NumberingCounted
+	const shared = "Turns 2, 3 and 4 were asked in one message and answered by one run, so each of them shows the state that run ended on."
+	const guess = "Turn numbers here are estimated and may be too low: the oldest part of this conversation's saved history was pruned, and what is left does not show how many questions came before it."
+	long := strings.Repeat("very long question ", 20)
+	quoted := `"` + string([]rune(long)[:inspect.DefaultMaxLineChars]) + fmt.Sprintf(`…(+%d chars)"`, len(long)-inspect.DefaultMaxLineChars)
+
+	for _, tt := range []struct {
+		name string
+		h    *fakeHistory
+		args inspect.Args
+		want string
+	}{
+		{"answered together: the value's turn line names them all", together, inspect.Args{Key: "notes", Turn: turn(4)},
+			`"compare areas"` + "\n[This is notes as it stood at the end of turn 4. " + shared + "]"},
+		{"answered together: a listing's note", together, inspect.Args{Key: "*", Turn: turn(2)},
+			`{"at_turn":2,"available_keys":{"area":"object(2 keys: km2, name)"},"note":"` + shared + `"}`},
+		{"answered together: a search over every key", together, inspect.Args{Key: "*", Turn: turn(2), Pattern: "severn"},
+			"1 match for \"severn\" in all keys at the end of turn 2:\narea.name = \"Severn\"\n[" + shared + "]"},
+		{"answered together: nothing said of the present", together, inspect.Args{Key: "notes"}, `"compare areas"`},
+		{"estimated: a found turn quotes its question, capped", estimated, inspect.Args{Key: "area", Turn: turn(3), Path: "km2"},
+			"12935\n[This is area.km2 as it stood at the end of turn 3. " + guess + " Turn 3 is the question " + quoted + ".]"},
+		{"estimated: no such turn", estimated, inspect.Args{Key: "area", Turn: turn(9)},
+			`{"no_such_turn":9,"turns_so_far":4,"reason":"Turns are the user's questions, counted from 1; this conversation has had 4 so far.","note":"` + guess + `"}`},
+		{"estimated: no longer retained", estimated, inspect.Args{Key: "area", Turn: turn(1)},
+			`{"turn_no_longer_retained":1,"question":"sketch the Wye","retained_turns":[2,3,4],"reason":"That turn happened, but its state has since been pruned and cannot be read. Say that the value it held is no longer available; do not answer from the current value, which may be a different one.","note":"` + guess + `"}`},
+		{"estimated: a key missing then", estimated, inspect.Args{Key: "notes", Turn: turn(2)},
+			`{"unknown_or_empty_key":"notes","at_turn":2,"available_keys":{"area":"object(2 keys: km2, name)"},"reason":"Nothing was stored under this key at the end of turn 2. A later turn may have written it; read it without turn for its current value.","note":"` + guess + ` Turn 2 is the question \"sketch the Severn\"."}`},
+		{"counted: nothing said", counted, inspect.Args{Key: "area", Turn: turn(2), Path: "km2"},
+			"11420\n[This is area.km2 as it stood at the end of turn 2.]"},
+		{"counted: nothing said of a pruned turn", counted, inspect.Args{Key: "area", Turn: turn(1)},
+			`{"turn_no_longer_retained":1,"question":"sketch the Wye","retained_turns":[2,3,4],"reason":"That turn happened, but its state has since been pruned and cannot be read. Say that the value it held is no longer available; do not answer from the current value, which may be a different one."}`},
+	} {
+		got, err := inspect.Read(ctx, tt.h, "t", tt.args)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got != tt.want {
+			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestReadChannel(t *testing.T) {
+	ctx := context.Background()
+	h := demo()
+	in := &inspect.Inspector{History: h, Options: []client.ReadOption{client.WithChannel("files")}}
+	for _, args := range []inspect.Args{{Key: "area", Turn: turn(2)}, {Key: "nope"}} {
+		if _, err := in.Read(ctx, "t", args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every read, the present's probe and its second read included.
+	if want := []string{"files", "files", "files", "files"}; !slices.Equal(h.channels, want) {
+		t.Errorf("channels read = %v (calls %v), want %v", h.channels, h.calls, want)
 	}
 }
 

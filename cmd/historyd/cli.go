@@ -101,20 +101,12 @@ func (cc clientCommand) run(ctx context.Context, args []string, stdout, stderr i
 		fmt.Fprintf(fs.Output(), "Usage: historyd %s\n\n%s\n\n%s\n\nFlags:\n", cc.usage, cc.summary, exitCodesHelp)
 		fs.PrintDefaults()
 	}
-	// Flags may follow the positional arguments: parse past each one.
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return exitOK
-			}
-			return exitUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	// Flags may come before, between or after the positional arguments;
+	// the flags are parsed as every command's are (help on stdout, a bad
+	// flag one line on stderr).
+	flags, pos := splitArgs(fs, args)
+	if code, done := parseFlags(fs, flags, stdout, stderr); done {
+		return code
 	}
 	if err := e.err(); err != nil {
 		return c.usageError("%v", err)
@@ -135,6 +127,39 @@ func (cc clientCommand) run(ctx context.Context, args []string, stdout, stderr i
 func (c *cliContext) usageError(format string, args ...any) int {
 	fmt.Fprintf(c.stderr, "historyd %s: %s\n", c.name, fmt.Sprintf(format, args...))
 	return exitUsage
+}
+
+// splitArgs separates args into flags (with their values) and positional
+// arguments, using fs to know which flags take a value; everything after
+// "--" is positional.
+func splitArgs(fs *flag.FlagSet, args []string) (flags, pos []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return flags, append(pos, args[i+1:]...)
+		case len(a) < 2 || a[0] != '-':
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // parseFlags names it
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return flags, pos
 }
 
 // dial connects to --addr as the flags say.

@@ -20,12 +20,13 @@ var diffCommand = clientCommand{
 		fs.Var(&keys, "key", "compare only this key (repeatable)")
 		all := fs.Bool("all", false, "list the unchanged keys too")
 		width := fs.Int("width", 100, "characters of each change a table shows (0: whole)")
+		channel := fs.String("channel", "", "state channel to compare (default: the server's first --state-channels)")
 		return func(ctx context.Context, c *cliContext, args []string) int {
 			a, ok := parseTurn(c, "A", args[1])
 			if !ok {
 				return exitUsage
 			}
-			q := client.DiffQuery{To: a, Keys: keys, Namespace: *ns, IncludeUnchanged: *all}
+			q := client.DiffQuery{To: a, Keys: keys, Namespace: *ns, Channel: *channel, IncludeUnchanged: *all}
 			if len(args) == 3 {
 				b, ok := parseTurn(c, "B", args[2])
 				if !ok {

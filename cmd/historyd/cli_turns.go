@@ -19,13 +19,14 @@ var turnsCommand = clientCommand{
 	flags: func(fs *flag.FlagSet) func(context.Context, *cliContext, []string) int {
 		ns := fs.String("ns", "", "checkpoint namespace (default: the root graph)")
 		written := fs.Bool("keys-written", false, "list the keys each retained turn wrote last (costs the server a read of each turn's state)")
+		channel := fs.String("channel", "", "state channel --keys-written reads (default: the server's first --state-channels)")
 		return func(ctx context.Context, c *cliContext, args []string) int {
 			hc, err := c.dial()
 			if err != nil {
 				return c.usageError("%v", err)
 			}
 			defer hc.Close()
-			opts := []client.ReadOption{client.WithNamespace(*ns)}
+			opts := []client.ReadOption{client.WithNamespace(*ns), client.WithChannel(*channel)}
 			if *written {
 				opts = append(opts, client.WithKeysWritten())
 			}
@@ -82,6 +83,7 @@ var showCommand = clientCommand{
 		var keys multiFlag
 		fs.Var(&keys, "key", "show only this key (repeatable)")
 		width := fs.Int("width", 80, "characters of each value a table shows (0: whole)")
+		channel := fs.String("channel", "", "state channel to show (default: the server's first --state-channels)")
 		return func(ctx context.Context, c *cliContext, args []string) int {
 			turn, ok := parseTurn(c, "TURN", args[1])
 			if !ok {
@@ -92,7 +94,7 @@ var showCommand = clientCommand{
 				return c.usageError("%v", err)
 			}
 			defer hc.Close()
-			snap, err := hc.Snapshot(ctx, args[0], turn, client.WithNamespace(*ns), client.WithKeys(keys...))
+			snap, err := hc.Snapshot(ctx, args[0], turn, client.WithNamespace(*ns), client.WithChannel(*channel), client.WithKeys(keys...))
 			if err != nil {
 				return c.fail(err)
 			}

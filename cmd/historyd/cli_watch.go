@@ -24,6 +24,7 @@ var watchCommand = clientCommand{
 		ns := fs.String("ns", "", "checkpoint namespace (default: the root graph)")
 		after := fs.Int("after", 0, "skip the turns up to this one (0: every turn, those already ended first)")
 		checkpoints := fs.Bool("checkpoints", false, "also print each new checkpoint as it is written")
+		channel := fs.String("channel", "", "state channel to watch (default: the server's first --state-channels)")
 		var keys multiFlag
 		fs.Var(&keys, "key", "print this key of each state (repeatable); with -o json, only these keys (default: every key)")
 		return func(ctx context.Context, c *cliContext, args []string) int {
@@ -37,7 +38,7 @@ var watchCommand = clientCommand{
 			defer hc.Close()
 			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			q := client.WatchQuery{AfterTurn: *after, Keys: keys, Namespace: *ns, Checkpoints: *checkpoints}
+			q := client.WatchQuery{AfterTurn: *after, Keys: keys, Namespace: *ns, Channel: *channel, Checkpoints: *checkpoints}
 			if !c.json {
 				fmt.Fprintf(c.stderr, "historyd watch: watching thread %q on %s; ^C to stop\n", args[0], *c.addr)
 			}

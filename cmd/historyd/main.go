@@ -8,16 +8,18 @@
 //	historyd help [command]  show help
 //
 // Every flag can also be set by an environment variable, named in its help.
+// Help goes to stdout and exits 0; a bad flag or value is one line on
+// stderr naming it, and exits 2.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -53,11 +55,13 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	args = versionAlias(args)
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" && len(args) == 1 {
+	if len(args) == 0 {
+		// No command is a mistake: the usage goes with the error, to stderr.
+		printUsage(stderr)
+		return 2
+	}
+	if isHelp(args[0]) || args[0] == "help" && len(args) == 1 {
 		printUsage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
 	name := args[0]
@@ -73,17 +77,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return c.main(ctx, rest, stdout, stderr)
 		}
 		fs := flag.NewFlagSet("historyd "+c.name, flag.ContinueOnError)
-		fs.SetOutput(stderr)
 		runFn := c.flags(fs)
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() > 0 {
-			fmt.Fprintf(stderr, "historyd %s: unexpected argument %q\n", c.name, fs.Arg(0))
-			return 2
+		if code, done := parseFlags(fs, rest, stdout, stderr); done {
+			return code
 		}
 		if err := runFn(ctx); err != nil {
 			fmt.Fprintf(stderr, "historyd %s: %v\n", c.name, err)
@@ -91,9 +87,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "historyd: unknown command %q\n\n", name)
-	printUsage(stderr)
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	fmt.Fprintf(stderr, "historyd: unknown command %q; commands: %s (run \"historyd --help\" for what each does)\n", name, strings.Join(names, ", "))
 	return 2
+}
+
+// isHelp reports whether arg asks for help the way the flag package
+// understands it.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "--h", "-help", "--help":
+		return true
+	}
+	return false
 }
 
 func printUsage(w io.Writer) {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +24,8 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/postgres"
+	"github.com/historyd/historyd/tracing"
 )
 
 const serveHelp = `Usage: historyd serve [flags]
@@ -51,11 +55,13 @@ var serveCommand = command{
 		c.listen = stringFlag(fs, "listen", "HISTORYD_LISTEN", "localhost:50051", "address to serve gRPC on")
 		c.dsn = stringFlag(fs, "dsn", "HISTORYD_DSN", "", "checkpoint store: postgres://…, postgresql://…, sqlite:///path/file.db or a .db file path (required)")
 		c.schema = stringFlag(fs, "schema", "HISTORYD_SCHEMA", "", "PostgreSQL schema holding the checkpoint tables (default: the search_path)")
+		c.pooler = stringFlag(fs, "pooler", "HISTORYD_POOLER", "none", "connection pooler between historyd and PostgreSQL: none, session, or transaction (PgBouncer's pool_mode = transaction: no session settings, no named prepared statements; the role must be SELECT-only)")
 		c.messages = stringFlag(fs, "messages-channel", "HISTORYD_MESSAGES_CHANNEL", server.DefaultMessagesChannel, "channel holding the conversation's messages")
 		c.states = stringFlag(fs, "state-channels", "HISTORYD_STATE_CHANNELS", server.DefaultStateChannel, "comma-separated state channels a request may read (its channel field), the first read when it names none; e.g. tool_state,files,todos for deepagents")
 		c.state = stringFlag(fs, "state-channel", "HISTORYD_STATE_CHANNEL", "", "the one state channel served: the older spelling of --state-channels with one channel")
 		c.reducers = stringFlag(fs, "channel-reducers", "HISTORYD_CHANNEL_REDUCERS", "", "reducer of each channel rebuilt from writes (a DeltaChannel's), as channel=reducer pairs separated by commas; reducers: messages, merge (key by key, null deletes: deepagents' files), tool_state (mcp-toolsets-runtime), last (default: messages for the messages channel, tool_state for tool_state, merge for any other)")
 		c.logFormat = stringFlag(fs, "log-format", "HISTORYD_LOG_FORMAT", "text", "log format: text or json")
+		c.logLevel = stringFlag(fs, "log-level", "HISTORYD_LOG_LEVEL", "info", "least severe records logged: debug, info, warn or error; successful health checks and reflection calls are logged at debug, other calls at info or above (warn: only failures other than INVALID_ARGUMENT, NOT_FOUND, UNAUTHENTICATED and CANCELLED)")
 		c.logThreadIDs = stringFlag(fs, "log-thread-ids", "HISTORYD_LOG_THREAD_IDS", "hash", "how logs show thread ids: hash (first 12 hex digits of HMAC-SHA256 with --log-thread-salt) or omit; never as sent")
 		c.logThreadSalt = stringFlag(fs, "log-thread-salt", "HISTORYD_LOG_THREAD_SALT", "", "key of the thread id hash in logs, to find a thread's calls across restarts (default: random per process; prefer the environment variable)")
 		c.grace = e.duration("shutdown-grace", "HISTORYD_SHUTDOWN_GRACE", 10*time.Second, "how long in-flight RPCs may run after SIGINT/SIGTERM")
@@ -81,6 +87,7 @@ var serveCommand = command{
 
 		c.watch = watchFlags(e)
 		c.metricsListen = stringFlag(fs, "metrics-listen", "HISTORYD_METRICS_LISTEN", "", "address of the HTTP listener for /metrics (Prometheus), /healthz and /readyz, e.g. localhost:9090; plaintext and unauthenticated, so keep it off networks clients use (default: off)")
+		c.metricsAll = e.bool("metrics-all-methods", "HISTORYD_METRICS_ALL_METHODS", false, "export per-method gRPC metrics for grpc.health.v1 and server reflection too, not only historyd.v1.ThreadHistory")
 		fs.Usage = func() {
 			fmt.Fprint(fs.Output(), serveHelp)
 			fs.PrintDefaults()
@@ -92,10 +99,10 @@ var serveCommand = command{
 type serveConfig struct {
 	env *envFlags
 
-	listen, dsn, schema, messages, state, logFormat *string
-	states, reducers                                *string
-	logThreadIDs, logThreadSalt                     *string
-	grace                                           *time.Duration
+	listen, dsn, schema, pooler, messages, state *string
+	logFormat, states, reducers                  *string
+	logThreadIDs, logThreadSalt                  *string
+	grace                                        *time.Duration
 
 	authTokens, tlsCert, tlsKey, tlsClientCA *string
 	reflection                               *bool
@@ -111,7 +118,10 @@ type serveConfig struct {
 	cacheState   *int64
 
 	metricsListen *string
+	metricsAll    *bool
 	watch         func() service.WatchConfig
+
+	logLevel *string
 }
 
 // offIfZero maps a flag's 0 ("off") to store.Config's negative, since
@@ -123,17 +133,19 @@ func offIfZero(n int) int {
 	return n
 }
 
-// Test hooks: tests serve from memory on port 0 and need the addresses.
+// Test hooks: tests serve from memory on port 0, need the addresses, and
+// read the log.
 var (
 	newBackend  = server.OpenBackend
 	servingHook func(grpcAddr, metricsAddr string)
+	logOutput   io.Writer = os.Stderr
 )
 
 func (c serveConfig) run(ctx context.Context) error {
 	if err := c.env.err(); err != nil {
 		return err
 	}
-	log, err := newLogger(*c.logFormat)
+	log, err := newLogger(*c.logFormat, *c.logLevel)
 	if err != nil {
 		return err
 	}
@@ -151,13 +163,25 @@ func (c serveConfig) run(ctx context.Context) error {
 			MessagesChannel: *c.messages, StateChannels: channels, Reducers: reducers,
 			CacheThreads: offIfZero(*c.cacheThreads), CacheStateBytes: offIfZero(int(*c.cacheState)),
 		},
-		Metrics: true,
-		Watch:   c.watch(),
+		Metrics: true, MetricsAllMethods: *c.metricsAll, Build: currentBuild(),
+		Watch: c.watch(),
 	}
 	if err := cfg.Store.Validate(); err != nil {
 		return fmt.Errorf("--state-channels/--channel-reducers: %w", err)
 	}
-	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels())
+	pooler, err := postgres.ParsePooler(*c.pooler)
+	if err != nil {
+		return fmt.Errorf("--pooler %w", err)
+	}
+	// OpenTelemetry, from the standard OTEL_* variables: off unless they
+	// name a collector. Closed last, once the server has drained.
+	tr, err := tracing.FromEnv(ctx, currentBuild().Version, log)
+	if err != nil {
+		return err
+	}
+	defer tr.Close(log)
+	cfg.TracerProvider = tr.TracerProvider()
+	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels(), server.WithTracing(cfg.TracerProvider), server.WithPooler(pooler))
 	if err != nil {
 		return err
 	}
@@ -169,6 +193,9 @@ func (c serveConfig) run(ctx context.Context) error {
 		a, err := auth.NewAuthenticator(*c.authTokens, log)
 		if err != nil {
 			return fmt.Errorf("--auth-tokens: %w", err)
+		}
+		if err := c.checkTokens(a.Policy(), log); err != nil {
+			return err
 		}
 		opts.Auth = a
 		reload = append(reload, a.Reload)
@@ -188,11 +215,13 @@ func (c serveConfig) run(ctx context.Context) error {
 	case opts.Auth == nil && serverTLS != nil && serverTLS.ClientAuth():
 		log.Warn("--tls-client-ca without --auth-tokens: every client with a certificate from that CA reads every thread")
 	}
+	c.warnIgnored(log)
 
 	cfg.Service = opts
 	srv, err := server.New(ctx, cfg)
 	if errors.Is(err, store.ErrNotCheckpointStore) {
-		return fmt.Errorf("store %s: %v; point --dsn/--schema at the database LangGraph's checkpointer writes", server.RedactDSN(*c.dsn), err)
+		// Each such error says what to fix; waiting would not help.
+		return fmt.Errorf("store %s: %v", server.RedactDSN(*c.dsn), err)
 	}
 	if err != nil {
 		return err
@@ -244,7 +273,7 @@ func (c serveConfig) run(ctx context.Context) error {
 		}
 	}()
 
-	log.Info("historyd serving", "addr", lis.Addr().String(), "store", server.RedactDSN(*c.dsn),
+	log.Info("historyd serving", "addr", lis.Addr().String(), "store", server.RedactDSN(*c.dsn), "pooler", string(pooler),
 		"messages_channel", *c.messages, "state_channels", strings.Join(cfg.Store.StateChannels, ","),
 		"tls", serverTLS != nil, "client_certs", serverTLS != nil && serverTLS.ClientAuth(),
 		"auth", opts.Auth != nil, "metrics", metricsAddr, "reflection", *c.reflection)
@@ -294,6 +323,9 @@ func (c serveConfig) channels() ([]string, map[string]string, error) {
 			if !ok || ch == "" || name == "" {
 				return nil, nil, fmt.Errorf("--channel-reducers %q: want channel=reducer pairs separated by commas, e.g. files=merge", *c.reducers)
 			}
+			if ch != *c.messages && !slices.Contains(channels, ch) {
+				return nil, nil, fmt.Errorf("--channel-reducers %q: channel %q is neither --messages-channel nor one of --state-channels, so its reducer would never be used", *c.reducers, ch)
+			}
 			reducers[ch] = name
 		}
 	}
@@ -328,6 +360,8 @@ func (c serveConfig) options(log *slog.Logger) (service.Options, error) {
 		return o, fmt.Errorf("--rate-limit %v: want a number of calls per second, 0 for none", *c.rateLimit)
 	case *c.rateBurst < 0:
 		return o, fmt.Errorf("--rate-burst %d: must not be negative", *c.rateBurst)
+	case *c.rateBurst > 0 && *c.rateLimit == 0:
+		return o, fmt.Errorf("--rate-burst %d without --rate-limit: there is no bucket to size; set --rate-limit too, or drop --rate-burst", *c.rateBurst)
 	case *c.maxDeadline < 0:
 		return o, fmt.Errorf("--max-call-duration %s: must not be negative", *c.maxDeadline)
 	case *c.maxStreams < 0 || int64(*c.maxStreams) > math.MaxUint32:
@@ -352,12 +386,25 @@ func (c serveConfig) options(log *slog.Logger) (service.Options, error) {
 	return o, nil
 }
 
-func newLogger(format string) (*slog.Logger, error) {
+func newLogger(format, level string) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{}
+	switch level {
+	case "debug":
+		opts.Level = slog.LevelDebug
+	case "info":
+		opts.Level = slog.LevelInfo
+	case "warn":
+		opts.Level = slog.LevelWarn
+	case "error":
+		opts.Level = slog.LevelError
+	default:
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
+		return slog.New(slog.NewTextHandler(logOutput, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
+		return slog.New(slog.NewJSONHandler(logOutput, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
@@ -390,7 +437,7 @@ func (e *envFlags) duration(name, env string, def time.Duration, help string) *t
 		if d, err := time.ParseDuration(v); err == nil {
 			def = d
 		} else {
-			e.bad(env, v, "a duration such as 30s")
+			e.bad(env, v, wantDuration)
 		}
 	}
 	return e.fs.Duration(name, def, help)
@@ -402,7 +449,7 @@ func (e *envFlags) bool(name, env string, def bool, help string) *bool {
 		if b, err := strconv.ParseBool(v); err == nil {
 			def = b
 		} else {
-			e.bad(env, v, "true or false")
+			e.bad(env, v, wantBool)
 		}
 	}
 	return e.fs.Bool(name, def, help)
@@ -414,7 +461,7 @@ func (e *envFlags) int(name, env string, def int, help string) *int {
 		if n, err := strconv.Atoi(v); err == nil {
 			def = n
 		} else {
-			e.bad(env, v, "an integer")
+			e.bad(env, v, wantInt)
 		}
 	}
 	return e.fs.Int(name, def, help)
@@ -426,7 +473,7 @@ func (e *envFlags) float(name, env string, def float64, help string) *float64 {
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
 			def = f
 		} else {
-			e.bad(env, v, "a number")
+			e.bad(env, v, wantNumber)
 		}
 	}
 	return e.fs.Float64(name, def, help)
@@ -437,7 +484,7 @@ func (e *envFlags) size(name, env string, def int64, help string) *int64 {
 	b := byteSize(def)
 	if ok {
 		if err := b.Set(v); err != nil {
-			e.bad(env, v, "a size such as 64MiB")
+			e.bad(env, v, wantSize)
 		}
 	}
 	e.fs.Var(&b, name, help)
@@ -464,11 +511,14 @@ func (b *byteSize) Set(s string) error {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 || n > math.MaxInt64/mult {
-		return errors.New("want bytes, or a number with KiB, MiB or GiB")
+		return errors.New("want " + wantSize)
 	}
 	*b = byteSize(n * mult)
 	return nil
 }
+
+// Want says what Set accepts, for the message about a bad value.
+func (b *byteSize) Want() string { return wantSize }
 
 func (b *byteSize) String() string {
 	n := int64(*b)

@@ -22,14 +22,15 @@ import (
 
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
 
 func TestServeHelpNamesEveryFlagAndVariable(t *testing.T) {
-	var out bytes.Buffer
-	if code := run(context.Background(), []string{"serve", "--help"}, &out, &out); code != 0 {
-		t.Fatalf("exit %d", code)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--help"}, &out, &errOut); code != 0 || errOut.Len() > 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 	help := out.String()
 	for _, want := range []string{
@@ -41,7 +42,8 @@ func TestServeHelpNamesEveryFlagAndVariable(t *testing.T) {
 		"-keepalive-min-time", "-keepalive-time", "-keepalive-timeout",
 		"-metrics-listen", "HISTORYD_METRICS_LISTEN", "-log-thread-ids", "HISTORYD_LOG_THREAD_SALT",
 		"-cache-threads", "HISTORYD_CACHE_THREADS", "-cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES",
-		"SIGHUP", "docs/security.md", "default 64MiB",
+		"-log-level", "HISTORYD_LOG_LEVEL", "-metrics-all-methods", "HISTORYD_METRICS_ALL_METHODS",
+		"SIGHUP", "docs/security.md", "default 64MiB", "-pooler", "HISTORYD_POOLER",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -68,6 +70,14 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{"env state cache", map[string]string{"HISTORYD_CACHE_STATE_BYTES": "-5"}, nil, "HISTORYD_CACHE_STATE_BYTES"},
 		{"thread ids in plain", nil, []string{"--log-thread-ids", "plain"}, "--log-thread-ids"},
 		{"missing token file", nil, []string{"--auth-tokens", "/nonexistent/tokens.json"}, "--auth-tokens"},
+		{"log level", nil, []string{"--log-level", "verbose"}, `--log-level "verbose": want debug, info, warn or error`},
+		{"env log level", map[string]string{"HISTORYD_LOG_LEVEL": "trace"}, nil, `--log-level "trace"`},
+		{"burst without rate", nil, []string{"--rate-burst", "5"}, "--rate-burst 5 without --rate-limit"},
+		{"env burst without rate", map[string]string{"HISTORYD_RATE_BURST": "5"}, nil, "--rate-burst 5 without --rate-limit"},
+		{"reducer of a channel not served", nil, []string{"--channel-reducers", "files=merge"}, `channel "files" is neither --messages-channel nor one of --state-channels`},
+		{"env bool metrics", map[string]string{"HISTORYD_METRICS_ALL_METHODS": "all"}, nil, "HISTORYD_METRICS_ALL_METHODS"},
+		{"unknown pooler", nil, []string{"--pooler", "yes"}, "--pooler"},
+		{"env pooler", map[string]string{"HISTORYD_POOLER": "pgbouncer"}, nil, "--pooler"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {
@@ -105,7 +115,9 @@ func TestByteSize(t *testing.T) {
 func useMemory(t *testing.T, m store.Backend) {
 	t.Helper()
 	old := newBackend
-	newBackend = func(context.Context, string, string, []string) (store.Backend, error) { return m, nil }
+	newBackend = func(context.Context, string, string, []string, ...server.BackendOption) (store.Backend, error) {
+		return m, nil
+	}
 	t.Cleanup(func() { newBackend = old })
 }
 

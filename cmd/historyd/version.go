@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"runtime/debug"
+
+	"github.com/historyd/historyd/buildinfo"
 )
 
 // version and commit are set at link time by builds that know them better
@@ -15,9 +15,9 @@ import (
 //
 //	go build -ldflags "-X main.version=$(git describe --tags --always --dirty) -X main.commit=$(git rev-parse HEAD)" ./cmd/historyd
 //
-// Left empty, they come from the build information the toolchain embeds:
-// the module version (set for `go install …@vX.Y.Z`) and, when the build
-// stamped version control information, the revision.
+// Left empty, they come from the build information the toolchain embeds
+// (see package buildinfo), which `historyd version` and the
+// historyd_build_info metric both report.
 var (
 	version string
 	commit  string
@@ -44,10 +44,10 @@ var versionCommand = command{
 		return func(context.Context) error {
 			b := currentBuild()
 			if *short {
-				fmt.Fprintln(os.Stdout, b.line())
+				fmt.Fprintln(os.Stdout, buildLine(b))
 				return nil
 			}
-			b.writeTo(os.Stdout)
+			writeBuild(os.Stdout, b)
 			return nil
 		}
 	},
@@ -62,56 +62,15 @@ func versionAlias(args []string) []string {
 	return args
 }
 
-// buildVersion is what the binary knows about its own build.
-type buildVersion struct {
-	version, commit, modified, goVersion, platform string
-}
-
 // currentBuild combines the link-time variables with the embedded build
 // information; the variables win, since they are set deliberately.
-func currentBuild() buildVersion {
-	bi, _ := debug.ReadBuildInfo()
-	return describeBuild(bi, version, commit)
-}
+func currentBuild() buildinfo.Info { return buildinfo.Read(version, commit) }
 
-// describeBuild is currentBuild for any build information (nil when the
-// binary carries none) and link-time values.
-func describeBuild(bi *debug.BuildInfo, linkVersion, linkCommit string) buildVersion {
-	b := buildVersion{
-		version: "unknown", commit: "unknown", modified: "unknown",
-		goVersion: runtime.Version(), platform: runtime.GOOS + "/" + runtime.GOARCH,
-	}
-	if bi != nil {
-		// "(devel)" is what a build outside a module version reports.
-		if v := bi.Main.Version; v != "" && v != "(devel)" {
-			b.version = v
-		}
-		if bi.GoVersion != "" {
-			b.goVersion = bi.GoVersion
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				b.commit = s.Value
-			case "vcs.modified":
-				b.modified = s.Value
-			}
-		}
-	}
-	if linkVersion != "" {
-		b.version = linkVersion
-	}
-	if linkCommit != "" {
-		b.commit = linkCommit
-	}
-	return b
-}
-
-func (b buildVersion) writeTo(w io.Writer) {
+func writeBuild(w io.Writer, b buildinfo.Info) {
 	fmt.Fprintf(w, "version  %s\ncommit   %s\nmodified %s\ngo       %s\nplatform %s\n",
-		b.version, b.commit, b.modified, b.goVersion, b.platform)
+		b.Version, b.Commit, b.Modified, b.GoVersion, b.Platform)
 }
 
-func (b buildVersion) line() string {
-	return fmt.Sprintf("historyd %s (commit %s, %s, %s)", b.version, b.commit, b.goVersion, b.platform)
+func buildLine(b buildinfo.Info) string {
+	return fmt.Sprintf("historyd %s (commit %s, %s, %s)", b.Version, b.Commit, b.GoVersion, b.Platform)
 }

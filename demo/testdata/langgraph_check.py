@@ -1,37 +1,45 @@
 #!/usr/bin/env python3
-"""Check the demo file against real LangGraph.
+"""Check the demo against real LangGraph.
 
 Run by demo_test.go with the venv of scripts/pyenv.sh (langgraph,
-langgraph-checkpoint-sqlite). It does three things and writes one JSON
-report:
+langgraph-checkpoint-sqlite, langgraph-checkpoint-postgres), on the SQLite
+file `historyd demo` writes (SqliteSaver's format) or on the PostgreSQL
+schema `historyd demo --dsn` writes (PostgresSaver's). It does three things
+and writes one JSON report:
 
-1. Reads the demo file the way an agent host would: SqliteSaver.list() for
-   every checkpoint, and get_state_history() of the demo's graph compiled on
-   the file, giving each checkpoint's message counts, tool_state and the
-   nodes LangGraph would run next. Then continues thread "demo" with a
-   fifth turn, to show LangGraph can resume from the file.
+1. Reads the demo the way an agent host would: the saver's list() for
+   every checkpoint, and get_state_history() of the demo's graph compiled
+   on it, giving each checkpoint's message counts, tool_state and the nodes
+   LangGraph would run next. Then continues thread "demo" with a fifth
+   turn, on a copy, to show LangGraph can resume from it.
 
 2. Replays the same conversation (the transcript the Go side wrote, in
    msgpack that JsonPlusSerializer loads into real LangChain messages)
-   through the same graph with a real SqliteSaver, prunes "demo-pruned" the
+   through the same graph with the real saver, prunes "demo-pruned" the
    same way, and
 
-3. describes both files in a normalized form: every row of both tables,
-   with what only differs between two runs (checkpoint and task ids,
-   timestamps, the random part of channel versions) replaced by stable
-   stand-ins, so the Go side can require the two to be identical.
+3. describes both in a normalized form: every row of every table, with
+   what only differs between two runs (checkpoint and task ids, timestamps,
+   the random part of channel versions) replaced by stable stand-ins, so
+   the Go side can require the two to be identical.
 
-Usage: langgraph_check.py DEMO_DB TRANSCRIPT_MSGPACK WORK_DIR OUT_JSON
+Usage: langgraph_check.py sqlite DEMO_DB TRANSCRIPT_MSGPACK WORK_DIR OUT_JSON
+       langgraph_check.py postgres DSN SCHEMA TRANSCRIPT_MSGPACK OUT_JSON
+
+For PostgreSQL the copy resumed is SCHEMA_resume and the replay is written
+to SCHEMA_replay; both are created here, and left for the caller to drop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
 import shutil
 import sqlite3
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from importlib.metadata import version as package_version
 from pathlib import Path
@@ -47,7 +55,15 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
-demo_db, transcript_path, work_dir, out_path = map(Path, sys.argv[1:5])
+backend = sys.argv[1]
+if backend == "sqlite":
+    demo_db, transcript_path, work_dir, out_path = map(Path, sys.argv[2:6])
+elif backend == "postgres":
+    dsn, schema = sys.argv[2:4]
+    transcript_path, out_path = map(Path, sys.argv[4:6])
+    resume_schema, replay_schema = schema + "_resume", schema + "_replay"
+else:
+    sys.exit(f"unknown backend {backend!r}: want sqlite or postgres")
 serde = JsonPlusSerializer()
 transcript = serde.loads_typed(("msgpack", transcript_path.read_bytes()))
 run_metadata = transcript["metadata"]
@@ -72,7 +88,7 @@ def script_for(thread_id: str) -> list[dict]:
     raise KeyError(thread_id)
 
 
-def build(saver: SqliteSaver, thread_id: str):
+def build(saver: Any, thread_id: str):
     """The ReAct graph the demo plays: a scripted model and a real ToolNode."""
     turns = script_for(thread_id)
     replies = {
@@ -129,13 +145,65 @@ def humans(messages: list) -> int:
 
 
 # ---------------------------------------------------------------------------
-# 1. Read the demo file with LangGraph.
+# Opening the savers.
+
+
+@contextlib.contextmanager
+def postgres_saver(in_schema: str) -> Iterator[Any]:
+    """A PostgresSaver on in_schema, as a host points one at a schema: by search_path."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with psycopg.connect(
+        dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row, options=f"-c search_path={in_schema}"
+    ) as conn:
+        yield PostgresSaver(conn)
+
+
+def postgres_conn():
+    import psycopg
+
+    return psycopg.connect(dsn, autocommit=True)
+
+
+def quote(ident: str) -> str:
+    return '"' + ident.replace('"', '""') + '"'
+
+
+PG_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+def copy_schema(src: str, dst: str) -> None:
+    """A copy of a schema's demo rows in tables PostgresSaver.setup() made."""
+    with postgres_conn() as conn:
+        conn.execute(f"CREATE SCHEMA {quote(dst)}")
+    with postgres_saver(dst) as saver:
+        saver.setup()
+    with postgres_conn() as conn:
+        for table in PG_TABLES:
+            cols = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+                    (src, table),
+                )
+            ]
+            names = ", ".join(quote(c) for c in cols)
+            conn.execute(
+                f"INSERT INTO {quote(dst)}.{table} ({names}) SELECT {names} FROM {quote(src)}.{table}"
+            )
+
+
+# ---------------------------------------------------------------------------
+# 1. Read the demo with LangGraph.
 
 threads = [t["id"] for t in transcript["threads"]]
-reading = work_dir / "reading.db"
-shutil.copyfile(demo_db, reading)
 read_report: dict[str, Any] = {}
-with SqliteSaver.from_conn_string(str(reading)) as saver:
+
+
+def read_threads(saver: Any) -> None:
     for tid in threads:
         listed = []
         for tup in saver.list({"configurable": {"thread_id": tid}}):
@@ -171,8 +239,10 @@ with SqliteSaver.from_conn_string(str(reading)) as saver:
             )
         read_report[tid] = {"list": listed, "history": history}
 
-    # Resume "demo" with a fifth turn: LangGraph must run exactly the input,
-    # __start__ and agent steps from the file's last checkpoint.
+
+def resume(saver: Any) -> None:
+    """Resume "demo" with a fifth turn: LangGraph must run exactly the input,
+    __start__ and agent steps from the last checkpoint."""
     from langchain_core.messages import AIMessage, HumanMessage
 
     app = build(saver, "demo")
@@ -192,35 +262,89 @@ with SqliteSaver.from_conn_string(str(reading)) as saver:
     }
     script_for("demo").pop()
 
-# ---------------------------------------------------------------------------
-# 2. Replay the conversation through LangGraph with a real SqliteSaver.
 
-replayed = work_dir / "replayed.db"
-with SqliteSaver.from_conn_string(str(replayed)) as saver:
+if backend == "sqlite":
+    reading = work_dir / "reading.db"
+    shutil.copyfile(demo_db, reading)
+    with SqliteSaver.from_conn_string(str(reading)) as saver:
+        read_threads(saver)
+        resume(saver)
+else:
+    with postgres_saver(schema) as saver:
+        read_threads(saver)
+    copy_schema(schema, resume_schema)
+    with postgres_saver(resume_schema) as saver:
+        resume(saver)
+
+# ---------------------------------------------------------------------------
+# 2. Replay the conversation through LangGraph with the real saver.
+
+
+def doomed(saver: Any, tid: str, through: int) -> list[str]:
+    return [
+        tup.config["configurable"]["checkpoint_id"]
+        for tup in saver.list({"configurable": {"thread_id": tid}})
+        if humans(tup.checkpoint["channel_values"].get("messages", [])) <= through
+    ]
+
+
+def replay(saver: Any, prune: Any) -> None:
     for t in transcript["threads"]:
         app = build(saver, t["id"])
         for turn in t["turns"]:
             app.invoke({"messages": [turn["human"]]}, config(t["id"]))
-        through = t["prune_through"]
-        if through:
-            doomed = [
-                tup.config["configurable"]["checkpoint_id"]
-                for tup in saver.list({"configurable": {"thread_id": t["id"]}})
-                if humans(tup.checkpoint["channel_values"].get("messages", [])) <= through
-            ]
-            with saver.cursor() as cur:
-                cur.executemany(
-                    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
-                    [(t["id"], c) for c in doomed],
-                )
-                cur.execute(
-                    "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id NOT IN "
-                    "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?)",
-                    (t["id"], t["id"]),
-                )
+        if t["prune_through"]:
+            prune(saver, t["id"], doomed(saver, t["id"], t["prune_through"]))
+
+
+def prune_sqlite(saver: Any, tid: str, ids: list[str]) -> None:
+    """A retention job: the checkpoints, then the writes recorded against them."""
+    with saver.cursor() as cur:
+        cur.executemany(
+            "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
+            [(tid, c) for c in ids],
+        )
+        cur.execute(
+            "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id NOT IN "
+            "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?)",
+            (tid, tid),
+        )
+
+
+def prune_postgres(saver: Any, tid: str, ids: list[str]) -> None:
+    """A retention job: the checkpoints, the writes recorded against them, and
+    the blobs of channel versions no checkpoint left refers to."""
+    conn = saver.conn
+    conn.execute(
+        "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id = ANY(%s)",
+        (tid, ids),
+    )
+    conn.execute(
+        "DELETE FROM checkpoint_writes w WHERE thread_id = %s AND NOT EXISTS (SELECT 1 FROM checkpoints c "
+        "WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)",
+        (tid,),
+    )
+    conn.execute(
+        "DELETE FROM checkpoint_blobs b WHERE thread_id = %s AND NOT EXISTS (SELECT 1 FROM checkpoints c "
+        "WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns "
+        "AND c.checkpoint->'channel_versions'->>b.channel = b.version)",
+        (tid,),
+    )
+
+
+if backend == "sqlite":
+    replayed = work_dir / "replayed.db"
+    with SqliteSaver.from_conn_string(str(replayed)) as saver:
+        replay(saver, prune_sqlite)
+else:
+    with postgres_conn() as conn:
+        conn.execute(f"CREATE SCHEMA {quote(replay_schema)}")
+    with postgres_saver(replay_schema) as saver:
+        saver.setup()
+        replay(saver, prune_postgres)
 
 # ---------------------------------------------------------------------------
-# 3. Describe both files, normalized.
+# 3. Describe both, normalized.
 
 VERSION = re.compile(r"^(\d{32})\.(\d+\.\d+|\d+(\.\d+)?e-\d+)$")
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -259,7 +383,7 @@ def readable(v: Any) -> Any:
     return v
 
 
-def describe(path: Path) -> dict[str, Any]:
+def describe_sqlite(path: Path) -> dict[str, Any]:
     problems: list[str] = []
     conn = sqlite3.connect(path)
     out: dict[str, Any] = {
@@ -340,13 +464,135 @@ def describe(path: Path) -> dict[str, Any]:
     return out
 
 
+def describe_postgres(in_schema: str) -> dict[str, Any]:
+    """describe_sqlite for PostgresSaver's tables in in_schema: each checkpoint
+    with the blobs of its channel versions and its writes, blobs no checkpoint
+    refers to, and the tables, indexes and migrations."""
+    from psycopg.rows import dict_row
+
+    problems: list[str] = []
+    conn = postgres_conn()
+    conn.row_factory = dict_row
+    q = quote(in_schema)
+    columns = conn.execute(
+        "SELECT table_name, column_name, data_type, is_nullable, COALESCE(column_default, '') AS d "
+        "FROM information_schema.columns WHERE table_schema = %s ORDER BY table_name, ordinal_position",
+        (in_schema,),
+    ).fetchall()
+    indexes = conn.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY indexname", (in_schema,)
+    ).fetchall()
+    for i in indexes:
+        # The schema as PostgreSQL writes it: quoted only where it must be.
+        i["def"] = i["indexdef"].replace(q + ".", "<schema>.").replace(in_schema + ".", "<schema>.")
+    migrations = [r["v"] for r in conn.execute(f"SELECT v FROM {q}.checkpoint_migrations ORDER BY v")]
+    out: dict[str, Any] = {
+        "schema": [["column", c["table_name"], c["column_name"], c["data_type"], c["is_nullable"], c["d"]] for c in columns]
+        + [["index", i["indexname"], i["def"]] for i in indexes]
+        + [["migrations", " ".join(str(v) for v in migrations)]],
+        "journal_mode": "",
+        "threads": {},
+        "problems": problems,
+    }
+    for tid in threads:
+        by_number: dict[str, str] = {}
+
+        def norm(version: str, where: str) -> str:
+            m = VERSION.match(version)
+            if not m:
+                problems.append(f"{where}: version {version!r} is not PostgresSaver's format")
+                return version
+            n = str(int(m.group(1)))
+            if by_number.setdefault(n, version) != version:
+                problems.append(f"{where}: two different versions numbered {n}")
+            return "v" + n
+
+        rows = conn.execute(
+            f"SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata "
+            f"FROM {q}.checkpoints WHERE thread_id = %s ORDER BY checkpoint_id",
+            (tid,),
+        ).fetchall()
+        step_of = {r["checkpoint_id"]: r["metadata"]["step"] for r in rows}
+        blobs = {
+            (b["checkpoint_ns"], b["channel"], b["version"]): b
+            for b in conn.execute(
+                f"SELECT checkpoint_ns, channel, version, type, blob FROM {q}.checkpoint_blobs WHERE thread_id = %s",
+                (tid,),
+            )
+        }
+        referenced = set()
+        described = []
+        for r in rows:
+            cid, cp = r["checkpoint_id"], r["checkpoint"]
+            where = f"{tid}/{cid}"
+            if cp.get("id") != cid:
+                problems.append(f"{where}: checkpoint id {cp.get('id')!r} differs from the row's")
+            if not UUID.match(cid) or cid[14] != "6":
+                problems.append(f"{where}: not a version 6 UUID")
+            ts = datetime.fromisoformat(cp["ts"])
+            if ts.tzinfo is None or ts.isoformat() != cp["ts"]:
+                problems.append(f"{where}: ts {cp['ts']!r} is not an aware isoformat()")
+            channel_blobs = {}
+            for channel, version in sorted(cp["channel_versions"].items()):
+                key = (r["checkpoint_ns"], channel, version)
+                if key in blobs:
+                    referenced.add(key)
+                    b = blobs[key]
+                    channel_blobs[channel] = [b["type"], None if b["blob"] is None else bytes(b["blob"]).hex()]
+            cp = dict(cp, id="<id>", ts="<ts>")
+            cp["channel_versions"] = {k: norm(v, where) for k, v in cp["channel_versions"].items()}
+            cp["versions_seen"] = {
+                node: {k: norm(v, where) for k, v in seen.items()} for node, seen in cp["versions_seen"].items()
+            }
+            writes = conn.execute(
+                f"SELECT checkpoint_ns, task_id, task_path, idx, channel, type, blob FROM {q}.checkpoint_writes "
+                "WHERE thread_id = %s AND checkpoint_id = %s ORDER BY task_path, idx",
+                (tid, cid),
+            ).fetchall()
+            for w in writes:
+                if not UUID.match(w["task_id"]):
+                    problems.append(f"{where}: task id {w['task_id']!r} is not UUID-shaped")
+            described.append(
+                {
+                    "step": step_of[cid],
+                    "ns": r["checkpoint_ns"],
+                    "parent": None if r["parent_checkpoint_id"] is None else step_of.get(r["parent_checkpoint_id"], "<deleted>"),
+                    "type": r["type"],
+                    "checkpoint": plain(cp),
+                    "blobs": channel_blobs,
+                    "metadata": r["metadata"],
+                    "writes": [
+                        [w["checkpoint_ns"], w["task_path"], w["idx"], w["channel"], w["type"], bytes(w["blob"]).hex()]
+                        for w in writes
+                    ],
+                }
+            )
+        for ns, channel, version in sorted(set(blobs) - referenced):
+            problems.append(f"{tid}: blob {channel} {norm(version, tid)} belongs to no checkpoint")
+        orphans = conn.execute(
+            f"SELECT count(*) AS n FROM {q}.checkpoint_writes w WHERE thread_id = %s AND NOT EXISTS "
+            f"(SELECT 1 FROM {q}.checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns "
+            "AND c.checkpoint_id = w.checkpoint_id)",
+            (tid,),
+        ).fetchone()["n"]
+        if orphans:
+            problems.append(f"{tid}: {orphans} writes rows name no checkpoint")
+        out["threads"][tid] = described
+    conn.close()
+    return out
+
+
+packages = ["langgraph", "langgraph-checkpoint", "langchain-core", "ormsgpack"]
+if backend == "sqlite":
+    packages.append("langgraph-checkpoint-sqlite")
+    ours, theirs = describe_sqlite(demo_db), describe_sqlite(replayed)
+else:
+    packages += ["langgraph-checkpoint-postgres", "psycopg"]
+    ours, theirs = describe_postgres(schema), describe_postgres(replay_schema)
 report = {
-    "versions": {
-        name: package_version(name)
-        for name in ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "langchain-core", "ormsgpack")
-    },
+    "versions": {name: package_version(name) for name in packages},
     "read": read_report,
-    "ours": describe(demo_db),
-    "langgraph": describe(replayed),
+    "ours": ours,
+    "langgraph": theirs,
 }
 out_path.write_text(json.dumps(report, ensure_ascii=False, indent=1))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/historyd/historyd/client"
@@ -36,6 +37,9 @@ type sharedCase struct {
 	// NoHistory builds the tool without a history, as a deployment that
 	// keeps none does.
 	NoHistory bool `json:"no_history,omitempty"`
+	// Channel builds the tool reading this state channel instead of the
+	// server's default, as a host configures it.
+	Channel string `json:"channel,omitempty"`
 	// Args are the tool's arguments as the model sends them.
 	Args json.RawMessage `json:"args"`
 	// Want is the tool's answer.
@@ -93,8 +97,7 @@ func TestSharedCases(t *testing.T) {
 		return
 	}
 	tab := loadTable(t, root)
-	bin := buildHistoryd(t)
-	addr := startHistoryd(t, bin, "--dsn", writeFixture(t, bin))
+	addr := serveFixture(t)
 	cases := filepath.Join(root, casesFile)
 
 	t.Run("go", func(t *testing.T) { compare(t, tab, goCases(t, addr, tab.Cases)) })
@@ -139,8 +142,7 @@ func compare(t *testing.T, tab table, out runnerOutput) {
 // Go's client/inspect is the reference the other clients port.
 func updateTable(t *testing.T, root string) {
 	tab := loadTable(t, root)
-	bin := buildHistoryd(t)
-	addr := startHistoryd(t, bin, "--dsn", writeFixture(t, bin))
+	addr := serveFixture(t)
 	out := goCases(t, addr, tab.Cases)
 	for i := range tab.Cases {
 		r := out.Results[i]
@@ -162,6 +164,14 @@ func updateTable(t *testing.T, root string) {
 	t.Logf("rewrote the answers of %d cases in %s with Go's; run again without -update to check every client", len(tab.Cases), casesFile)
 }
 
+// serveFixture builds historyd, writes the fixture and serves it, with
+// every state channel the fixture's threads hold, returning its address.
+func serveFixture(t *testing.T) string {
+	t.Helper()
+	bin := buildHistoryd(t)
+	return startHistoryd(t, bin, "--dsn", writeFixture(t, bin), "--state-channels", strings.Join(fixtureChannels, ","))
+}
+
 // goCases answers the cases with client/inspect over the Go client, in the
 // shape the other runners write.
 func goCases(t *testing.T, addr string, cases []sharedCase) runnerOutput {
@@ -178,6 +188,9 @@ func goCases(t *testing.T, addr string, cases []sharedCase) runnerOutput {
 	}
 	for _, sc := range cases {
 		in := &inspect.Inspector{History: c}
+		if sc.Channel != "" {
+			in.Options = []client.ReadOption{client.WithChannel(sc.Channel)}
+		}
 		if sc.NoHistory {
 			in = &inspect.Inspector{}
 		}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/historyd/historyd/client/clienttest"
+	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -18,10 +20,30 @@ const (
 	// quoting, data: URIs, outlines and excerpts. Turn 2 rewrites
 	// values/numbers and first writes values/late; turn 3 writes nothing.
 	valuesThread = "values"
+	// togetherThread is four turns of which 2 and 3 were asked in one input
+	// and answered by one run: both end on that run's state (answered_with).
+	togetherThread = "together"
+	// summarizedThread was asked five questions; during the third a
+	// summary replaced the earlier messages, and every checkpoint up to the
+	// third turn's end was pruned. The oldest one left holds the summary,
+	// so historyd cannot tell how many questions came before: numbering is
+	// ESTIMATED, and the questions left (the third, fourth and fifth) are
+	// turns 1 to 3, of which turn 1 is no longer retained.
+	summarizedThread = "summarized"
+	// filesThread is a deepagents-like thread with two more state channels
+	// besides tool_state: files (path → FileData) and todos (a list). Turn 2
+	// rewrites /notes.md and adds /thames.md.
+	filesThread = "files"
 )
 
-// fixtureThreads returns the conversations written next to the demo's:
-// thread id → turns.
+// fixtureChannels are the state channels the fixture's server serves
+// (--state-channels): tool_state, the default, and filesThread's.
+var fixtureChannels = []string{"tool_state", "files", "todos"}
+
+// fixtureThreads returns the conversations written next to the demo's with
+// storetest's Builder, one question per turn: thread id → turns. The
+// threads needing checkpoints the Builder does not write (two questions in
+// one input, a summary, other state channels) are scriptedThreads'.
 func fixtureThreads() map[string][]storetest.Turn {
 	return map[string][]storetest.Turn{
 		valuesThread: {
@@ -161,3 +183,41 @@ func longText() map[string]any {
 // tenths returns n/10 computed at run time: Go folds constant expressions
 // exactly, so 0.1+0.2 written out would be exactly 0.3.
 func tenths(n int) float64 { return float64(n) / 10 }
+
+// scriptedThreads writes the threads whose checkpoints clienttest.Script
+// lays out one by one: togetherThread, summarizedThread and filesThread.
+// They go through the same saver writer as the Builder's, so they are stored
+// as LangChain.js's SqliteSaver stores them.
+func scriptedThreads(w storetest.Writer) {
+	script := func(thread string) *clienttest.Script {
+		return clienttest.NewScript(w, store.Ref{ThreadID: thread}, "1f21")
+	}
+	together := script(togetherThread)
+	together.Run(clienttest.Input{Asked: []string{"sketch a boundary around the Severn and call it Severn"},
+		State: map[string]any{"sketch/name": "Severn", "sketch/area_km2": 11420}})
+	together.Run(clienttest.Input{Asked: []string{"now sketch one around the Thames", "and colour it blue"},
+		State: map[string]any{"sketch/name": "Thames", "sketch/area_km2": 12935, "sketch/colour": "blue"}})
+	together.Run(clienttest.Input{Asked: []string{"which of the two is larger?"}})
+
+	summarized := script(summarizedThread)
+	summarized.Run(clienttest.Input{Asked: []string{"sketch the Severn"}, State: map[string]any{"sketch/area_km2": 11420}})
+	summarized.Run(clienttest.Input{Asked: []string{"now sketch the Thames"}, State: map[string]any{"sketch/area_km2": 12935}})
+	summarized.Run(clienttest.Input{Asked: []string{"compare the two areas"},
+		Summary: "The user had the Severn (11420 km²) and the Thames (12935 km²) sketched."})
+	summarized.Prune() // everything up to the third turn's end
+	summarized.Run(clienttest.Input{Asked: []string{"now sketch the Wye"}, State: map[string]any{"sketch/area_km2": 4136}})
+	summarized.Run(clienttest.Input{Asked: []string{"which of the three is smallest?"}})
+
+	files := script(filesThread)
+	files.Run(clienttest.Input{Asked: []string{"take notes on the Severn"},
+		State:   map[string]any{"sketch/area_km2": 11420},
+		Merge:   map[string]map[string]any{"files": {"/notes.md": clienttest.FileData("# Severn\n11420 km²\n", 0, 0)}},
+		Replace: map[string]any{"todos": []any{clienttest.Todo("sketch the Severn", "completed"), clienttest.Todo("sketch the Thames", "pending")}}})
+	files.Run(clienttest.Input{Asked: []string{"add the Thames to the notes"},
+		State: map[string]any{"sketch/area_km2": 12935},
+		Merge: map[string]map[string]any{"files": {
+			"/notes.md":  clienttest.FileData("# Severn\n11420 km²\n# Thames\n12935 km²\n", 0, 1),
+			"/thames.md": clienttest.FileData("The Thames basin, sketched in turn 2.", 1, 1),
+		}},
+		Replace: map[string]any{"todos": []any{clienttest.Todo("sketch the Severn", "completed"), clienttest.Todo("sketch the Thames", "completed")}}})
+}

@@ -93,6 +93,7 @@ func writeFixture(t testing.TB, bin string) string {
 			b.Turn(turn)
 		}
 	}
+	scriptedThreads(w)
 	return path
 }
 

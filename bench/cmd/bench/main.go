@@ -1,11 +1,15 @@
 // Command bench is historyd's benchmark harness.
 //
 //	bench gen     --dsn DSN [--python PY] --turns T --checkpoints C --keys K --state-bytes S [--thread ID]
-//	bench run     --dsn DSN [--python PY] [--full] [--concurrency N] [--work DIR] [--profile] [--out FILE]
+//	bench gen     --deepagents --dsn DSN [--python PY] --turns T --files F --file-bytes B
+//	              [--snapshot-frequency N] [--state-keys K] [--thread ID]
+//	bench run     --dsn DSN [--python PY] [--full] [--concurrency N] [--work DIR] [--profile] [--out FILE] [--pooler-dsn DSN]
 //	bench profile --dsn DSN --thread ID [--op Snapshot] [--turn N] [--concurrency N]
 //	              [--seconds S | --requests N] [--cold] [--dir DIR] [--name NAME]
 //
-// gen writes one synthetic thread in Python PostgresSaver's format; run is
+// gen writes one synthetic thread in Python PostgresSaver's format (with
+// --deepagents, one shaped like a deepagents agent's, messages and files
+// as DeltaChannels); run is
 // the whole suite (see docs/benchmarks.md), which prints one table; profile
 // drives a profiling build of historyd (see bench/prof) against one thread
 // and writes CPU and allocation profiles with their pprof reports.
@@ -69,8 +73,15 @@ func genCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&p.Keys, "keys", 8, "tool_state keys K")
 	fs.IntVar(&p.StateBytes, "state-bytes", 1_000_000, "approximate tool_state size S in bytes")
 	seed := fs.Uint64("seed", 1, "random seed")
+	deep := fs.Bool("deepagents", false, "a deepagents-shaped thread: messages and files as DeltaChannels (--turns, --files, --file-bytes, --snapshot-frequency, --state-keys)")
+	var dp gen.DeepParams
+	fs.IntVar(&dp.Files, "files", 300, "--deepagents: files the thread grows to")
+	fs.IntVar(&dp.FileBytes, "file-bytes", 3000, "--deepagents: mean file size in bytes")
+	fs.IntVar(&dp.SnapshotFrequency, "snapshot-frequency", 50, "--deepagents: DeltaChannel snapshot_frequency of messages and files")
+	fs.IntVar(&dp.StateKeys, "state-keys", 8, "--deepagents: tool_state keys")
 	fs.Parse(args) //nolint:errcheck // ExitOnError
 	p.Seed = *seed
+	dp.Turns, dp.Seed = p.Turns, *seed
 	if *dsn == "" {
 		return fmt.Errorf("--dsn is required")
 	}
@@ -92,10 +103,22 @@ func genCmd(ctx context.Context, args []string) error {
 		}
 	}
 	id := *thread
+	t0 := time.Now()
+	if *deep {
+		if id == "" {
+			id = dp.Name("bench-deep")
+		}
+		sum, err := gen.WriteDeep(ctx, conn, id, dp, gen.Options{})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("thread %s: %d checkpoints, %d blobs, %d writes, snapshots %v, %d files (%.1f MB) at the end, largest files snapshot %d bytes, %.1f MB of blobs and writes, %.1fs\n",
+			id, len(sum.Checkpoints), sum.Rows["checkpoint_blobs"], sum.Rows["checkpoint_writes"], sum.Snapshots, sum.LiveFiles, float64(sum.FileBytes)/1e6, sum.FilesBlobBytes, float64(sum.TotalBlobBytes)/1e6, time.Since(t0).Seconds())
+		return nil
+	}
 	if id == "" {
 		id = p.Name("bench")
 	}
-	t0 := time.Now()
 	sum, err := gen.Write(ctx, conn, id, p, gen.Options{})
 	if err != nil {
 		return err
@@ -113,12 +136,13 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Repo, "repo", ".", "historyd repository")
 	fs.StringVar(&cfg.Work, "work", "", "directory for the binary, logs, profiles and results (default: <repo>/var/bench)")
 	fs.StringVar(&cfg.PGBench, "pgbench", "", "pgbench binary (default: PATH, then /usr/lib/postgresql/*/bin)")
+	fs.StringVar(&cfg.PoolerDSN, "pooler-dsn", os.Getenv("HISTORYD_BENCH_POOLER_DSN"), "the --dsn database through PgBouncer in transaction mode, for the pooler row (env HISTORYD_BENCH_POOLER_DSN; default: that row measures direct connections only)")
 	fs.BoolVar(&cfg.Full, "full", false, "full mode: more threads, turns, repeats and time")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "driver and pgbench concurrency")
 	fs.BoolVar(&cfg.Regenerate, "regenerate", false, "rewrite threads that already exist")
 	fs.BoolVar(&cfg.Profile, "profile", false, "profile the path behind any missed floor (default: on with --full)")
 	out := fs.String("out", "", "also write the table to this file")
-	fs.Func("only", "run only this step besides generating and building (anchors, operations, P1, P2, P3, P4, threads, profiles); repeatable", func(v string) error {
+	fs.Func("only", "run only this step besides generating and building (anchors, operations, P1, P2, P3, P4, deepagents, pooler, threads, profiles); repeatable", func(v string) error {
 		cfg.Only = append(cfg.Only, v)
 		return nil
 	})

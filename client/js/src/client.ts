@@ -13,9 +13,11 @@ import {
   ThreadHistory as ThreadHistoryService,
   ThreadsOrder,
   type DiffTurn as WireDiffTurn,
+  TurnNumbering,
   type StateEntry,
   type TurnState as WireTurnState,
 } from "./gen/historyd/v1/history_pb.js";
+import { traceContextInterceptor } from "./tracing.js";
 
 /**
  * The defaults of every historyd client (Go, Python, TypeScript), as
@@ -60,14 +62,29 @@ export interface ThreadHistoryOptions {
   backoffMs?: number;
   /** The checkpoint namespace read; "" (the default) is the root graph. */
   namespace?: string;
+  /**
+   * The state channel read; "" (the default) is the server's default, the
+   * first of its --state-channels. E.g. deepagents' "files" or "todos". A
+   * channel the server does not serve fails with INVALID_ARGUMENT naming the
+   * ones it does. Each read may name its own (ReadOpts.channel).
+   */
+  channel?: string;
   /** The largest response accepted, in bytes. */
   maxReceiveBytes?: number;
   /**
    * A Connect transport to call through instead of the gRPC transport this
-   * client makes (tests, a custom HTTP/2 session). `plaintext`, `tls` and
-   * `maxReceiveBytes` then do not apply.
+   * client makes (tests, a custom HTTP/2 session). `plaintext`, `tls`,
+   * `maxReceiveBytes` and `traceContext` then do not apply: add
+   * `traceContextInterceptor()` to its interceptors for trace context.
    */
   transport?: Transport;
+  /**
+   * Send the caller's OpenTelemetry trace context (W3C `traceparent`,
+   * through the host's propagator) with every call when `@opentelemetry/api`
+   * is installed, so that historyd's spans join the host's traces; default
+   * true. Turn it off when something else already injects it.
+   */
+  traceContext?: boolean;
 }
 
 /** What one call may add: an abort signal and a deadline of its own. */
@@ -84,7 +101,20 @@ export interface ReadOpts extends CallOpts {
   keys?: string[];
   /** The checkpoint namespace, instead of the client's. */
   namespace?: string;
+  /** The state channel, instead of the client's. */
+  channel?: string;
 }
+
+/**
+ * How sure a thread's turn numbers are, which depends on what the
+ * checkpointer still retains: "complete" (the first checkpoint is retained:
+ * exact), "counted" (the oldest were pruned, and the questions before the
+ * oldest one left were counted from its messages: exact unless messages were
+ * removed before it without a trace), "estimated" (no checkpoint left shows
+ * how many questions came before: numbers may be too low; a turn's question
+ * says which one it was), or "unspecified" (a server older than the field).
+ */
+export type Numbering = "complete" | "counted" | "estimated" | "unspecified";
 
 /** One session-state key's entry: the published value and the bookkeeping the host recorded with it. */
 export interface Entry {
@@ -116,6 +146,15 @@ export interface TurnState {
   endedAt?: Date;
   /** Each session-state key's entry as the turn ended. */
   state: Record<string, Entry>;
+  /**
+   * The other turns whose questions came in the same input as this one's and
+   * were answered by the same run, whose end state this one shares,
+   * ascending; empty for a turn asked on its own. Always set by
+   * ThreadHistory (optional so that other TurnReaders need not).
+   */
+  answeredWith?: number[];
+  /** How sure the thread's turn numbers were when this turn was read. Always set by ThreadHistory. */
+  numbering?: Numbering;
 }
 
 interface SnapshotCommon {
@@ -125,6 +164,11 @@ interface SnapshotCommon {
   total: number;
   /** The turns whose state can still be read, ascending. */
   retained: number[];
+  /**
+   * How sure the thread's turn numbers are: with "estimated", `turn` may name
+   * a later question than the caller counted. Always set by ThreadHistory.
+   */
+  numbering?: Numbering;
 }
 
 /** The turn is retained: its state. */
@@ -157,6 +201,8 @@ export interface History {
   total: number;
   /** The retained turns, ascending. */
   turns: TurnState[];
+  /** How sure the turn numbers are. Always set by ThreadHistory. */
+  numbering?: Numbering;
 }
 
 /** One turn without its state. */
@@ -169,12 +215,16 @@ export interface TurnInfo {
   endedAt?: Date;
   /** The keys whose last write was in this turn, sorted; only with `includeKeysWritten`. */
   keysWritten: string[];
+  /** The other turns whose questions came in the same input as this one's, ascending. Always set by ThreadHistory. */
+  answeredWith?: number[];
 }
 
-/** Turns 1..total of a thread. */
+/** Turns 1..total of a thread, and how sure their numbers are. */
 export interface TurnIndex {
   total: number;
   turns: TurnInfo[];
+  /** Always set by ThreadHistory. */
+  numbering?: Numbering;
 }
 
 /** One listed thread, without its turns. */
@@ -245,6 +295,8 @@ export interface Diff {
   changes: KeyChange[];
   total: number;
   retained: number[];
+  /** How sure the turn numbers are. */
+  numbering?: Numbering;
 }
 
 const CHANGE_KINDS: Record<number, KeyChange["change"]> = {
@@ -307,6 +359,7 @@ export class HistorydError extends Error {
 export class ThreadHistory {
   readonly target: string;
   readonly namespace: string;
+  readonly channel: string;
   readonly timeoutMs: number;
   readonly retries: number;
   readonly backoffMs: number;
@@ -328,10 +381,12 @@ export class ThreadHistory {
     check(o.retries === undefined || (Number.isInteger(o.retries) && o.retries >= 0), "retries must be a whole number 0 or more", o.retries);
     check(o.backoffMs === undefined || (Number.isFinite(o.backoffMs) && o.backoffMs >= 0), "backoffMs must be 0 or more ms", o.backoffMs);
     check(o.maxReceiveBytes === undefined || (Number.isInteger(o.maxReceiveBytes) && o.maxReceiveBytes > 0), "maxReceiveBytes must be a positive whole number", o.maxReceiveBytes);
+    check(o.channel === undefined || typeof o.channel === "string", "channel must be a string", typeof o.channel);
     check(o.token === undefined || typeof o.token === "function" || (typeof o.token === "string" && o.token !== ""), "token must be a non-empty string or a function returning one", o.token === "" ? '""' : typeof o.token);
     if (o.plaintext && o.tls) throw new TypeError("historyd: plaintext and tls contradict each other");
     this.target = target;
     this.namespace = o.namespace ?? "";
+    this.channel = o.channel ?? "";
     this.timeoutMs = o.timeoutMs ?? DEFAULTS.timeoutMs;
     this.retries = o.retries ?? DEFAULTS.retries;
     this.backoffMs = o.backoffMs ?? DEFAULTS.backoffMs;
@@ -343,6 +398,7 @@ export class ThreadHistory {
         baseUrl: baseUrl(target, this.plaintext),
         readMaxBytes: o.maxReceiveBytes ?? DEFAULTS.maxReceiveBytes,
         nodeOptions: this.plaintext ? {} : { ...(o.tls ?? {}) },
+        interceptors: o.traceContext === false ? [] : [traceContextInterceptor()],
       });
     this.#rpc = createClient(ThreadHistoryService, transport);
   }
@@ -357,12 +413,12 @@ export class ThreadHistory {
     if (!Number.isInteger(turn)) throw new TypeError(`historyd: turn must be a whole number, not ${turn}`);
     const asked = turn >= 1 && turn <= MAX_TURN ? turn : 0;
     const resp = await this.#unary("Snapshot", threadId, opts, (call) =>
-      this.#rpc.snapshot({ threadId, turn: asked, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [] }, call),
+      this.#rpc.snapshot({ threadId, turn: asked, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], channel: opts.channel ?? this.channel }, call),
     );
-    const common = { turn, total: resp.total, retained: [...resp.retainedTurns] };
+    const common = { turn, total: resp.total, retained: [...resp.retainedTurns], numbering: fromNumbering(resp.numbering) };
     switch (resp.result.case) {
       case "state":
-        return { ...fromTurnState(resp.result.value), ...common, outcome: "found" };
+        return { ...fromTurnState(resp.result.value, resp.numbering), ...common, outcome: "found" };
       case "noSuchTurn":
         return { ...common, outcome: "no_such_turn" };
       case "noLongerRetained":
@@ -376,11 +432,11 @@ export class ThreadHistory {
   /** The state at the end of every retained turn, ascending, and the thread's total, in one response. */
   async snapshots(threadId: string, opts: ReadOpts = {}): Promise<History> {
     const resp = await this.#unary("Snapshots", threadId, opts, (call) =>
-      this.#rpc.snapshots({ threadId, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [] }, call),
+      this.#rpc.snapshots({ threadId, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], channel: opts.channel ?? this.channel }, call),
     );
-    const turns = Object.entries(resp.turns).map(([n, t]) => ({ ...fromTurnState(t), turn: Number(n) }));
+    const turns = Object.entries(resp.turns).map(([n, t]) => ({ ...fromTurnState(t, resp.numbering), turn: Number(n) }));
     turns.sort((a, b) => a.turn - b.turn);
-    return { total: resp.total, turns };
+    return { total: resp.total, turns, numbering: fromNumbering(resp.numbering) };
   }
 
   /**
@@ -389,7 +445,8 @@ export class ThreadHistory {
    * memory. Breaking out of the loop cancels the call. A stream cut with
    * UNAVAILABLE resumes after the last turn yielded, so no turn comes twice;
    * only failures in a row count against the retries, and the deadline
-   * bounds the whole read.
+   * bounds the whole read. Each turn carries the numbering its message was
+   * sent with.
    */
   async *streamSnapshots(threadId: string, opts: ReadOpts & { fromTurn?: number } = {}): AsyncGenerator<TurnState, void, undefined> {
     const method = "StreamSnapshots";
@@ -404,14 +461,14 @@ export class ThreadHistory {
         try {
           const call = { signal, timeoutMs: remaining(method, threadId, deadline), headers: await this.#headers() };
           const stream = this.#rpc.streamSnapshots(
-            { threadId, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], fromTurn: from },
+            { threadId, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], fromTurn: from, channel: opts.channel ?? this.channel },
             call,
           );
           for await (const msg of stream) {
             if (!msg.turn) continue; // the one message of a thread with no retained turn
             failures = 0;
             from = Math.min(msg.turn.turn, MAX_TURN - 1) + 1;
-            yield fromTurnState(msg.turn);
+            yield fromTurnState(msg.turn, msg.numbering);
           }
           return;
         } catch (err) {
@@ -427,13 +484,21 @@ export class ThreadHistory {
     }
   }
 
-  /** Turns 1..total, retained or not, without their state: cheap enough for a UI to call on every render. */
-  async turns(threadId: string, opts: CallOpts & { namespace?: string; includeKeysWritten?: boolean } = {}): Promise<TurnIndex> {
+  /**
+   * Turns 1..total, retained or not, without their state: cheap enough for a
+   * UI to call on every render. `channel` is the state channel
+   * `includeKeysWritten` reads.
+   */
+  async turns(threadId: string, opts: CallOpts & { namespace?: string; channel?: string; includeKeysWritten?: boolean } = {}): Promise<TurnIndex> {
     const resp = await this.#unary("Turns", threadId, opts, (call) =>
-      this.#rpc.turns({ threadId, checkpointNs: opts.namespace ?? this.namespace, includeKeysWritten: opts.includeKeysWritten ?? false }, call),
+      this.#rpc.turns(
+        { threadId, checkpointNs: opts.namespace ?? this.namespace, includeKeysWritten: opts.includeKeysWritten ?? false, channel: opts.channel ?? this.channel },
+        call,
+      ),
     );
     return {
       total: resp.total,
+      numbering: fromNumbering(resp.numbering),
       turns: resp.turns.map((t) => ({
         turn: t.number,
         question: t.question,
@@ -441,6 +506,7 @@ export class ThreadHistory {
         checkpointId: t.checkpointId,
         ...(t.endedAt ? { endedAt: timestampDate(t.endedAt) } : {}),
         keysWritten: [...t.keysWritten],
+        answeredWith: [...t.answeredWith],
       })),
     };
   }
@@ -494,6 +560,7 @@ export class ThreadHistory {
       toTurn: turn(opts.toTurn, "toTurn"),
       fromTurn: turn(opts.fromTurn, "fromTurn"),
       keys: opts.keys ?? [],
+      channel: opts.channel ?? this.channel,
       includeUnchanged: opts.includeUnchanged ?? false,
     };
     const resp = await this.#unary("Diff", threadId, opts, (call) => this.#rpc.diff(req, call));
@@ -516,6 +583,7 @@ export class ThreadHistory {
       to: end(resp.toTurn),
       total: resp.total,
       retained: [...resp.retainedTurns],
+      numbering: fromNumbering(resp.numbering),
       changes: resp.changes.map((c) => {
         const change = CHANGE_KINDS[c.kind];
         if (change === undefined) throw new HistorydError("Diff", threadId, Code.Internal, `key ${JSON.stringify(c.key)}: unknown change kind ${c.kind}`);
@@ -612,7 +680,8 @@ function fail(method: string, threadId: string, e: ConnectError): HistorydError 
   return new HistorydError(method, threadId, e.code, e.rawMessage, e);
 }
 
-function fromTurnState(t: WireTurnState): TurnState {
+/** A wire turn, read from a response whose numbering was `numbering`. */
+function fromTurnState(t: WireTurnState, numbering: TurnNumbering): TurnState {
   const state: Record<string, Entry> = {};
   for (const [key, e] of Object.entries(t.entries)) state[key] = fromEntry(e);
   return {
@@ -621,7 +690,25 @@ function fromTurnState(t: WireTurnState): TurnState {
     question: t.question,
     ...(t.endedAt ? { endedAt: timestampDate(t.endedAt) } : {}),
     state,
+    answeredWith: [...t.answeredWith],
+    numbering: fromNumbering(numbering),
   };
+}
+
+/**
+ * The wire's numbering. A value this client does not know (a newer
+ * server's) reads as unspecified, not as a certainty it was not given.
+ */
+function fromNumbering(n: TurnNumbering): Numbering {
+  switch (n) {
+    case TurnNumbering.COMPLETE:
+      return "complete";
+    case TurnNumbering.COUNTED:
+      return "counted";
+    case TurnNumbering.ESTIMATED:
+      return "estimated";
+  }
+  return "unspecified";
 }
 
 /** A wire entry as an Entry. A missing value reads as null, as protobuf's JSON mapping does. */

@@ -17,6 +17,7 @@ export {
   type NoLongerRetained,
   type NoSuchTurn,
   type PatchOp,
+  type Numbering,
   type ReadOpts,
   type Snapshot,
   type ThreadHistoryOptions,
@@ -27,4 +28,5 @@ export {
   type TurnInfo,
   type TurnState,
 } from "./client.js";
+export { traceContextInterceptor } from "./tracing.js";
 export { Code } from "@connectrpc/connect";

@@ -10,7 +10,11 @@
 // values come back as an outline; `pattern` searches flattened
 // "path = value" lines (an RE2 expression, as in Go, run with re2js), `path`
 // reads one part; data: URIs become a short marker before anything else
-// looks at a value.
+// looks at a value. A turn whose question came in one message with others
+// says which turns share its state, and when the service says the turn
+// numbers are estimated, a turn read says they may be too low and, for a
+// found turn, quotes its question; counted numbering is not mentioned (see
+// Go's package documentation for why).
 //
 // For the same state and arguments the text is the Go tool's byte for byte
 // (client/testdata/cases.json holds every client to it).
@@ -55,6 +59,8 @@ const SHAPE_STRING_CHARS = 40;
 const OUTLINE_KEYS = 50;
 const OUTLINE_FIRST_CHARS = 500;
 const MARKER_HEADER_CHARS = 40;
+const ESTIMATED_NUMBERS =
+  "Turn numbers here are estimated and may be too low: the oldest part of this conversation's saved history was pruned, and what is left does not show how many questions came before it.";
 
 /** The tool's arguments, as the model supplies them. */
 export interface InspectArgs {
@@ -82,6 +88,12 @@ export interface InspectorOptions {
   present?: PresentFn;
   /** Keys some tool declares it publishes: a present read of one not stored yet says to run that tool. */
   declaredKeys?: string[];
+  /**
+   * The state channel read ("" or unset: the history's own), such as
+   * deepagents' "files": the host's choice, not the model's, so the tool has
+   * no argument for it.
+   */
+  channel?: string;
   maxValueChars?: number;
   maxMatches?: number;
   maxLineChars?: number;
@@ -104,6 +116,7 @@ export class Inspector {
   readonly history?: TurnReader;
   readonly present?: PresentFn;
   readonly declaredKeys: string[];
+  readonly channel: string;
   readonly maxValueChars: number;
   readonly maxMatches: number;
   readonly maxLineChars: number;
@@ -112,6 +125,7 @@ export class Inspector {
     this.history = o.history;
     this.present = o.present;
     this.declaredKeys = [...(o.declaredKeys ?? [])];
+    this.channel = o.channel ?? "";
     this.maxValueChars = positive(o.maxValueChars, DEFAULT_MAX_VALUE_CHARS);
     this.maxMatches = positive(o.maxMatches, DEFAULT_MAX_MATCHES);
     this.maxLineChars = positive(o.maxLineChars, DEFAULT_MAX_LINE_CHARS);
@@ -132,11 +146,35 @@ export class Inspector {
     if (newest > 0 && project && !populated(state, key)) {
       // The projection came back without the key; the listing the miss
       // answers with needs every key of the same turn.
-      const full = await this.history!.snapshot(threadId, newest);
+      const full = await this.history!.snapshot(threadId, newest, this.#opts());
       if (full.outcome !== "found") throw changed(threadId);
       state = full.state;
     }
-    return this.#render(key, state, undefined, pattern, path);
+    return this.#render(key, state, undefined, "", pattern, path);
+  }
+
+  /** The read options of every history read, projected to keys when given. */
+  #opts(keys?: string[]): ReadOpts {
+    const o: ReadOpts = {};
+    if (keys) o.keys = keys;
+    if (this.channel !== "") o.channel = this.channel;
+    return o;
+  }
+
+  /** What a turn read adds about the turn itself, as Go's Inspector.turnNote, or "". */
+  #turnNote(turn: number, snap: Snapshot): string {
+    const parts: string[] = [];
+    if (snap.outcome === "found" && snap.answeredWith && snap.answeredWith.length > 0) {
+      const together = [...snap.answeredWith, turn].sort((a, b) => a - b);
+      parts.push(`Turns ${and(together)} were asked in one message and answered by one run, so each of them shows the state that run ended on.`);
+    }
+    if (snap.numbering === "estimated") {
+      parts.push(ESTIMATED_NUMBERS);
+      if (snap.outcome === "found" && snap.question !== "") {
+        parts.push(`Turn ${turn} is the question ${dumps(excerpt(snap.question, -1, 0, this.maxLineChars))}.`);
+      }
+    }
+    return parts.join(" ");
   }
 
   async #readAt(threadId: string, key: string, turn: number, project: string[] | undefined, pattern: string, path: string): Promise<string> {
@@ -148,19 +186,20 @@ export class Inspector {
         ]),
       );
     }
-    let snap = await this.history.snapshot(threadId, turn, project ? { keys: project } : {});
+    let snap = await this.history.snapshot(threadId, turn, this.#opts(project));
     if (snap.outcome === "found" && key !== ALL_KEYS && !populated(snap.state, key)) {
-      snap = await this.history.snapshot(threadId, turn);
+      snap = await this.history.snapshot(threadId, turn, this.#opts());
     }
+    const note = this.#turnNote(turn, snap);
     switch (snap.outcome) {
       case "found":
-        return this.#render(key, snap.state, turn, pattern, path);
+        return this.#render(key, snap.state, turn, note, pattern, path);
       case "no_such_turn": {
         const reason =
           snap.total === 0
             ? "Turns are the user's questions, counted from 1; this conversation has had none yet."
             : `Turns are the user's questions, counted from 1; this conversation has had ${snap.total} so far.`;
-        return dumps(new Map<string, unknown>([["no_such_turn", turn], ["turns_so_far", snap.total], ["reason", reason]]));
+        return dumps(noted(new Map<string, unknown>([["no_such_turn", turn], ["turns_so_far", snap.total], ["reason", reason]]), note));
       }
       case "no_longer_retained": {
         const out = new Map<string, unknown>([["turn_no_longer_retained", turn]]);
@@ -170,7 +209,7 @@ export class Inspector {
           "reason",
           "That turn happened, but its state has since been pruned and cannot be read. Say that the value it held is no longer available; do not answer from the current value, which may be a different one.",
         );
-        return dumps(out);
+        return dumps(noted(out, note));
       }
     }
     throw new HistorydError("inspect", threadId, Code.Internal, `snapshot of turn ${turn} has no outcome`);
@@ -179,13 +218,13 @@ export class Inspector {
   async #present(threadId: string, keys: string[] | undefined): Promise<[Record<string, StoredEntry>, number]> {
     if (this.present) return [(await this.present(threadId)) ?? {}, 0];
     if (!this.history || threadId === "") throw new NoStateError();
-    const snap = await current(this.history, threadId, keys ? { keys } : {});
+    const snap = await current(this.history, threadId, this.#opts(keys));
     if (snap.outcome === "found") return [snap.state, snap.turn];
     if (snap.outcome === "no_such_turn") return [{}, 0]; // no turns yet: nothing stored
     throw changed(threadId);
   }
 
-  #render(key: string, stored: Record<string, StoredEntry>, asOf: number | undefined, pattern: string, path: string): string {
+  #render(key: string, stored: Record<string, StoredEntry>, asOf: number | undefined, turnNote: string, pattern: string, path: string): string {
     // The model reads values, not the bookkeeping around them; a key whose
     // value is null holds nothing to read.
     const values: PMap = new Map();
@@ -195,15 +234,16 @@ export class Inspector {
     }
 
     if (key === ALL_KEYS) {
-      if (path !== "") return dumps(listing(values, stored, asOf, "path needs a specific key"));
+      if (path !== "") return dumps(noted(listing(values, stored, asOf, "path needs a specific key"), turnNote));
       if (pattern !== "") {
         const where = asOf === undefined ? "all keys" : `all keys at the end of turn ${asOf}`;
         const every = function* (): Generator<[string, Prepared]> {
           for (const [k, v] of values) yield* walk(v, pathKey(k));
         };
-        return this.#grep(pattern, where, values, every());
+        const out = this.#grep(pattern, where, values, every());
+        return turnNote !== "" ? `${out}\n[${turnNote}]` : out;
       }
-      return dumps(listing(values, stored, asOf));
+      return dumps(noted(listing(values, stored, asOf), turnNote));
     }
 
     if (!values.has(key)) {
@@ -221,7 +261,7 @@ export class Inspector {
       } else if (this.declaredKeys.includes(key)) {
         miss.set("hint", "A tool declares this key but has not published it in this conversation yet. Run the tool that produces it, then read it again.");
       }
-      return dumps(miss);
+      return dumps(noted(miss, turnNote));
     }
 
     let target: Prepared = values.get(key)!;
@@ -232,13 +272,16 @@ export class Inspector {
         const [segs, bad] = parsePath(sub);
         if (bad !== "") {
           return dumps(
-            pathMiss(path, key, asOf, bad, {
-              reason: 'The path cannot be read from here on. Write object keys as name or ["quoted name"] and array items as [index], joined by dots.',
-            }),
+            noted(
+              pathMiss(path, key, asOf, bad, {
+                reason: 'The path cannot be read from here on. Write object keys as name or ["quoted name"] and array items as [index], joined by dots.',
+              }),
+              turnNote,
+            ),
           );
         }
         const [found, failed, ok] = resolve(target, segs);
-        if (!ok) return dumps(describeMiss(path, key, asOf, failed, found));
+        if (!ok) return dumps(noted(describeMiss(path, key, asOf, failed, found), turnNote));
         target = found;
       }
     }
@@ -249,7 +292,7 @@ export class Inspector {
     if (asOf !== undefined) {
       // Not the "newest" note: the value above is not the newest, and the
       // count an old entry carries is the count as of that turn.
-      note = `\n[This is ${where} as it stood at the end of turn ${asOf}.]`;
+      note = `\n[This is ${where} as it stood at the end of turn ${asOf}.${turnNote !== "" ? " " + turnNote : ""}]`;
     } else if (written > 1) {
       note = `\n[${written} turns of this conversation wrote this key; the value above is the newest, and an earlier turn may have held a different one. Pass turn=<n> (the user's questions, counted from 1) to read the value a turn ended with.]`;
     }
@@ -301,6 +344,19 @@ export async function current(history: TurnReader, threadId: string, opts: ReadO
   const probe = await history.snapshot(threadId, 0, opts);
   if (probe.total === 0) return probe;
   return history.snapshot(threadId, probe.total, opts);
+}
+
+/** Numbers as prose: "2 and 3", "2, 3 and 4". */
+function and(ns: number[]): string {
+  const words = ns.map(String);
+  if (words.length < 2) return words.join("");
+  return `${words.slice(0, -1).join(", ")} and ${words[words.length - 1]}`;
+}
+
+/** answer with its "note" field last, as Go's answers end with it, when there is one. */
+function noted(answer: Map<string, unknown>, note: string): Map<string, unknown> {
+  if (note !== "") answer.set("note", note);
+  return answer;
 }
 
 function positive(v: number | undefined, def: number): number {

@@ -28,7 +28,10 @@ export const inspectStateSchema = z.object({
 /**
  * The inspect_state tool over history (a ThreadHistory, or anything with its
  * snapshot method). Without history the deployment keeps none: turn reads
- * answer no_turn_history, and reads of the present need `present`. Errors
+ * answer no_turn_history, and reads of the present need `present`.
+ * `options.channel` is the state channel the tool reads (deepagents'
+ * "files"); the model cannot choose it, as which channel holds what is the
+ * host's configuration. Errors
  * reading the history are thrown, not answered: a host that wants an outage
  * to reach the model as a failed tool call lets its ToolNode handle them.
  */

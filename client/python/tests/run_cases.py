@@ -64,6 +64,7 @@ async def run(target: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
     async with HistorydThreadHistory(target, plaintext=True) as history:
         with_history = inspect_state_tool(history)
         without = inspect_state_tool(None)
+        on_channel: dict[str, Any] = {}
         model = ScriptedModel(calls=[c["args"] for c in cases])
         bound = model.bind_tools([with_history])
         conversation: list[BaseMessage] = []
@@ -71,7 +72,14 @@ async def run(target: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
             conversation.append(HumanMessage(content=case["name"]))
             ask = await bound.ainvoke(conversation)
             (call,) = ask.tool_calls
-            tool = without if case.get("no_history") else with_history
+            tool = with_history
+            if case.get("channel"):
+                channel = case["channel"]
+                if channel not in on_channel:
+                    on_channel[channel] = inspect_state_tool(history, channel=channel)
+                tool = on_channel[channel]
+            if case.get("no_history"):
+                tool = without
             config = {"configurable": {"thread_id": case["thread"]}}
             try:
                 reply = await tool.ainvoke({**call, "type": "tool_call"}, config=config)

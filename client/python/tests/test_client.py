@@ -44,7 +44,7 @@ import grpc.aio  # noqa: E402
 from google.protobuf import struct_pb2, timestamp_pb2  # noqa: E402
 
 import historyd_client  # noqa: E402
-from historyd_client import HistorydError, HistorydThreadHistory  # noqa: E402
+from historyd_client import HistorydError, HistorydThreadHistory, Outcome, TurnResult  # noqa: E402
 from historyd_client.gen.historyd.v1 import history_pb2 as pb  # noqa: E402
 from historyd_client.gen.historyd.v1 import history_pb2_grpc as pb_grpc  # noqa: E402
 
@@ -135,6 +135,8 @@ TURN4 = pb.TurnState(
     checkpoint_id="1f0-four",
     question="Now redraw it with the tidal reach only, please.",
     entries={AREA: pb.StateEntry(value=value({"amount": 310.5, "unit": "km2"}), seq=6, turn=4, turns_written=2)},
+    # Asked in one input with turn 5, and answered by the same run.
+    answered_with=[5],
 )
 TOTAL = 5
 RETAINED = [3, 4, 5]
@@ -147,13 +149,17 @@ class FakeHistory(pb_grpc.ThreadHistoryServicer):
     def __init__(self, *, stream: bool = True) -> None:
         self.stream = stream
         self.requests: list[tuple[str, object]] = []
+        #: Every response's numbering: turns 1 and 2 were pruned.
+        self.numbering = pb.TURN_NUMBERING_COUNTED
         self.authorization: list[str | None] = []
+        self.traceparent: list[str | None] = []
         self.user_agents: list[str] = []
 
     async def _enter(self, name, request, context):
         self.requests.append((name, request))
         md = dict(context.invocation_metadata())
         self.authorization.append(md.get("authorization"))
+        self.traceparent.append(md.get("traceparent"))
         self.user_agents.append(md.get("user-agent", ""))
         if request.thread_id == "slow":
             await asyncio.sleep(5)
@@ -161,11 +167,16 @@ class FakeHistory(pb_grpc.ThreadHistoryServicer):
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, "token may not read thread denied")
         if request.thread_id == "":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "thread_id: required")
+        if request.channel not in ("", "tool_state", "files"):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"channel: {request.channel!r} is not a channel this server serves; it serves tool_state, files",
+            )
 
     def _turns(self, request):
         if request.thread_id != "t":
             return {}, 0
-        turns = {3: TURN3, 4: TURN4, 5: pb.TurnState(turn=5, checkpoint_id="1f0-five", question="q5")}
+        turns = {3: TURN3, 4: TURN4, 5: pb.TurnState(turn=5, checkpoint_id="1f0-four", question="q5", answered_with=[4])}
         if getattr(request, "keys", None):
             for n, state in list(turns.items()):
                 cut = pb.TurnState()
@@ -179,7 +190,7 @@ class FakeHistory(pb_grpc.ThreadHistoryServicer):
     async def Snapshot(self, request, context):
         await self._enter("Snapshot", request, context)
         turns, total = self._turns(request)
-        out = pb.SnapshotResponse(total=total, retained_turns=sorted(turns))
+        out = pb.SnapshotResponse(total=total, retained_turns=sorted(turns), numbering=self.numbering)
         n = request.turn
         if n < 1 or n > total:
             out.no_such_turn.CopyFrom(pb.NoSuchTurn(turn=n, total=total))
@@ -192,7 +203,7 @@ class FakeHistory(pb_grpc.ThreadHistoryServicer):
     async def Snapshots(self, request, context):
         await self._enter("Snapshots", request, context)
         turns, total = self._turns(request)
-        return pb.SnapshotsResponse(turns=turns, total=total)
+        return pb.SnapshotsResponse(turns=turns, total=total, numbering=self.numbering)
 
     async def StreamSnapshots(self, request, context):
         if not self.stream:
@@ -200,18 +211,20 @@ class FakeHistory(pb_grpc.ThreadHistoryServicer):
         await self._enter("StreamSnapshots", request, context)
         turns, total = self._turns(request)
         if not turns:
-            yield pb.StreamSnapshotsResponse(total=total)
+            yield pb.StreamSnapshotsResponse(total=total, numbering=self.numbering)
         for n in sorted(turns):
-            yield pb.StreamSnapshotsResponse(turn=turns[n], total=total)
+            if n >= request.from_turn:
+                yield pb.StreamSnapshotsResponse(turn=turns[n], total=total, numbering=self.numbering)
 
     async def Turns(self, request, context):
         await self._enter("Turns", request, context)
         turns, total = self._turns(request)
-        out = pb.TurnsResponse(total=total)
+        out = pb.TurnsResponse(total=total, numbering=self.numbering)
         for n in range(1, total + 1):
             info = pb.TurnInfo(number=n, question=QUESTIONS[n - 1], retained=n in turns)
             if n in turns:
                 info.checkpoint_id = turns[n].checkpoint_id
+                info.answered_with.extend(turns[n].answered_with)
                 if turns[n].HasField("ended_at"):
                     info.ended_at.CopyFrom(turns[n].ended_at)
                 if request.include_keys_written:
@@ -352,6 +365,51 @@ class AuthTest(Served):
         )
         self.assertTrue(all(ua.startswith("historyd-python-client") for ua in self.fake.user_agents))
 
+    async def test_trace_context_without_opentelemetry(self) -> None:
+        # opentelemetry-api is optional: blocked, calls carry no trace context.
+        saved = {k: v for k, v in sys.modules.items() if k == "opentelemetry" or k.startswith("opentelemetry.")}
+        try:
+            sys.modules["opentelemetry"] = None  # import fails
+            async with self.client(token="s3cret") as h:
+                await h.snapshot("t", 3)
+        finally:
+            del sys.modules["opentelemetry"]
+            sys.modules.update(saved)
+        self.assertEqual(self.fake.traceparent, [None])
+        self.assertEqual(self.fake.authorization, ["Bearer s3cret"])
+
+    async def test_trace_context_from_the_propagator(self) -> None:
+        # What opentelemetry.propagate.inject writes is sent on every call,
+        # as it stands when the call is made (the real API is exercised
+        # against historyd by test/clients' TestTracePropagation).
+        import types
+
+        current = ["00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"]
+        api = types.ModuleType("opentelemetry")
+        api.propagate = types.ModuleType("opentelemetry.propagate")
+        api.propagate.inject = lambda carrier: carrier.update(traceparent=current[0])
+        saved = {k: v for k, v in sys.modules.items() if k == "opentelemetry" or k.startswith("opentelemetry.")}
+        try:
+            sys.modules.update({"opentelemetry": api, "opentelemetry.propagate": api.propagate})
+            traced, untraced = self.client(), self.client(trace_context=False)
+        finally:
+            for k in ("opentelemetry", "opentelemetry.propagate"):
+                del sys.modules[k]
+            sys.modules.update(saved)
+        async with traced as h, untraced as u:
+            await h.snapshot("t", 3)
+            current[0] = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+            await h.turns("t")
+            await u.snapshot("t", 3)
+        self.assertEqual(
+            self.fake.traceparent,
+            [
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
+                None,
+            ],
+        )
+
     def test_tls_unless_plaintext_is_asked_for(self) -> None:
         # TLS by default, as in the Go and TypeScript clients (nothing is
         # dialled until the first call).
@@ -454,6 +512,75 @@ class SnapshotsTest(Served):
         self.assertIsNone(index.turns[3].ended_at)
         self.assertEqual(index.turns[3].keys_written, (AREA,))
         self.assertEqual(index.turns[3].question, TURN4.question)
+
+
+class AnsweredWithAndNumberingTest(Served):
+    async def test_turn(self) -> None:
+        async with self.client() as h:
+            four, five, three = await h.turn("t", 4), await h.turn("t", 5), await h.turn("t", 3)
+            pruned, beyond = await h.turn("t", 1), await h.turn("t", 9)
+            self.fake.numbering = pb.TURN_NUMBERING_ESTIMATED
+            estimated = await h.turn("t", 4)
+            self.fake.numbering = pb.TURN_NUMBERING_UNSPECIFIED
+            unsaid = await h.turn("t", 4)
+        self.assertEqual((four.answered_with, five.answered_with, three.answered_with), ((5,), (4,), ()))
+        self.assertEqual(four.checkpoint_id, five.checkpoint_id)
+        for r in (four, five, three, pruned, beyond):
+            self.assertIs(r.numbering, historyd_client.Numbering.COUNTED, r.outcome)
+        self.assertEqual((pruned.answered_with, beyond.answered_with), ((), ()))
+        self.assertIs(estimated.numbering, historyd_client.Numbering.ESTIMATED)
+        self.assertEqual(estimated.numbering, "estimated")
+        self.assertIsNone(unsaid.numbering)
+        # The fields are last and defaulted: positional construction as before still works.
+        self.assertEqual(TurnResult(Outcome.NO_SUCH_TURN, 1, 0, ()).numbering, None)
+
+    async def test_turns(self) -> None:
+        async with self.client() as h:
+            index = await h.turns("t")
+        self.assertIs(index.numbering, historyd_client.Numbering.COUNTED)
+        self.assertEqual([t.answered_with for t in index.turns], [(), (), (), (5,), (4,)])
+
+    async def test_stream_turns(self) -> None:
+        async with self.client() as h:
+            turns = [t async for t in h.stream_turns("t", keys=[AREA], from_turn=4)]
+            protocol = [t async for t in h.stream_snapshots("t", from_turn=4)]
+        self.assertEqual([t.n for t in turns], [4, 5])
+        self.assertIsInstance(turns[0], historyd_client.TurnState)
+        self.assertEqual(turns[0].answered_with, (5,))
+        self.assertIs(turns[0].numbering, historyd_client.Numbering.COUNTED)
+        self.assertEqual(turns[0].state[AREA]["value"], {"amount": 310.5, "unit": "km2"})
+        self.assertIsNone(turns[0].ended_at)
+        # stream_snapshots keeps the protocol's Turn, fields and all.
+        self.assertEqual(protocol[0]._fields, ("n", "question", "checkpoint_id", "state"))
+
+    async def test_channel(self) -> None:
+        async with self.client(channel="files") as h:
+            await h.turn("t", 3)
+            await h.snapshot("t", 3, channel="tool_state")
+            await h.snapshots("t")
+            [t async for t in h.stream_turns("t", channel="")]
+            await h.turns("t", include_keys_written=True, channel="tool_state")
+            with self.assertRaises(HistorydError) as err:
+                await h.turn("t", 3, channel="nope")
+            with self.assertRaises(TypeError):
+                await h.turn("t", 3, channel=1)  # type: ignore[arg-type]
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("'nope'", err.exception.details())
+        sent = [(name, r.channel) for name, r in self.fake.requests]
+        self.assertEqual(
+            sent,
+            [
+                ("Snapshot", "files"),  # the client's channel
+                ("Snapshot", "tool_state"),  # one read's own
+                ("StreamSnapshots", "files"),
+                ("StreamSnapshots", ""),  # "" asks for the server's default
+                ("Turns", "tool_state"),
+                ("Snapshot", "nope"),
+            ],
+        )
+        self.assertIn("channel='files'", repr(HistorydThreadHistory("h:1", plaintext=True, channel="files")))
+        with self.assertRaises(TypeError):
+            HistorydThreadHistory("h:1", plaintext=True, channel=None)  # type: ignore[arg-type]
 
 
 class SnapshotsFallbackTest(Served):

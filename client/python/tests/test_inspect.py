@@ -17,7 +17,7 @@ import unittest
 from langchain_core.messages import ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from historyd_client import Outcome, TurnResult
+from historyd_client import Numbering, Outcome, TurnResult
 from historyd_client import inspect as ins
 from historyd_client._re2 import Refused, compile_re2, translate
 from historyd_client.langchain import inspect_state_tool
@@ -42,6 +42,83 @@ class FakeHistory:
         if keys:
             state = {k: v for k, v in state.items() if k in keys}
         return TurnResult(Outcome.FOUND, turn, 4, retained, question=f"q{turn}", state=state)
+
+
+class ChannelHistory(FakeHistory):
+    """FakeHistory that also takes ``channel``, recording it, with answered_with and numbering set."""
+
+    def __init__(self, numbering: Numbering | None = None, answered: dict[int, tuple[int, ...]] | None = None) -> None:
+        super().__init__()
+        self.numbering = numbering
+        self.answered = answered or {}
+        self.channels: list[str | None] = []
+
+    async def turn(self, thread_id, turn, *, keys=None, channel=None):
+        self.channels.append(channel)
+        r = await super().turn(thread_id, turn, keys=keys)
+        return r._replace(numbering=self.numbering, answered_with=self.answered.get(turn, ()) if r.found else ())
+
+
+SHARED = "Turns 2, 3 and 4 were asked in one message and answered by one run, so each of them shows the state that run ended on."
+GUESS = (
+    "Turn numbers here are estimated and may be too low: the oldest part of this conversation's saved history "
+    "was pruned, and what is left does not show how many questions came before it."
+)
+
+
+class TurnNoteTest(unittest.IsolatedAsyncioTestCase):
+    async def test_answered_together(self) -> None:
+        inspector = ins.Inspector(ChannelHistory(answered={2: (4, 3), 3: (2, 4), 4: (2, 3)}))
+        self.assertEqual(
+            await inspector.read("t", "notes", turn=4),
+            '"n"\n[This is notes as it stood at the end of turn 4. ' + SHARED + "]",
+        )
+        listing = json.loads(await inspector.read("t", "*", turn=2))
+        self.assertEqual(list(listing), ["at_turn", "available_keys", "note"])
+        self.assertEqual(listing["note"], SHARED)
+        self.assertEqual(await inspector.read("t", "notes"), '"n"')  # the present says nothing of it
+
+    async def test_estimated(self) -> None:
+        history = ChannelHistory(numbering=Numbering.ESTIMATED)
+        inspector = ins.Inspector(history, max_line_chars=5)
+        self.assertEqual(
+            await inspector.read("t", "area", turn=2, path="km2"),
+            "11420\n[This is area.km2 as it stood at the end of turn 2. " + GUESS + ' Turn 2 is the question "q2".]',
+        )
+        beyond = json.loads(await inspector.read("t", "area", turn=9))
+        self.assertEqual(list(beyond), ["no_such_turn", "turns_so_far", "reason", "note"])
+        self.assertEqual(beyond["note"], GUESS)
+        pruned = json.loads(await inspector.read("t", "area", turn=1))
+        self.assertEqual(pruned["note"], GUESS)
+        history.turns[3] = {"area": {"value": 1}}
+        history_question = "a question longer than five characters"
+        original = history.turn
+
+        async def long_question(thread_id, turn, *, keys=None, channel=None):
+            r = await original(thread_id, turn, keys=keys, channel=channel)
+            return r._replace(question=history_question) if r.found else r
+
+        history.turn = long_question  # type: ignore[method-assign]
+        self.assertTrue((await inspector.read("t", "area", turn=3)).endswith(' Turn 3 is the question "a que…(+33 chars)".]'))
+
+    async def test_counted_says_nothing(self) -> None:
+        inspector = ins.Inspector(ChannelHistory(numbering=Numbering.COUNTED))
+        self.assertEqual(await inspector.read("t", "area", turn=2, path="km2"), "11420\n[This is area.km2 as it stood at the end of turn 2.]")
+        self.assertNotIn("note", json.loads(await inspector.read("t", "area", turn=1)))
+
+    async def test_channel(self) -> None:
+        history = ChannelHistory()
+        inspector = ins.Inspector(history, channel="files")
+        await inspector.read("t", "area", turn=2)
+        await inspector.read("t", "nope")
+        self.assertEqual(history.channels, ["files"] * 4)
+        # Without one, a history need not take the argument (FakeHistory does not).
+        self.assertTrue((await ins.Inspector(FakeHistory()).read("t", "area", turn=2)).startswith('{"km2":11420}'))
+        with self.assertRaises(TypeError):
+            ins.Inspector(history, channel=None)  # type: ignore[arg-type]
+        tool = inspect_state_tool(history, channel="todos")
+        await tool.ainvoke({"key": "area", "turn": 3}, config={"configurable": {"thread_id": "t"}})
+        self.assertEqual(history.channels[-1], "todos")
 
 
 class InspectorTest(unittest.IsolatedAsyncioTestCase):

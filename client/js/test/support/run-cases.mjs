@@ -62,6 +62,7 @@ async function main() {
   const history = new ThreadHistory(args.target, { plaintext: true });
   const withHistory = inspectState(history);
   const without = inspectState();
+  const onChannel = new Map();
   const model = new ScriptedModel(cases.map((c) => c.args));
   const bound = model.bindTools([withHistory]);
   const conversation = [];
@@ -70,7 +71,12 @@ async function main() {
     conversation.push(new HumanMessage(c.name));
     const ask = await bound.invoke(conversation);
     const [call] = ask.tool_calls;
-    const tool = c.no_history ? without : withHistory;
+    let tool = withHistory;
+    if (c.channel) {
+      if (!onChannel.has(c.channel)) onChannel.set(c.channel, inspectState(history, { channel: c.channel }));
+      tool = onChannel.get(c.channel);
+    }
+    if (c.no_history) tool = without;
     try {
       const reply = await tool.invoke({ ...call, type: "tool_call" }, { configurable: { thread_id: c.thread } });
       const content = reply.content;

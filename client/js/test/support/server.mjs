@@ -1,7 +1,9 @@
 // An in-process historyd.v1.ThreadHistory server with canned answers, for
 // the client's unit tests: a real HTTP/2 gRPC server (Connect's Node
 // adapter), so calls cross a real connection. Thread "t" has 5 turns, of
-// which 3..5 are retained; "slow" answers after 5 s; "denied" is refused.
+// which 3..5 are retained, 4 and 5 asked in one input (answered_with), its
+// numbering counted; "slow" answers after 5 s; "denied" is refused. The
+// channels served are tool_state and files; any other is refused.
 
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -14,12 +16,13 @@ import { ValueSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 
-import { StateEntrySchema, ThreadHistory, TurnStateSchema } from "../../dist/gen/historyd/v1/history_pb.js";
+import { StateEntrySchema, ThreadHistory, TurnNumbering, TurnStateSchema } from "../../dist/gen/historyd/v1/history_pb.js";
 
 export const AREA = "sketch-ops/sketch_area/area";
 export const TOTAL = 5;
 export const RETAINED = [3, 4, 5];
 export const QUESTIONS = ["q1", "q2", "q3", "q4", "q5"];
+export const ANSWERED_WITH = { 4: [5], 5: [4] };
 
 const entry = (value, fields = {}) => create(StateEntrySchema, { value: fromJson(ValueSchema, value), ...fields });
 
@@ -28,7 +31,14 @@ function turnState(n) {
     [AREA]: entry({ amount: 14000 + n, unit: "km2" }, { tool: "sketch_area", seq: BigInt(n), turn: n, turnsWritten: n - 2, inputs: { unit: "model" } }),
     other: entry({ n }, { extra: { source: "test" } }),
   };
-  return create(TurnStateSchema, { turn: n, checkpointId: `cp-${n}`, question: QUESTIONS[n - 1], entries, endedAt: timestampFromDate(new Date(Date.UTC(2026, 0, n))) });
+  return create(TurnStateSchema, {
+    turn: n,
+    checkpointId: `cp-${n}`,
+    question: QUESTIONS[n - 1],
+    entries,
+    endedAt: timestampFromDate(new Date(Date.UTC(2026, 0, n))),
+    answeredWith: ANSWERED_WITH[n] ?? [],
+  });
 }
 
 /**
@@ -40,11 +50,15 @@ export async function serve({ tls = false } = {}) {
   const calls = [];
   const flaky = { fail: 0, cut: null };
   const enter = async (method, req, ctx) => {
-    calls.push({ method, req, authorization: ctx.requestHeader.get("authorization"), timeout: ctx.timeoutMs() });
+    calls.push({ method, req, authorization: ctx.requestHeader.get("authorization"), traceparent: ctx.requestHeader.get("traceparent"), timeout: ctx.timeoutMs() });
     if (req.threadId === "slow") await new Promise((r) => setTimeout(r, 5000));
     if (req.threadId === "denied") throw new ConnectError("token may not read thread denied", Code.PermissionDenied);
     if (req.threadId === "") throw new ConnectError("thread_id: is required", Code.InvalidArgument);
+    if (req.channel !== undefined && !["", "tool_state", "files"].includes(req.channel)) {
+      throw new ConnectError(`channel: "${req.channel}" is not a channel this server serves; it serves tool_state, files`, Code.InvalidArgument);
+    }
   };
+  const numbering = (req) => (req.threadId === "t" ? TurnNumbering.COUNTED : TurnNumbering.COMPLETE);
   const flake = () => {
     if (flaky.fail > 0 && flaky.cut === null) {
       flaky.fail--;
@@ -67,14 +81,14 @@ export async function serve({ tls = false } = {}) {
       if (n < 1 || n > total) result = { case: "noSuchTurn", value: { turn: n, total } };
       else if (retained.includes(n)) result = { case: "state", value: project(turnState(n), req.keys) };
       else result = { case: "noLongerRetained", value: { turn: n, question: QUESTIONS[n - 1] } };
-      return { result, total, retainedTurns: retained };
+      return { result, total, retainedTurns: retained, numbering: numbering(req) };
     },
     async snapshots(req, ctx) {
       await enter("Snapshots", req, ctx);
       flake();
       const turns = {};
       for (const n of turnsOf(req)) turns[n] = project(turnState(n), req.keys);
-      return { turns, total: req.threadId === "t" ? TOTAL : 0 };
+      return { turns, total: req.threadId === "t" ? TOTAL : 0, numbering: numbering(req) };
     },
     async *streamSnapshots(req, ctx) {
       await enter("StreamSnapshots", req, ctx);
@@ -83,11 +97,11 @@ export async function serve({ tls = false } = {}) {
       if (failing) flaky.fail--;
       const total = req.threadId === "t" ? TOTAL : 0;
       const turns = turnsOf(req).filter((n) => n >= req.fromTurn);
-      if (!turns.length) yield { total };
+      if (!turns.length) yield { total, numbering: numbering(req) };
       let sent = 0;
       for (const n of turns) {
         if (failing && sent === flaky.cut) throw new ConnectError("server going away", Code.Unavailable);
-        yield { turn: project(turnState(n), req.keys), total };
+        yield { turn: project(turnState(n), req.keys), total, numbering: numbering(req) };
         sent++;
       }
     },
@@ -98,9 +112,16 @@ export async function serve({ tls = false } = {}) {
       const turns = [];
       for (let n = 1; n <= total; n++) {
         const retained = RETAINED.includes(n);
-        turns.push({ number: n, question: QUESTIONS[n - 1], retained, checkpointId: retained ? `cp-${n}` : "", keysWritten: retained && req.includeKeysWritten ? [AREA] : [] });
+        turns.push({
+          number: n,
+          question: QUESTIONS[n - 1],
+          retained,
+          checkpointId: retained ? `cp-${n}` : "",
+          keysWritten: retained && req.includeKeysWritten ? [AREA] : [],
+          answeredWith: ANSWERED_WITH[n] ?? [],
+        });
       }
-      return { turns, total };
+      return { turns, total, numbering: numbering(req) };
     },
     // Threads: "a/1" and "a/2" on the first page, "a/3" on the next.
     async threads(req, ctx) {

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 
 import { Code, DEFAULTS, HistorydError, ThreadHistory } from "../../dist/index.js";
-import { AREA, QUESTIONS, RETAINED, TOTAL, serve } from "../support/server.mjs";
+import { ANSWERED_WITH, AREA, QUESTIONS, RETAINED, TOTAL, serve } from "../support/server.mjs";
 
 const defaultsFile = new URL("../../../testdata/defaults.json", import.meta.url);
 
@@ -47,17 +47,18 @@ describe("over plaintext", () => {
     assert.deepEqual(found.state[AREA], { value: { amount: 14003, unit: "km2" }, tool: "sketch_area", seq: 3, turn: 3, turnsWritten: 1, inputs: { unit: "model" } });
     assert.deepEqual(found.state.other, { value: { n: 3 }, inputs: {}, extra: { source: "test" } });
     assert.deepEqual([found.turn, found.total, found.retained, found.question, found.checkpointId], [3, TOTAL, RETAINED, "q3", "cp-3"]);
+    assert.deepEqual([found.answeredWith, found.numbering], [[], "counted"]);
     assert.equal(found.endedAt.toISOString(), "2026-01-03T00:00:00.000Z");
 
     const pruned = await h.snapshot("t", 1);
-    assert.deepEqual(pruned, { turn: 1, total: TOTAL, retained: RETAINED, outcome: "no_longer_retained", question: "q1" });
+    assert.deepEqual(pruned, { turn: 1, total: TOTAL, retained: RETAINED, numbering: "counted", outcome: "no_longer_retained", question: "q1" });
     for (const n of [0, -1, 6, 2 ** 40]) {
       const never = await h.snapshot("t", n);
-      assert.deepEqual(never, { turn: n, total: TOTAL, retained: RETAINED, outcome: "no_such_turn" });
+      assert.deepEqual(never, { turn: n, total: TOTAL, retained: RETAINED, numbering: "counted", outcome: "no_such_turn" });
     }
     assert.equal(srv.calls.at(-1).req.turn, 0, "a turn past int32 is asked as 0");
     const unknown = await h.snapshot("nobody", 1);
-    assert.deepEqual(unknown, { turn: 1, total: 0, retained: [], outcome: "no_such_turn" });
+    assert.deepEqual(unknown, { turn: 1, total: 0, retained: [], numbering: "complete", outcome: "no_such_turn" });
     await assert.rejects(h.snapshot("t", 1.5), TypeError);
   });
 
@@ -90,7 +91,41 @@ describe("over plaintext", () => {
     }
     const index = await h.turns("t", { includeKeysWritten: true });
     assert.equal(index.total, TOTAL);
+    assert.equal(index.numbering, "counted");
+    assert.deepEqual(index.turns.map((t) => t.answeredWith), QUESTIONS.map((_, i) => ANSWERED_WITH[i + 1] ?? []));
     assert.deepEqual(index.turns.map((t) => [t.turn, t.question, t.retained, t.keysWritten]), QUESTIONS.map((q, i) => [i + 1, q, RETAINED.includes(i + 1), RETAINED.includes(i + 1) ? [AREA] : []]));
+  });
+
+  test("answeredWith and numbering on every result", async () => {
+    const h = client();
+    const [four, five] = [await h.snapshot("t", 4), await h.snapshot("t", 5)];
+    assert.deepEqual([four.answeredWith, five.answeredWith, four.numbering], [[5], [4], "counted"]);
+    const all = await h.snapshots("t");
+    assert.equal(all.numbering, "counted");
+    assert.deepEqual(all.turns.map((t) => [t.turn, t.answeredWith, t.numbering]), [[3, [], "counted"], [4, [5], "counted"], [5, [4], "counted"]]);
+    const streamed = [];
+    for await (const t of h.streamSnapshots("t")) streamed.push([t.turn, t.answeredWith, t.numbering]);
+    assert.deepEqual(streamed, [[3, [], "counted"], [4, [5], "counted"], [5, [4], "counted"]]);
+  });
+
+  test("channel: the client's, or one read's own", async () => {
+    const h = client({ channel: "files" });
+    assert.equal(h.channel, "files");
+    await h.snapshot("t", 3);
+    await h.snapshot("t", 3, { channel: "tool_state" });
+    await h.snapshots("t");
+    for await (const _ of h.streamSnapshots("t", { channel: "" })) break;
+    await h.turns("t", { includeKeysWritten: true, channel: "tool_state" });
+    assert.deepEqual(srv.calls.slice(-5).map((c) => [c.method, c.req.channel]), [
+      ["Snapshot", "files"],
+      ["Snapshot", "tool_state"],
+      ["Snapshots", "files"],
+      ["StreamSnapshots", ""],
+      ["Turns", "tool_state"],
+    ]);
+    await assert.rejects(h.snapshot("t", 3, { channel: "nope" }), (e) => e instanceof HistorydError && e.code === Code.InvalidArgument && /"nope"/.test(e.details));
+    assert.equal(client().channel, "");
+    assert.throws(() => new ThreadHistory("h:1", { channel: 1 }), /channel/);
   });
 
   test("UNAVAILABLE is retried, other codes are not", async () => {

@@ -12,21 +12,27 @@ import { Inspector, NoStateError, PARAMETER_DESCRIPTIONS, TOOL_DESCRIPTION } fro
 import { compareCodePoints, dumps, goQuote } from "../../dist/json.js";
 import { inspectState } from "../../dist/langchain.js";
 
-/** Turns 2..4 of a 4-turn thread whose turn 1 was pruned, in memory. */
-function fakeHistory() {
+/**
+ * Turns 2..4 of a 4-turn thread whose turn 1 was pruned, in memory; with
+ * `numbering` and `answered` (turn → the turns asked with it) as given.
+ */
+function fakeHistory({ numbering, answered = {} } = {}) {
   const area = (km2, turn, turnsWritten) => ({ value: { km2 }, turn, turnsWritten, inputs: {} });
   const turns = { 2: { area: area(11420, 2, 1) }, 3: { area: area(12935, 3, 2) }, 4: { area: area(12935, 3, 2), notes: { value: "n", inputs: {} } } };
   const calls = [];
+  const channels = [];
   return {
     calls,
+    channels,
     async snapshot(threadId, turn, opts = {}) {
       calls.push([threadId, turn, opts.keys ?? null]);
+      channels.push(opts.channel);
       const retained = [2, 3, 4];
-      if (turn < 1 || turn > 4) return { outcome: "no_such_turn", turn, total: 4, retained };
-      if (!turns[turn]) return { outcome: "no_longer_retained", turn, total: 4, retained, question: "first" };
+      if (turn < 1 || turn > 4) return { outcome: "no_such_turn", turn, total: 4, retained, numbering };
+      if (!turns[turn]) return { outcome: "no_longer_retained", turn, total: 4, retained, question: "first", numbering };
       let state = turns[turn];
       if (opts.keys?.length) state = Object.fromEntries(Object.entries(state).filter(([k]) => opts.keys.includes(k)));
-      return { outcome: "found", turn, total: 4, retained, question: `q${turn}`, checkpointId: `c${turn}`, state };
+      return { outcome: "found", turn, total: 4, retained, question: `q${turn}`, checkpointId: `c${turn}`, state, numbering, answeredWith: answered[turn] ?? [] };
     },
   };
 }
@@ -71,6 +77,49 @@ describe("Inspector", () => {
     const inspector = new Inspector({ present: () => ({ k: { value: { a: "x".repeat(30), b: [0, 1, 2, 3, 4] } } }), maxValueChars: 20, maxMatches: 2, maxLineChars: 10 });
     assert.deepEqual(JSON.parse(await inspector.read("t", { key: "k" })).outline, { a: '"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"', b: "array[5] of 0" });
     assert.equal(await inspector.read("t", { key: "k", pattern: "." }), '6 matches for "." in k (first 2 shown):\na = "xxxxxxxxx…(+22 chars)\nb[0] = 0');
+  });
+});
+
+const SHARED = "Turns 2, 3 and 4 were asked in one message and answered by one run, so each of them shows the state that run ended on.";
+const GUESS =
+  "Turn numbers here are estimated and may be too low: the oldest part of this conversation's saved history was pruned, and what is left does not show how many questions came before it.";
+
+describe("turn notes", () => {
+  test("turns answered together", async () => {
+    const inspector = new Inspector({ history: fakeHistory({ answered: { 2: [4, 3], 3: [2, 4], 4: [2, 3] } }) });
+    assert.equal(await inspector.read("t", { key: "notes", turn: 4 }), `"n"\n[This is notes as it stood at the end of turn 4. ${SHARED}]`);
+    const listing = JSON.parse(await inspector.read("t", { key: "*", turn: 2 }));
+    assert.deepEqual(Object.keys(listing), ["at_turn", "available_keys", "note"]);
+    assert.equal(listing.note, SHARED);
+    assert.equal(await inspector.read("t", { key: "notes" }), '"n"');
+  });
+
+  test("estimated numbering", async () => {
+    const inspector = new Inspector({ history: fakeHistory({ numbering: "estimated" }) });
+    assert.equal(await inspector.read("t", { key: "area", turn: 2, path: "km2" }), `11420\n[This is area.km2 as it stood at the end of turn 2. ${GUESS} Turn 2 is the question "q2".]`);
+    const beyond = JSON.parse(await inspector.read("t", { key: "area", turn: 9 }));
+    assert.deepEqual(Object.keys(beyond), ["no_such_turn", "turns_so_far", "reason", "note"]);
+    assert.equal(beyond.note, GUESS);
+    assert.equal(JSON.parse(await inspector.read("t", { key: "area", turn: 1 })).note, GUESS);
+  });
+
+  test("counted numbering says nothing", async () => {
+    const inspector = new Inspector({ history: fakeHistory({ numbering: "counted" }) });
+    assert.equal(await inspector.read("t", { key: "area", turn: 2, path: "km2" }), "11420\n[This is area.km2 as it stood at the end of turn 2.]");
+    assert.equal(JSON.parse(await inspector.read("t", { key: "area", turn: 1 })).note, undefined);
+  });
+
+  test("the channel is the host's", async () => {
+    const history = fakeHistory();
+    const inspector = new Inspector({ history, channel: "files" });
+    await inspector.read("t", { key: "area", turn: 2 });
+    await inspector.read("t", { key: "nope" });
+    assert.deepEqual(history.channels, ["files", "files", "files", "files"]);
+    const tool = inspectState(history, { channel: "todos" });
+    await tool.invoke({ key: "area", turn: 3 }, { configurable: { thread_id: "t" } });
+    assert.equal(history.channels.at(-1), "todos");
+    await new Inspector({ history }).read("t", { key: "area", turn: 3 });
+    assert.equal(history.channels.at(-1), undefined, "no channel asked for without one");
   });
 });
 

@@ -12,7 +12,11 @@ only, the ``[langchain]`` extra)::
 
 ``await history.turn(thread_id, n)`` answers one turn as a :class:`TurnResult`
 whose ``outcome`` (:class:`Outcome`) says which of found, no_such_turn and
-no_longer_retained it is. The client also implements the host protocol of
+no_longer_retained it is, with ``answered_with`` (the turns whose questions
+came in the same input, sharing its state) and ``numbering``
+(:class:`Numbering`: how sure the turn numbers are). ``channel=`` (on the
+client, or per call) reads another state channel, such as deepagents'
+``files``. The client also implements the host protocol of
 mcp-toolsets-runtime's ``mcp_state.history.ThreadHistory`` (Python 3.12+,
 the ``[mcp]`` extra)::
 
@@ -39,10 +43,12 @@ from historyd_client.client import (
     MAX_BACKOFF,
     HistorydError,
     HistorydThreadHistory,
+    Numbering,
     Outcome,
     TurnIndex,
     TurnInfo,
     TurnResult,
+    TurnState,
 )
 
 __version__ = "0.1.0"
@@ -62,6 +68,7 @@ __all__ = [
     "LocalSnapshot",
     "LocalTurn",
     "MAX_BACKOFF",
+    "Numbering",
     "Outcome",
     "Snapshot",
     "ThreadInfo",
@@ -70,6 +77,7 @@ __all__ = [
     "TurnIndex",
     "TurnInfo",
     "TurnResult",
+    "TurnState",
 ]
 
 

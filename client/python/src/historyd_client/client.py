@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import grpc
 import grpc.aio
 
-from historyd_client import _compat, _convert, _ops
+from historyd_client import _compat, _convert, _ops, _tracing
 from historyd_client.gen.historyd.v1 import history_pb2, history_pb2_grpc
 
 #: The largest turn number the API can carry (``int32``).
@@ -90,6 +90,39 @@ class HistorydError(grpc.RpcError):
         return self._details
 
 
+class Numbering(str, enum.Enum):
+    """How sure a thread's turn numbers are, which depends on what the checkpointer still retains.
+
+    The values are the Go and TypeScript clients' spelling. A result from a
+    server that does not say (one older than the field) has ``None``.
+    """
+
+    #: The thread's first checkpoint is retained: every turn number is exact.
+    COMPLETE = "complete"
+    #: The oldest checkpoints were pruned, and the questions before the oldest
+    #: one left were counted from the messages it holds: exact unless messages
+    #: were removed before it without a trace.
+    COUNTED = "counted"
+    #: The oldest checkpoints were pruned and no checkpoint left shows how many
+    #: questions came before (the oldest holds a summary, or a DeltaChannel's
+    #: messages were rebuilt past a pruned checkpoint): numbers may be too low.
+    #: A turn's question says which question it was.
+    ESTIMATED = "estimated"
+
+
+_NUMBERING = {
+    history_pb2.TURN_NUMBERING_COMPLETE: Numbering.COMPLETE,
+    history_pb2.TURN_NUMBERING_COUNTED: Numbering.COUNTED,
+    history_pb2.TURN_NUMBERING_ESTIMATED: Numbering.ESTIMATED,
+}
+
+
+def _numbering(wire: int) -> Numbering | None:
+    # A value this client does not know (a newer server's) reads as unsaid,
+    # not as a certainty it was not given.
+    return _NUMBERING.get(wire)
+
+
 class TurnInfo(NamedTuple):
     """One turn without its state, as ``Turns`` lists it."""
 
@@ -103,13 +136,39 @@ class TurnInfo(NamedTuple):
     #: Keys whose entry records this turn as its last write, sorted; empty
     #: unless asked for with ``include_keys_written``.
     keys_written: tuple[str, ...]
+    #: The other turns whose questions came in the same input as this one's
+    #: and were answered by the same run, ascending; empty for a turn asked
+    #: on its own.
+    answered_with: tuple[int, ...] = ()
 
 
 class TurnIndex(NamedTuple):
-    """Every turn of a thread from 1 to ``total``, retained or not."""
+    """Every turn of a thread from 1 to ``total``, retained or not, and how sure their numbers are."""
 
     turns: list[TurnInfo]
     total: int
+    numbering: Numbering | None = None
+
+
+class TurnState(NamedTuple):
+    """One retained turn's state, as :meth:`HistorydThreadHistory.stream_turns` yields it.
+
+    ``state`` maps each key to its entry dict as the turn ended. Unlike
+    ``Turn`` (the host protocol's shape, which :meth:`~HistorydThreadHistory.stream_snapshots`
+    keeps), it carries everything historyd says about the turn.
+    """
+
+    n: int
+    question: str
+    checkpoint_id: str | None
+    state: dict[str, Any]
+    #: When the turn's last checkpoint was written (UTC), when known.
+    ended_at: _dt.datetime | None = None
+    #: The other turns whose questions came in the same input as this one's
+    #: and were answered by the same run, whose end state this one shares.
+    answered_with: tuple[int, ...] = ()
+    #: How sure the thread's turn numbers were when the turn was read.
+    numbering: Numbering | None = None
 
 
 class Outcome(str, enum.Enum):
@@ -129,11 +188,13 @@ class Outcome(str, enum.Enum):
 class TurnResult(NamedTuple):
     """One turn's answer, saying which of the three it is.
 
-    ``state`` (key → entry dict), ``checkpoint_id`` and ``ended_at`` are set
-    only when ``outcome`` is :attr:`Outcome.FOUND`, so a missing turn never
-    carries another turn's state. ``question`` is the turn's question when
-    found, and when no longer retained if the thread's newest messages still
-    hold it (else ``""``). ``total`` and ``retained`` describe the thread.
+    ``state`` (key → entry dict), ``checkpoint_id``, ``ended_at`` and
+    ``answered_with`` are set only when ``outcome`` is :attr:`Outcome.FOUND`,
+    so a missing turn never carries another turn's state. ``question`` is the
+    turn's question when found, and when no longer retained if the thread's
+    newest messages still hold it (else ``""``). ``total``, ``retained`` and
+    ``numbering`` describe the thread: with :attr:`Numbering.ESTIMATED`,
+    ``turn`` may name a later question than the caller counted.
     """
 
     outcome: Outcome
@@ -147,6 +208,11 @@ class TurnResult(NamedTuple):
     state: Mapping[str, dict[str, Any]] | None = None
     checkpoint_id: str | None = None
     ended_at: _dt.datetime | None = None
+    #: The other turns whose questions came in the same input as this one's
+    #: and were answered by the same run, ascending.
+    answered_with: tuple[int, ...] = ()
+    #: How sure the thread's turn numbers are; ``None`` when the server does not say.
+    numbering: Numbering | None = None
 
     @property
     def found(self) -> bool:
@@ -180,7 +246,15 @@ class HistorydThreadHistory:
     the same way again. A stream cut with UNAVAILABLE resumes after the last
     turn it delivered, and only failures in a row count against ``retries``.
     ``namespace`` is the checkpoint namespace read, ``""`` being the root
-    graph. ``options`` are extra gRPC channel options.
+    graph. ``channel`` is the state channel read, ``""`` being the server's
+    default (the first of its ``--state-channels``), e.g. deepagents'
+    ``"files"``; every call also takes ``channel=`` for one read. A channel the
+    server does not serve fails with ``INVALID_ARGUMENT`` naming the ones it
+    does. ``options`` are extra gRPC channel options. ``trace_context``
+    sends the caller's OpenTelemetry trace context on every call when
+    ``opentelemetry-api`` is installed (the ``[tracing]`` extra), so that
+    historyd's spans join the host's traces; turn it off when something else
+    already injects it into this channel's calls.
 
     The channel is opened on first use, in the event loop of that call, and
     opened again if a later call runs in another loop (``grpc.aio`` channels
@@ -201,6 +275,8 @@ class HistorydThreadHistory:
         namespace: str = "",
         max_receive_message_length: int = DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
         options: Sequence[tuple[str, Any]] = (),
+        channel: str = "",
+        trace_context: bool = True,
     ) -> None:
         if not isinstance(target, str) or not target:
             raise ValueError("historyd: target must be a non-empty gRPC target, such as 'host:port'")
@@ -212,6 +288,8 @@ class HistorydThreadHistory:
             raise ValueError(f"historyd: backoff must be seconds 0 or more, not {backoff!r}")
         if not isinstance(namespace, str):
             raise TypeError("historyd: namespace must be a string")
+        if not isinstance(channel, str):
+            raise TypeError("historyd: channel must be a string")
         if token is not None and not (isinstance(token, str) or callable(token)):
             raise TypeError("historyd: token must be a string or a callable returning one")
         if isinstance(token, str) and not token:
@@ -222,6 +300,7 @@ class HistorydThreadHistory:
             credentials = grpc.ssl_channel_credentials()
         self.target = target
         self.namespace = namespace
+        self.channel = channel
         self.timeout = timeout
         self.retries = retries
         self.backoff = float(backoff)
@@ -241,17 +320,18 @@ class HistorydThreadHistory:
         # event loop.
         self._snapshot_type = _compat.snapshot_type()
         self._history_type, self._turn_type = _compat.history_types()
+        self._trace = _tracing.injector() if trace_context else None
 
     def __repr__(self) -> str:
         return (
-            f"HistorydThreadHistory({self.target!r}, namespace={self.namespace!r}, "
+            f"HistorydThreadHistory({self.target!r}, namespace={self.namespace!r}, channel={self.channel!r}, "
             f"plaintext={self._credentials is None}, token={'set' if self._token else 'none'})"
         )
 
     # -- the host protocol -------------------------------------------------
 
     async def snapshot(
-        self, thread_id: str, turn: int, *, keys: Sequence[str] | None = None
+        self, thread_id: str, turn: int, *, keys: Sequence[str] | None = None, channel: str | None = None
     ) -> Any:
         """``turn``'s state, which turns are retained, and how many there were.
 
@@ -260,14 +340,17 @@ class HistorydThreadHistory:
         mcp-toolsets-runtime does not import). ``state`` maps each key to its
         entry dict as the turn ended, or is ``None`` when the thread never had
         the turn or no longer retains it; ``snapshot.never_had(turn)`` says
-        which. ``keys`` restricts the state to those keys. :meth:`turn` reads
-        the same and says which of the three answers it got.
+        which. ``keys`` restricts the state to those keys; ``channel`` reads
+        that state channel instead of the client's. :meth:`turn` reads the
+        same and says which of the three answers it got, which other turns
+        share the state, and how sure the numbering is: the protocol's
+        ``Snapshot`` has no field for them.
 
         A turn below 1 or beyond what the API can number is answered, like any
         turn past the total, with ``state`` ``None`` and the thread's real
         ``total`` and ``retained``, as the protocol expects, not an error.
         """
-        result = await self.turn(thread_id, turn, keys=keys)
+        result = await self.turn(thread_id, turn, keys=keys, channel=channel)
         return self._snapshot_type(
             state=result.state if result.found else None,
             retained=frozenset(result.retained),
@@ -276,23 +359,35 @@ class HistorydThreadHistory:
 
     # -- beyond the protocol -----------------------------------------------
 
-    async def turn(self, thread_id: str, turn: int, *, keys: Sequence[str] | None = None) -> TurnResult:
+    async def turn(
+        self, thread_id: str, turn: int, *, keys: Sequence[str] | None = None, channel: str | None = None
+    ) -> TurnResult:
         """The state at the end of ``turn``, or which of the two misses it is.
 
-        Only that turn's state is read. ``keys`` restricts it to those keys. A
-        turn below 1, or beyond what the API can number, is asked as turn 0,
-        so the answer is :attr:`Outcome.NO_SUCH_TURN` with the thread's real
-        total and retained turns, and ``turn`` the number asked for.
+        Only that turn's state is read. ``keys`` restricts it to those keys;
+        ``channel`` reads that state channel instead of the client's. A turn
+        below 1, or beyond what the API can number, is asked as turn 0, so the
+        answer is :attr:`Outcome.NO_SUCH_TURN` with the thread's real total and
+        retained turns, and ``turn`` the number asked for.
         """
         if isinstance(turn, bool) or not isinstance(turn, int):
             raise TypeError(f"historyd: turn must be an int, not {type(turn).__name__}")
         asked = turn if 1 <= turn <= _MAX_TURN else 0  # 0 is answered no_such_turn
         request = history_pb2.SnapshotRequest(
-            thread_id=thread_id, turn=asked, checkpoint_ns=self.namespace, keys=_keys(keys)
+            thread_id=thread_id,
+            turn=asked,
+            checkpoint_ns=self.namespace,
+            keys=_keys(keys),
+            channel=self._channel_of(channel),
         )
         response = await self._unary("Snapshot", request)
         result = response.WhichOneof("result")
-        common = {"turn": turn, "total": response.total, "retained": tuple(response.retained_turns)}
+        common = {
+            "turn": turn,
+            "total": response.total,
+            "retained": tuple(response.retained_turns),
+            "numbering": _numbering(response.numbering),
+        }
         if result == "state":
             return TurnResult(
                 outcome=Outcome.FOUND,
@@ -300,6 +395,7 @@ class HistorydThreadHistory:
                 state=_convert.entries_to_python(response.state),
                 checkpoint_id=response.state.checkpoint_id or None,
                 ended_at=_convert.timestamp_to_datetime(response.state, "ended_at"),
+                answered_with=tuple(response.state.answered_with),
                 **common,
             )
         if result == "no_such_turn":
@@ -315,7 +411,12 @@ class HistorydThreadHistory:
         )
 
     async def stream_snapshots(
-        self, thread_id: str, *, keys: Sequence[str] | None = None, from_turn: int = 0
+        self,
+        thread_id: str,
+        *,
+        keys: Sequence[str] | None = None,
+        from_turn: int = 0,
+        channel: str | None = None,
     ) -> AsyncIterator[Any]:
         """Every retained turn from ``from_turn`` on, one at a time, ascending.
 
@@ -324,14 +425,44 @@ class HistorydThreadHistory:
         :class:`~historyd_client.LocalTurn`), read with ``StreamSnapshots``, so
         a long history never has to fit in one response nor in memory. A
         stream cut with UNAVAILABLE is resumed after the last turn yielded,
-        so no turn comes twice.
+        so no turn comes twice. :meth:`stream_turns` reads the same as
+        :class:`TurnState` items, with ``answered_with`` and ``numbering``,
+        which ``Turn`` has no field for.
         """
         turn_type = self._turn_type
-        async for message in self._resumed(thread_id, keys, from_turn):
+        async for message in self._resumed(thread_id, keys, from_turn, channel):
             if message.HasField("turn"):
                 yield _turn(turn_type, message.turn)
 
-    async def snapshots(self, thread_id: str, *, keys: Sequence[str] | None = None) -> Any:
+    async def stream_turns(
+        self,
+        thread_id: str,
+        *,
+        keys: Sequence[str] | None = None,
+        from_turn: int = 0,
+        channel: str | None = None,
+    ) -> AsyncIterator[TurnState]:
+        """What :meth:`stream_snapshots` reads, as :class:`TurnState` items.
+
+        Each carries its end time, the turns answered with it, and the
+        numbering the message was sent with.
+        """
+        async for message in self._resumed(thread_id, keys, from_turn, channel):
+            if message.HasField("turn"):
+                t = message.turn
+                yield TurnState(
+                    n=t.turn,
+                    question=t.question,
+                    checkpoint_id=t.checkpoint_id or None,
+                    state=_convert.entries_to_python(t),
+                    ended_at=_convert.timestamp_to_datetime(t, "ended_at"),
+                    answered_with=tuple(t.answered_with),
+                    numbering=_numbering(message.numbering),
+                )
+
+    async def snapshots(
+        self, thread_id: str, *, keys: Sequence[str] | None = None, channel: str | None = None
+    ) -> Any:
         """Every retained turn's state, and how many turns the thread has had.
 
         ``mcp_state``'s host protocol has no whole-thread read; this returns
@@ -350,7 +481,7 @@ class HistorydThreadHistory:
         turns: dict[int, Any] = {}
         total = 0
         try:
-            async for message in self._resumed(thread_id, keys, 0):
+            async for message in self._resumed(thread_id, keys, 0, channel):
                 total = max(total, message.total)
                 if message.HasField("turn"):
                     turns[message.turn.turn] = _turn(turn_type, message.turn)
@@ -358,19 +489,25 @@ class HistorydThreadHistory:
             if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
             request = history_pb2.SnapshotsRequest(
-                thread_id=thread_id, checkpoint_ns=self.namespace, keys=_keys(keys)
+                thread_id=thread_id, checkpoint_ns=self.namespace, keys=_keys(keys), channel=self._channel_of(channel)
             )
             response = await self._unary("Snapshots", request)
             total = response.total
             turns = {n: _turn(turn_type, state) for n, state in response.turns.items()}
         return history_type(turns=[turns[n] for n in sorted(turns)], total=total)
 
-    async def turns(self, thread_id: str, *, include_keys_written: bool = False) -> TurnIndex:
-        """Every turn from 1 to the total, retained or not, without state."""
+    async def turns(
+        self, thread_id: str, *, include_keys_written: bool = False, channel: str | None = None
+    ) -> TurnIndex:
+        """Every turn from 1 to the total, retained or not, without state, and how sure their numbers are.
+
+        ``channel`` is the state channel ``include_keys_written`` reads.
+        """
         request = history_pb2.TurnsRequest(
             thread_id=thread_id,
             checkpoint_ns=self.namespace,
             include_keys_written=include_keys_written,
+            channel=self._channel_of(channel),
         )
         response = await self._unary("Turns", request)
         return TurnIndex(
@@ -382,10 +519,12 @@ class HistorydThreadHistory:
                     checkpoint_id=info.checkpoint_id or None,
                     ended_at=_convert.timestamp_to_datetime(info, "ended_at"),
                     keys_written=tuple(info.keys_written),
+                    answered_with=tuple(info.answered_with),
                 )
                 for info in response.turns
             ],
             total=response.total,
+            numbering=_numbering(response.numbering),
         )
 
     # -- operators -----------------------------------------------------------
@@ -433,12 +572,13 @@ class HistorydThreadHistory:
         from_turn: int = 0,
         keys: Sequence[str] | None = None,
         include_unchanged: bool = False,
+        channel: str | None = None,
     ) -> _ops.Diff:
         """What changed in the thread's state between the ends of two turns.
 
         ``to_turn`` 0 is the newest turn, ``from_turn`` 0 the one before
         ``to_turn``. Either end may be a miss, which its ``outcome`` says;
-        nothing is compared then.
+        nothing is compared then. ``channel`` is the state channel compared.
         """
         request = history_pb2.DiffRequest(
             thread_id=thread_id,
@@ -447,6 +587,7 @@ class HistorydThreadHistory:
             from_turn=_clamp_turn(from_turn),
             keys=_keys(keys),
             include_unchanged=include_unchanged,
+            channel=self._channel_of(channel),
         )
         return _ops.diff(await self._unary("Diff", request))
 
@@ -483,13 +624,23 @@ class HistorydThreadHistory:
             self._rpc = history_pb2_grpc.ThreadHistoryStub(channel)
         return self._rpc
 
+    def _channel_of(self, channel: str | None) -> str:
+        """The channel a read asks for: its own, else the client's."""
+        if channel is None:
+            return self.channel
+        if not isinstance(channel, str):
+            raise TypeError("historyd: channel must be a string")
+        return channel
+
     def _metadata(self) -> tuple[tuple[str, str], ...]:
+        # Each attempt carries the context current when it is made.
+        trace = self._trace() if self._trace is not None else ()
         if self._token is None:
-            return ()
+            return trace
         token = self._token() if callable(self._token) else self._token
         if not isinstance(token, str) or not token:
             raise ValueError("historyd: the token callable returned no token")
-        return (("authorization", f"Bearer {token}"),)
+        return (("authorization", f"Bearer {token}"), *trace)
 
     def _deadline(self) -> float | None:
         return None if self.timeout is None else time.monotonic() + self.timeout
@@ -524,15 +675,18 @@ class HistorydThreadHistory:
             failures += 1
             await self._wait(method, failures, deadline)
 
-    async def _resumed(self, thread_id: str, keys: Sequence[str] | None, from_turn: int) -> AsyncIterator[Any]:
+    async def _resumed(
+        self, thread_id: str, keys: Sequence[str] | None, from_turn: int, channel: str | None
+    ) -> AsyncIterator[Any]:
         """``StreamSnapshots`` messages, the stream resumed after the last turn on UNAVAILABLE."""
         method = "StreamSnapshots"
         deadline = self._deadline()
         failures = 0
         keys = _keys(keys)
+        wanted = self._channel_of(channel)
         while True:
             request = history_pb2.StreamSnapshotsRequest(
-                thread_id=thread_id, checkpoint_ns=self.namespace, keys=keys, from_turn=from_turn
+                thread_id=thread_id, checkpoint_ns=self.namespace, keys=keys, from_turn=from_turn, channel=wanted
             )
             call = self._stub(method).StreamSnapshots(
                 request, timeout=self._remaining(method, deadline), metadata=self._metadata()

@@ -12,6 +12,12 @@ with another turn's value in place of the one asked for:
 - ``turn_no_longer_retained``, with the turns still retained and a reason
   telling the model not to answer from the current value.
 
+A turn whose question came in one message with others says which turns share
+its state (one run answered them all), and when the service says the turn
+numbers are estimated, a turn read says they may be too low and, for a found
+turn, quotes its question; counted numbering is not mentioned (see Go's
+package documentation for why).
+
 Without a history the present can still be read (from ``present``), and a
 turn read answers ``no_turn_history``. A value whose JSON is longer than
 ``max_value_chars`` comes back as an outline of its structure, with a hint to
@@ -43,7 +49,7 @@ from typing import Any, Protocol
 import grpc
 
 from historyd_client._re2 import compile_re2
-from historyd_client.client import HistorydError, Outcome, TurnResult
+from historyd_client.client import HistorydError, Numbering, Outcome, TurnResult
 
 #: The name the tool is registered under.
 TOOL_NAME = "inspect_state"
@@ -105,6 +111,10 @@ _PATH_SYNTAX = (
     "The path cannot be read from here on. Write object keys as name or [\"quoted name\"] "
     "and array items as [index], joined by dots."
 )
+_ESTIMATED_NUMBERS = (
+    "Turn numbers here are estimated and may be too low: the oldest part of this conversation's saved history "
+    "was pruned, and what is left does not show how many questions came before it."
+)
 _OUTLINE_HINT = (
     "Too large to return whole. Pass pattern=<regex> to search it, or path=<path> (e.g. a.b[0].c) to read one part."
 )
@@ -123,9 +133,15 @@ class NoStateError(RuntimeError):
 
 
 class TurnHistory(Protocol):
-    """What an :class:`Inspector` reads turns through (``HistorydThreadHistory`` is one)."""
+    """What an :class:`Inspector` reads turns through (``HistorydThreadHistory`` is one).
 
-    async def turn(self, thread_id: str, turn: int, *, keys: Sequence[str] | None = None) -> TurnResult: ...
+    ``channel`` is passed only by an Inspector given one, so a history that
+    serves one channel need not take it.
+    """
+
+    async def turn(
+        self, thread_id: str, turn: int, *, keys: Sequence[str] | None = None, channel: str | None = None
+    ) -> TurnResult: ...
 
 
 Present = Callable[[str], "Mapping[str, Any] | Awaitable[Mapping[str, Any]]"]
@@ -141,6 +157,9 @@ class Inspector:
     ``turns_written``, ...), for hosts holding fresher state than the
     checkpointer has written. ``declared_keys`` are keys some tool declares:
     a present read of one not stored yet tells the model to run that tool.
+    ``channel`` is the state channel read (``""``: the history's own), such
+    as deepagents' ``"files"``: the host's choice, not the model's, so the
+    tool has no argument for it.
     """
 
     def __init__(
@@ -152,8 +171,12 @@ class Inspector:
         max_value_chars: int = DEFAULT_MAX_VALUE_CHARS,
         max_matches: int = DEFAULT_MAX_MATCHES,
         max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+        channel: str = "",
     ) -> None:
+        if not isinstance(channel, str):
+            raise TypeError("inspect: channel must be a string")
         self.history = history
+        self.channel = channel
         self.present = present
         self.declared_keys = tuple(declared_keys)
         self.max_value_chars = max_value_chars if max_value_chars > 0 else DEFAULT_MAX_VALUE_CHARS
@@ -179,37 +202,59 @@ class Inspector:
         if newest > 0 and project is not None and not _populated(state, key):
             # The projection came back without the key; the listing the miss
             # answers with needs every key of the same turn.
-            assert self.history is not None
-            full = await self.history.turn(thread_id, newest)
+            full = await self._turn(thread_id, newest, None)
             if full is None or full.outcome is not Outcome.FOUND:
                 raise _changed(thread_id)
             state = full.state or {}
-        return self._render(key, state, None, pattern, path)
+        return self._render(key, state, None, "", pattern, path)
+
+    async def _turn(self, thread_id: str, turn: int, keys: Sequence[str] | None) -> TurnResult:
+        assert self.history is not None
+        if self.channel:
+            return await self.history.turn(thread_id, turn, keys=keys, channel=self.channel)
+        return await self.history.turn(thread_id, turn, keys=keys)
+
+    def _turn_note(self, turn: int, snap: TurnResult) -> str:
+        """What a turn read adds about the turn itself, as Go's ``Inspector.turnNote``, or ``""``."""
+        parts = []
+        if snap.outcome is Outcome.FOUND and snap.answered_with:
+            together = sorted([*snap.answered_with, turn])
+            parts.append(
+                f"Turns {_and(together)} were asked in one message and answered by one run, "
+                "so each of them shows the state that run ended on."
+            )
+        if snap.numbering is Numbering.ESTIMATED:
+            parts.append(_ESTIMATED_NUMBERS)
+            if snap.outcome is Outcome.FOUND and snap.question:
+                quoted = _dumps(_excerpt(snap.question, -1, 0, self.max_line_chars))
+                parts.append(f"Turn {turn} is the question {quoted}.")
+        return " ".join(parts)
 
     async def _read_at(
         self, thread_id: str, key: str, turn: int, project: list[str] | None, pattern: str, path: str
     ) -> str:
         if self.history is None or not thread_id:
             return _dumps({"no_turn_history": turn, "reason": _NO_HISTORY_REASON})
-        snap = await self.history.turn(thread_id, turn, keys=project)
+        snap = await self._turn(thread_id, turn, project)
         if snap is not None and snap.outcome is Outcome.FOUND and key != ALL_KEYS and not _populated(snap.state, key):
-            snap = await self.history.turn(thread_id, turn)
+            snap = await self._turn(thread_id, turn, None)
         if snap is None:
             raise HistorydError("inspect", grpc.StatusCode.INTERNAL, f"history returned no snapshot of turn {turn}")
+        note = self._turn_note(turn, snap)
         if snap.outcome is Outcome.FOUND:
-            return self._render(key, snap.state or {}, turn, pattern, path)
+            return self._render(key, snap.state or {}, turn, note, pattern, path)
         if snap.outcome is Outcome.NO_SUCH_TURN:
             if snap.total == 0:
                 reason = "Turns are the user's questions, counted from 1; this conversation has had none yet."
             else:
                 reason = f"Turns are the user's questions, counted from 1; this conversation has had {snap.total} so far."
-            return _dumps({"no_such_turn": turn, "turns_so_far": snap.total, "reason": reason})
+            return _dumps(_noted({"no_such_turn": turn, "turns_so_far": snap.total, "reason": reason}, note))
         out: dict[str, Any] = {"turn_no_longer_retained": turn}
         if snap.question:
             out["question"] = snap.question
         out["retained_turns"] = list(snap.retained)
         out["reason"] = _PRUNED_REASON
-        return _dumps(out)
+        return _dumps(_noted(out, note))
 
     async def _present(self, thread_id: str, keys: list[str] | None) -> tuple[Mapping[str, Any], int]:
         if self.present is not None:
@@ -219,14 +264,16 @@ class Inspector:
             return state or {}, 0
         if self.history is None or not thread_id:
             raise NoStateError()
-        snap = await current(self.history, thread_id, keys=keys)
+        snap = await current(self.history, thread_id, keys=keys, channel=self.channel or None)
         if snap.outcome is Outcome.FOUND:
             return snap.state or {}, snap.turn
         if snap.outcome is Outcome.NO_SUCH_TURN:
             return {}, 0  # no turns yet: nothing stored
         raise _changed(thread_id)
 
-    def _render(self, key: str, stored: Mapping[str, Any], as_of: int | None, pattern: str, path: str) -> str:
+    def _render(
+        self, key: str, stored: Mapping[str, Any], as_of: int | None, turn_note: str, pattern: str, path: str
+    ) -> str:
         # The model reads values, not the bookkeeping around them; a key whose
         # value is null holds nothing to read.
         values: dict[str, Any] = {}
@@ -237,7 +284,7 @@ class Inspector:
 
         if key == ALL_KEYS:
             if path:
-                return _dumps(_listing(values, stored, as_of, error="path needs a specific key"))
+                return _dumps(_noted(_listing(values, stored, as_of, error="path needs a specific key"), turn_note))
             if pattern:
                 where = "all keys" if as_of is None else f"all keys at the end of turn {as_of}"
 
@@ -245,8 +292,9 @@ class Inspector:
                     for k, v in values.items():
                         yield from _walk(v, _path_key(k))
 
-                return self._grep(pattern, where, values, every())
-            return _dumps(_listing(values, stored, as_of))
+                out = self._grep(pattern, where, values, every())
+                return out + f"\n[{turn_note}]" if turn_note else out
+            return _dumps(_noted(_listing(values, stored, as_of), turn_note))
 
         if key not in values:
             miss: dict[str, Any] = {"unknown_or_empty_key": key}
@@ -263,7 +311,7 @@ class Inspector:
                 )
             elif key in self.declared_keys:
                 miss["hint"] = _DECLARED_HINT
-            return _dumps(miss)
+            return _dumps(_noted(miss, turn_note))
 
         target = values[key]
         sub = ""
@@ -272,10 +320,10 @@ class Inspector:
             if sub:
                 segs, bad = _parse_path(sub)
                 if bad:
-                    return _dumps(_path_miss(path, key, as_of, bad, reason=_PATH_SYNTAX))
+                    return _dumps(_noted(_path_miss(path, key, as_of, bad, reason=_PATH_SYNTAX), turn_note))
                 found, failed, ok = _resolve(target, segs)
                 if not ok:
-                    return _dumps(_describe_miss(path, key, as_of, failed, found))
+                    return _dumps(_noted(_describe_miss(path, key, as_of, failed, found), turn_note))
                 target = found
 
         where = _join(key, sub) if sub else key
@@ -284,7 +332,10 @@ class Inspector:
         if as_of is not None:
             # Not the "newest" note: the value above is not the newest, and the
             # count an old entry carries is the count as of that turn.
-            note = f"\n[This is {where} as it stood at the end of turn {as_of}.]"
+            note = f"\n[This is {where} as it stood at the end of turn {as_of}."
+            if turn_note:
+                note += " " + turn_note
+            note += "]"
         elif written > 1:
             note = (
                 f"\n[{written} turns of this conversation wrote this key; the value above is the newest, "
@@ -329,17 +380,36 @@ class Inspector:
         return header + note + ":\n" + "\n".join(lines)
 
 
-async def current(history: TurnHistory, thread_id: str, *, keys: Sequence[str] | None = None) -> TurnResult:
+async def current(
+    history: TurnHistory, thread_id: str, *, keys: Sequence[str] | None = None, channel: str | None = None
+) -> TurnResult:
     """The thread's current state: the turn it ended on last, as Go's ``client.Current``.
 
     Two reads, the first of which reads no state: turn 0, whose
     ``no_such_turn`` answer carries the total, then the total. A thread with
-    no turns answers ``NO_SUCH_TURN`` with turn and total 0.
+    no turns answers ``NO_SUCH_TURN`` with turn and total 0. ``channel`` is
+    passed on to ``history.turn`` when given.
     """
-    probe = await history.turn(thread_id, 0, keys=keys)
+    extra = {} if channel is None else {"channel": channel}
+    probe = await history.turn(thread_id, 0, keys=keys, **extra)
     if probe.total == 0:
         return probe
-    return await history.turn(thread_id, probe.total, keys=keys)
+    return await history.turn(thread_id, probe.total, keys=keys, **extra)
+
+
+def _and(ns: list[int]) -> str:
+    """Numbers as prose: ``2 and 3``, ``2, 3 and 4``."""
+    words = [str(n) for n in ns]
+    if len(words) < 2:
+        return "".join(words)
+    return ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _noted(answer: dict[str, Any], note: str) -> dict[str, Any]:
+    """``answer`` with its ``note`` field last, as Go's answers end with it, when there is one."""
+    if note:
+        answer["note"] = note
+    return answer
 
 
 def _changed(thread_id: str) -> HistorydError:

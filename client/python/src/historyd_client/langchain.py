@@ -59,6 +59,7 @@ def inspect_state_tool(
     max_value_chars: int = DEFAULT_MAX_VALUE_CHARS,
     max_matches: int = DEFAULT_MAX_MATCHES,
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+    channel: str = "",
 ) -> StructuredTool:
     """The ``inspect_state`` tool over ``history`` (a :class:`~historyd_client.HistorydThreadHistory`).
 
@@ -67,7 +68,10 @@ def inspect_state_tool(
     ``present(thread_id)`` (plain or async) returns the live session state,
     key → entry dict, when the host holds fresher state than its newest
     checkpoint; without it the present is the state the newest turn ended on.
-    ``declared_keys`` are keys some tool declares it publishes.
+    ``declared_keys`` are keys some tool declares it publishes. ``channel``
+    is the state channel the tool reads (``""``: the history's own), such as
+    deepagents' ``"files"``; the model cannot choose it, as which channel
+    holds what is the host's configuration.
 
     Errors reading the history (:class:`~historyd_client.HistorydError`) are
     raised, not answered: a host that wants an outage to reach the model as a
@@ -80,6 +84,7 @@ def inspect_state_tool(
         max_value_chars=max_value_chars,
         max_matches=max_matches,
         max_line_chars=max_line_chars,
+        channel=channel,
     )
 
     async def inspect_state(

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/historyd/historyd/auth"
+)
+
+// Settings that parse but would be ignored, or would lock every caller
+// out, are caught at start: the ones that can only be mistakes stop
+// historyd, the ones that are merely pointless are logged as warnings.
+// (Contradictions between two flags' values, such as --tls-cert without
+// --tls-key or --rate-burst without --rate-limit, are refused with the
+// range checks in serveConfig.options.)
+
+// checkTokens refuses a token file no call could authenticate against,
+// and warns about credentials in it that cannot be presented.
+func (c serveConfig) checkTokens(p *auth.Policy, log *slog.Logger) error {
+	tokens, certs := p.Credentials()
+	file := *c.authTokens
+	switch {
+	case len(p.Tenants()) == 0:
+		return fmt.Errorf("--auth-tokens %s: the token file names no tenant, so every call would be refused; add one (see docs/security.md)", file)
+	case tokens == 0 && certs == 0:
+		return fmt.Errorf("--auth-tokens %s: no tenant has a token_sha256 or client_certs entry, so every call would be refused", file)
+	case tokens == 0 && *c.tlsClientCA == "":
+		return fmt.Errorf("--auth-tokens %s: tenants are identified by client_certs only, and without --tls-client-ca no client presents a certificate, so every call would be refused", file)
+	case certs > 0 && *c.tlsClientCA == "":
+		log.Warn("the token file's client_certs entries are ignored without --tls-client-ca: clients can only authenticate with bearer tokens", "auth_tokens", file)
+	}
+	return nil
+}
+
+// warnIgnored warns about settings that take no effect in the
+// configuration given.
+func (c serveConfig) warnIgnored(log *slog.Logger) {
+	if *c.logThreadSalt != "" && *c.logThreadIDs == "omit" {
+		log.Warn("--log-thread-salt is ignored with --log-thread-ids omit: no thread id is hashed")
+	}
+	if *c.metricsAll && *c.metricsListen == "" {
+		log.Warn("--metrics-all-methods is ignored without --metrics-listen: nothing serves the metrics")
+	}
+	// For keepalive, 0 is not "off" but gRPC's own default.
+	if *c.kaMinTime == 0 {
+		log.Warn("--keepalive-min-time 0 does not turn enforcement off: gRPC's default applies, which disconnects clients pinging more often than every 5m or pinging idle connections")
+	}
+	if *c.kaTime == 0 {
+		log.Warn("--keepalive-time 0 does not turn server pings off: gRPC's default applies, a ping after 2h idle")
+	}
+	if *c.kaTimeout == 0 {
+		log.Warn("--keepalive-timeout 0 is gRPC's default, 20s")
+	}
+}
