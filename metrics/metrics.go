@@ -43,7 +43,7 @@ type Metrics struct {
 // storeMethods are the Backend methods timed, listed so that every series
 // exists from the start: a rate over a series that appears only on the
 // first error reads as no errors at all.
-var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Probe", "Values", "Writes", "Newest", "Ping"}
+var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Probe", "Values", "Writes", "Newest", "Threads", "Ping"}
 
 // New returns a Metrics with its collectors registered; build is what
 // historyd_build_info reports (the zero Info: the binary's own build

@@ -86,6 +86,10 @@ type Config struct {
 	// HealthInterval is how often the health service probes the store
 	// while the server serves. Default 2s.
 	HealthInterval time.Duration
+	// Watch configures WatchTurns: how often a watched thread is read and
+	// how many watches may be open (see service.WatchConfig). Shutdown
+	// and Stop end every watch first.
+	Watch service.WatchConfig
 	// GRPCOptions are grpc.ServerOptions applied after historyd's own, for
 	// tests and embedders that need what the fields above do not offer,
 	// such as an interceptor that injects faults. A scalar setting here
@@ -150,6 +154,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, errors.New("server: Config.Store.Backend is required (OpenBackend opens one from a DSN)")
 	case cfg.Service.Metrics != nil:
 		return nil, errors.New("server: Config.Service.Metrics is set by New; turn metrics on with Config.Metrics")
+	case cfg.Service.Watches != nil:
+		return nil, errors.New("server: Config.Service.Watches is set by New; configure watches with Config.Watch")
 	case cfg.Store.TracerProvider != nil || cfg.Service.TracerProvider != nil:
 		return nil, errors.New("server: Config.Store.TracerProvider and Config.Service.TracerProvider are set by New; turn tracing on with Config.TracerProvider")
 	case cfg.HealthInterval < 0:
@@ -177,7 +183,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.m != nil {
 		s.m.WatchStore(s.st)
 	}
-	s.svc = service.New(service.Config{Store: s.st, Logger: log, HealthInterval: cfg.HealthInterval})
+	watches := service.NewWatches(cfg.Watch)
+	cfg.Service.Watches = watches
+	s.svc = service.New(service.Config{Store: s.st, Logger: log, HealthInterval: cfg.HealthInterval, Watches: watches})
 
 	pctx, cancel := context.WithTimeout(ctx, startupProbe)
 	err := s.st.Ping(pctx)

@@ -79,9 +79,9 @@ type isolation struct {
 // newIsolation answers denied calls over an empty store serving the same
 // state channels as the deployment's, so that validation, the channel
 // included, answers a denied call as it would an allowed one.
-func newIsolation(log *slog.Logger, channels []string) isolation {
+func newIsolation(log *slog.Logger, channels []string, watches *Watches) isolation {
 	empty := store.New(store.Config{Backend: store.Empty{}, StateChannels: channels, CacheThreads: -1})
-	return isolation{unknownThreads: New(Config{Store: empty, Logger: log})}
+	return isolation{unknownThreads: New(Config{Store: empty, Logger: log, Watches: watches})}
 }
 
 func (iso isolation) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -97,6 +97,11 @@ func (iso isolation) unary(ctx context.Context, req any, info *grpc.UnaryServerI
 	svc, method := splitMethod(info.FullMethod)
 	if svc != threadHistoryName {
 		return nil, status.Errorf(codes.PermissionDenied, "tenant %q may only call %s", t.Name, threadHistoryName)
+	}
+	if _, ok := req.(*historydv1.ThreadsRequest); ok {
+		// Threads names no thread; its handler lists only the tenant's
+		// own prefixes (listedPrefixes in threads.go).
+		return handler(ctx, req)
 	}
 	r, ok := req.(threadRequest)
 	if !ok {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/historyd/historyd/auth"
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
 // What a caller is told to do about a response over the size limit.
@@ -89,7 +90,10 @@ func (l limits) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, han
 	return resp, l.explain(ctx, err)
 }
 
-func (l limits) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (l limits) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod == historydv1.ThreadHistory_WatchTurns_FullMethodName {
+		l.maxDuration = 0 // a watch lasts until it is cancelled, by design
+	}
 	ctx, cancel := l.apply(ss.Context())
 	defer cancel()
 	w := &limitedStream{ServerStream: ss, ctx: ctx, max: l.maxResponse}

@@ -67,6 +67,10 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// DisableReflection answers server reflection as an unknown service.
 	DisableReflection bool
+	// Watches holds the WatchTurns limits, shared with the Server the
+	// handlers run on (Config.Watches), so that denied watches count
+	// against them too. Default: limits of their own.
+	Watches *Watches
 	// StateChannels are the state channels the deployment's store serves;
 	// tenant isolation answers denied calls over an empty store serving the
 	// same ones. Default: the store's default, ["tool_state"]. server.New
@@ -201,7 +205,7 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		stream = append(stream, selector.StreamServerInterceptor(tl.stream, guarded))
 	}
 	if o.Auth != nil {
-		iso := newIsolation(log, o.StateChannels)
+		iso := newIsolation(log, o.StateChannels, o.Watches)
 		unary = append(unary, selector.UnaryServerInterceptor(iso.unary, guarded))
 		stream = append(stream, selector.StreamServerInterceptor(iso.stream, guarded))
 	}

@@ -25,6 +25,10 @@ type Config struct {
 	Logger *slog.Logger
 	// HealthInterval is how often Watch probes the store. Default 2s.
 	HealthInterval time.Duration
+	// Watches holds the WatchTurns limits and shutdown, shared with the
+	// server that tenant isolation answers denied calls with (pass the
+	// same to Options.Watches). Default: NewWatches with the defaults.
+	Watches *Watches
 }
 
 // Server is the ThreadHistory service, plus the standard health service
@@ -36,11 +40,17 @@ type Server struct {
 	log      *slog.Logger
 	health   *health.Server
 	interval time.Duration
+	watches  *Watches
+	pollers  *pollers
 }
 
 // New returns a Server over cfg.Store.
 func New(cfg Config) *Server {
-	s := &Server{store: cfg.Store, log: cfg.Logger, health: health.NewServer(), interval: cfg.HealthInterval}
+	s := &Server{store: cfg.Store, log: cfg.Logger, health: health.NewServer(), interval: cfg.HealthInterval, watches: cfg.Watches}
+	if s.watches == nil {
+		s.watches = NewWatches(WatchConfig{})
+	}
+	s.pollers = &pollers{st: s.store, w: s.watches, by: map[store.Ref]*poller{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -109,5 +119,9 @@ func (s *Server) SetServing(ok bool) {
 }
 
 // Shutdown marks every service NOT_SERVING for good, so balancers stop
-// sending requests while in-flight ones finish.
-func (s *Server) Shutdown() { s.health.Shutdown() }
+// sending requests while in-flight ones finish, and ends every WatchTurns
+// stream (see Watches.Close).
+func (s *Server) Shutdown() {
+	s.health.Shutdown()
+	s.watches.Close()
+}

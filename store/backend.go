@@ -128,6 +128,13 @@ type Backend interface {
 	// EachWrite hands fn every write to channel attached to the checkpoints
 	// of ids, in any order.
 	EachWrite(ctx context.Context, ref Ref, channel string, ids []string, fn func(Write) error) error
+	// Threads walks the storage's distinct thread ids in ascending order
+	// as the storage sorts them (see ThreadQuery), visiting at most
+	// q.Limit, and hands fn each visited thread that has checkpoints in
+	// q.Namespace, with their count and its oldest and newest checkpoint.
+	// It must not read a thread's other checkpoints: a walk costs its
+	// threads, not their length, and never the whole store.
+	Threads(ctx context.Context, q ThreadQuery, fn func(ThreadRow) error) (ThreadWalk, error)
 	// Newest hands fn up to limit of the most recently written
 	// checkpoints, newest first: the thread's in ref's namespace, or, with
 	// ref nil, any thread's. It is for sampling which channels the store's

@@ -47,7 +47,25 @@ type Checkpoint struct {
 	// States maps each state channel to its version at the checkpoint; a
 	// channel without a value has none.
 	States map[string]string
+	// Rest says whether LangGraph had anything left to run from the
+	// checkpoint, where the checkpoint records it (see
+	// lgcodec.Checkpoint.AtRest): a run's last checkpoint is AtRest.
+	Rest Rest
 }
+
+// Rest says whether a run goes on from a checkpoint.
+type Rest int8
+
+const (
+	// RestUnknown: the checkpoint does not record what its step updated
+	// (LangGraph.js, older formats).
+	RestUnknown Rest = iota
+	// Running: the step that wrote the checkpoint triggered a node (or it
+	// is an input, or an interrupted run waits to be resumed).
+	Running
+	// AtRest: nothing is left to run; the run ended at this checkpoint.
+	AtRest
+)
 
 // State returns the checkpoint's version of a state channel, empty when
 // the channel has no value there.
@@ -121,6 +139,19 @@ type History struct {
 	Turns []Turn
 	// Numbering says how sure the turn numbers are.
 	Numbering Numbering
+	// Steps are the checkpoints whose messages could be read, in
+	// checkpoint order, each with the turn it belongs to (0 before the
+	// first question). They point into the index the History was derived
+	// from and must not be modified.
+	Steps []Step
+}
+
+// Step is one checkpoint of a History and the turn it belongs to.
+type Step struct {
+	// Checkpoint is the checkpoint.
+	Checkpoint *Checkpoint
+	// Turn is the turn it belongs to: the last question asked up to it.
+	Turn int
 }
 
 // Outcome is which of the three answers a request for one turn gets. The
@@ -206,6 +237,7 @@ func (h *History) Retained() []int {
 func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
 	h := &History{Ref: ref, Numbering: Complete}
 	order := checkpointOrder(cps)
+	h.Steps = make([]Step, 0, len(order))
 	listed := make(map[string]bool, len(cps))
 	placed := make(map[string]bool, len(cps)) // listed, and its messages read
 	for _, c := range cps {
@@ -291,6 +323,7 @@ func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
 		for _, q := range c.Asks {
 			askedUpTo = max(askedUpTo, number[q])
 		}
+		h.Steps = append(h.Steps, Step{Checkpoint: &cps[i], Turn: askedUpTo})
 		if askedUpTo > 0 && (!c.Between || ends[askedUpTo-1] < 0 || cps[ends[askedUpTo-1]].ID == c.Parent) {
 			ends[askedUpTo-1] = i
 		}

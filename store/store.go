@@ -251,6 +251,7 @@ type listed struct {
 	// between says the checkpoint was made between runs (see
 	// Checkpoint.Between).
 	between bool
+	rest    Rest
 }
 
 // madeBetweenRuns reports whether a checkpoint whose metadata names source
@@ -258,6 +259,18 @@ type listed struct {
 // records as "update", and as "fork" when it branches off).
 func madeBetweenRuns(source string) bool {
 	return source == "input" || source == "update" || source == "fork"
+}
+
+// restOf reads whether a run goes on from a parsed checkpoint.
+func restOf(cp lgcodec.Checkpoint) Rest {
+	rest, known := cp.AtRest()
+	switch {
+	case !known:
+		return RestUnknown
+	case rest:
+		return AtRest
+	}
+	return Running
 }
 
 // list reads the thread's checkpoints through the backend and parses each
@@ -274,7 +287,8 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query) (Census, []listed, e
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "metadata", Err: err}
 		}
-		out = append(out, listed{id: r.ID, parent: r.Parent, ts: cp.TS, versions: cp.Versions, delta: md.Delta, between: madeBetweenRuns(md.Source)})
+		out = append(out, listed{id: r.ID, parent: r.Parent, ts: cp.TS, versions: cp.Versions, delta: md.Delta, between: madeBetweenRuns(md.Source),
+			rest: restOf(cp)})
 		return nil
 	})
 	if err != nil {
@@ -630,7 +644,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 	}
 	out := make([]Checkpoint, len(cps))
 	for i, c := range cps {
-		p := Checkpoint{ID: c.id, Parent: c.parent, TS: c.ts, States: c.versions, Between: c.between}
+		p := Checkpoint{ID: c.id, Parent: c.parent, TS: c.ts, States: c.versions, Between: c.between, Rest: c.rest}
 		if v, ok := c.versions[s.messages]; ok {
 			p.Version = v
 			if h, ok := th.lookup(v); ok {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/historyd/historyd/bench/gen"
 	"github.com/historyd/historyd/bench/py"
+	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/postgres"
 )
 
 // env returns a variable the integration suite sets; without it the test
@@ -203,4 +205,77 @@ func sameJSON(got json.RawMessage, want map[string]any) error {
 		return fmt.Errorf("LangGraph read %.300s…, generator wrote %.300s…", gs, ws)
 	}
 	return nil
+}
+
+// TestManyThreads writes a small ManyThreads store and reads it back with
+// historyd's own PostgreSQL backend: every thread listed once, with its
+// checkpoint count, times in order, and its tenant's prefix.
+func TestManyThreads(t *testing.T) {
+	dsn := env(t, "HISTORYD_TEST_DSN", "run `make test` (or scripts/test.sh), which starts a throwaway PostgreSQL")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) }) // after the schema is dropped
+	m := gen.ManyThreads{Schema: fmt.Sprintf("many_threads_test_%d", rand.Uint64()), N: 503}
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{m.Schema}.Sanitize()+" CASCADE")
+	})
+	if ok, err := m.Exists(ctx, conn); err != nil || ok {
+		t.Fatalf("before writing: exists %v, %v", ok, err)
+	}
+	if err := m.Write(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := m.Exists(ctx, conn); err != nil || !ok {
+		t.Fatalf("after writing: exists %v, %v", ok, err)
+	}
+	b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: m.Schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(store.Config{Backend: b})
+	seen, checkpoints := map[string]bool{}, 0
+	q := store.ThreadsQuery{Limit: 97}
+	for {
+		page, err := st.Threads(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, th := range page.Threads {
+			if seen[th.ThreadID] {
+				t.Errorf("%s listed twice", th.ThreadID)
+			}
+			seen[th.ThreadID] = true
+			checkpoints += int(th.Checkpoints)
+			if th.Checkpoints < 1 || th.Checkpoints > 5 || !th.LastAt.After(th.FirstAt) && th.Checkpoints > 1 ||
+				th.LastAt.Sub(th.FirstAt) != time.Duration(th.Checkpoints-1)*7*time.Second || !strings.HasPrefix(th.ThreadID, "tenant-") {
+				t.Errorf("thread %+v", th)
+			}
+		}
+		if page.Next == nil {
+			break
+		}
+		q.After = page.Next
+	}
+	if len(seen) != m.N || checkpoints != m.Checkpoints() {
+		t.Errorf("%d threads with %d checkpoints; want %d with %d", len(seen), checkpoints, m.N, m.Checkpoints())
+	}
+	page, err := st.Threads(ctx, store.ThreadsQuery{Prefixes: []string{m.Prefix(7)}, Limit: 1000, Order: store.ByLastActivity})
+	if err != nil || len(page.Threads) != 10 {
+		t.Errorf("tenant 7, newest first: %d threads, %v; want 10", len(page.Threads), err)
+	}
+	// The last checkpoint of each thread ends its run.
+	h, err := st.History(ctx, store.Ref{ThreadID: page.Threads[0].ThreadID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.Steps); n == 0 || h.Steps[n-1].Checkpoint.Rest != store.AtRest || n > 1 && h.Steps[0].Checkpoint.Rest != store.Running {
+		t.Errorf("steps of %s: %+v", page.Threads[0].ThreadID, h.Steps)
+	}
 }

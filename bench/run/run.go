@@ -58,8 +58,8 @@ type Config struct {
 	// Only, when not empty, names the steps to run besides describing
 	// the machine, generating the threads and building historyd: any of
 	// anchors, operations, P1, P2, P3 (which needs anchors and
-	// operations), P4, deepagents, pooler and profiles. For iterating on one
-	// measurement.
+	// operations), P4, deepagents, pooler, threads and profiles. For
+	// iterating on one measurement.
 	Only []string
 	// Log receives progress lines.
 	Log io.Writer
@@ -88,6 +88,7 @@ type plan struct {
 	profileTime  time.Duration
 	largeOps     []load.Op
 	smallOps     []load.Op
+	manyThreads  int // threads of the Threads rows' store
 }
 
 func newPlan(full bool) plan {
@@ -111,6 +112,7 @@ func newPlan(full bool) plan {
 		profileTime:  4 * time.Second,
 		largeOps:     []load.Op{load.Snapshot, load.Turns},
 		smallOps:     []load.Op{load.Snapshot, load.Snapshots, load.StreamSnapshots, load.Turns},
+		manyThreads:  1_000_000,
 	}
 	if full {
 		p.mode = "full"
@@ -216,6 +218,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"P7", r.p7},
 		{"deepagents", r.deepagents},
 		{"pooler", r.pooler},
+		{"threads", r.threadsList},
 		{"profiles", r.profiles},
 	}
 	always := map[string]bool{"machine and versions": true, "generate threads": true, "build historyd": true}

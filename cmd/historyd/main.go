@@ -4,6 +4,7 @@
 //
 //	historyd serve [flags]   serve historyd.v1.ThreadHistory
 //	historyd demo [flags]    write a demo checkpoint file to try it on
+//	historyd threads|turns|show|diff|watch …   ask a running historyd (cli.go)
 //	historyd help [command]  show help
 //
 // Every flag can also be set by an environment variable, named in its help.
@@ -27,9 +28,14 @@ type command struct {
 	name    string
 	summary string
 	flags   func(fs *flag.FlagSet) func(ctx context.Context) error
+	// main, when set, runs the command on its arguments instead of flags:
+	// the operator commands take positional arguments and have exit
+	// codes of their own (cli.go).
+	main func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
-var commands = []command{serveCommand, demoCommand, versionCommand}
+var commands = []command{serveCommand, demoCommand, versionCommand,
+	threadsCommand.command(), turnsCommand.command(), showCommand.command(), diffCommand.command(), watchCommand.command()}
 
 const usage = `historyd serves what LangGraph threads' session state held at each earlier turn.
 
@@ -66,6 +72,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, c := range commands {
 		if c.name != name {
 			continue
+		}
+		if c.main != nil {
+			return c.main(ctx, rest, stdout, stderr)
 		}
 		fs := flag.NewFlagSet("historyd "+c.name, flag.ContinueOnError)
 		runFn := c.flags(fs)

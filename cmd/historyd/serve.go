@@ -86,6 +86,7 @@ var serveCommand = command{
 		c.cacheThreads = e.int("cache-threads", "HISTORYD_CACHE_THREADS", 1024, "threads whose turn index is kept in memory and refreshed incrementally")
 		c.cacheState = e.size("cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES", 64<<20, "memory for encoded state versions, so that a warm Snapshot decodes nothing; a state stored larger than a quarter of it is decoded per request, for the keys asked only")
 
+		c.watch = watchFlags(e)
 		c.metricsListen = stringFlag(fs, "metrics-listen", "HISTORYD_METRICS_LISTEN", "", "address of the HTTP listener for /metrics (Prometheus), /healthz and /readyz, e.g. localhost:9090; plaintext and unauthenticated, so keep it off networks clients use (default: off)")
 		c.metricsAll = e.bool("metrics-all-methods", "HISTORYD_METRICS_ALL_METHODS", false, "export per-method gRPC metrics for grpc.health.v1 and server reflection too, not only historyd.v1.ThreadHistory")
 		fs.Usage = func() {
@@ -120,6 +121,7 @@ type serveConfig struct {
 
 	metricsListen *string
 	metricsAll    *bool
+	watch         func() service.WatchConfig
 
 	logLevel *string
 }
@@ -164,6 +166,7 @@ func (c serveConfig) run(ctx context.Context) error {
 			CacheThreads: offIfZero(*c.cacheThreads), CacheStateBytes: offIfZero(int(*c.cacheState)),
 		},
 		Metrics: true, MetricsAllMethods: *c.metricsAll, Build: currentBuild(),
+		Watch: c.watch(),
 	}
 	if err := cfg.Store.Validate(); err != nil {
 		return fmt.Errorf("--state-channels/--channel-reducers: %w", err)

@@ -21,6 +21,35 @@ type Checkpoint struct {
 	// rule historyd has for versions (see NormalizeVersion). A channel whose
 	// version is null or absent has no entry.
 	Versions map[string]string
+	// Updated lists the checkpoint's "updated_channels": the channels the
+	// step that wrote it updated. Checkpoint format 4 (Python LangGraph)
+	// records it; UpdatedKnown is false where it is absent (LangGraph.js,
+	// older formats) or not a list of strings.
+	Updated      []string
+	UpdatedKnown bool
+}
+
+// AtRest reports whether LangGraph has nothing left to run from the
+// checkpoint: the step that wrote it triggered no node. known is false when
+// the checkpoint does not record its updated channels.
+//
+// LangGraph runs a node when a channel it is triggered by was updated;
+// StateGraph and the functional API trigger nodes only through channels of
+// their own, named "__start__" (the graph's input), "branch:to:<node>"
+// (edges), "join:<sources>:<node>" (edges waiting on several nodes) and
+// "__pregel_tasks" (Send and tasks), so a step that updated none of them
+// ends the run. A run stopped by an interrupt is not at rest: its pending
+// node is triggered still.
+func (c Checkpoint) AtRest() (rest, known bool) {
+	if !c.UpdatedKnown {
+		return false, false
+	}
+	for _, ch := range c.Updated {
+		if ch == "__start__" || ch == "__pregel_tasks" || strings.HasPrefix(ch, "branch:to:") || strings.HasPrefix(ch, "join:") {
+			return false, true
+		}
+	}
+	return true, true
 }
 
 // ParseCheckpoint reads "ts" and "channel_versions" out of a serialized
@@ -245,6 +274,7 @@ func jsonCheckpoint(data []byte, keep func(string) bool) (Checkpoint, error) {
 	var c struct {
 		TS              json.RawMessage            `json:"ts"`
 		ChannelVersions map[string]json.RawMessage `json:"channel_versions"`
+		Updated         json.RawMessage            `json:"updated_channels"`
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
 		return Checkpoint{}, jsonMalformed("checkpoint", err)
@@ -253,6 +283,9 @@ func jsonCheckpoint(data []byte, keep func(string) bool) (Checkpoint, error) {
 	var ts string
 	if json.Unmarshal(c.TS, &ts) == nil {
 		out.TS = parseTS(ts)
+	}
+	if len(c.Updated) > 0 && json.Unmarshal(c.Updated, &out.Updated) == nil && out.Updated != nil {
+		out.UpdatedKnown = true
 	}
 	var err error
 	out.Versions, err = jsonVersions(c.ChannelVersions, keep)
@@ -355,6 +388,15 @@ func (d *mpDecoder) atStr() bool {
 // atNil reports whether the value at pos is nil.
 func (d *mpDecoder) atNil() bool { return d.pos < d.end && d.buf[d.pos] == 0xc0 }
 
+// atArray reports whether the value at pos is an array.
+func (d *mpDecoder) atArray() bool {
+	if d.pos >= d.end {
+		return false
+	}
+	c := d.buf[d.pos]
+	return (c >= 0x90 && c <= 0x9f) || c == 0xdc || c == 0xdd
+}
+
 func msgpackCheckpoint(data []byte, keep func(string) bool) (Checkpoint, error) {
 	d := newMsgpackDecoder(data, checkpointLimits)
 	var out Checkpoint
@@ -370,6 +412,24 @@ func msgpackCheckpoint(data []byte, keep func(string) bool) (Checkpoint, error) 
 				return true, err
 			}
 			out.TS = parseTS(string(d.buf[t.start : t.start+t.n]))
+			return true, nil
+		case "updated_channels":
+			if !d.atArray() {
+				return false, nil
+			}
+			v, err := d.decodeValue(1)
+			if err != nil {
+				return true, err
+			}
+			out.Updated, out.UpdatedKnown = nil, true
+			for _, ch := range v.([]any) {
+				name, ok := ch.(string)
+				if !ok {
+					out.Updated, out.UpdatedKnown = nil, false
+					break
+				}
+				out.Updated = append(out.Updated, name)
+			}
 			return true, nil
 		case "channel_versions":
 			// A repeated key replaces the earlier one, as in the dict

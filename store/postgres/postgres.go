@@ -176,8 +176,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	present := `(SELECT array_agg(want.id) FROM unnest($4::text[]) AS want(id) WHERE (SELECT true FROM ` + checkpoints + ` p
  WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = want.id))`
 	// Each row: the id, the parent, the checkpoint projected to what
-	// historyd reads of it, and the same of its metadata, both JSON text.
-	row := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', ` + versions + `)::text, ` + metadataSQL
+	// historyd reads of it (its time, versions, and the channels its step
+	// updated, which say whether the run went on), and the same of its
+	// metadata, both JSON text.
+	row := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', ` + versions + `,
+ 'updated_channels', c.checkpoint->'updated_channels')::text, ` + metadataSQL
 	// The same with every channel's version, for sampling which channels
 	// there are.
 	allRow := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', c.checkpoint->'channel_versions')::text, ` + metadataSQL

@@ -38,6 +38,7 @@ type memCheckpoint struct {
 	id, parent string
 	ts         time.Time
 	versions   map[string]any // as stored: strings, numbers, nil
+	updated    []string       // updated_channels; nil when not recorded
 	metadata   []byte
 	values     map[string]store.Blob
 	writes     []store.Write
@@ -76,6 +77,7 @@ func (m *Memory) Put(ref store.Ref, cp lgsaver.Checkpoint) {
 	}
 	c := m.checkpoint(ref, cp.ID, cp.Parent, cp.TS, blobs, versions)
 	c.metadata = md
+	c.updated = cp.UpdatedChannels
 	for _, w := range cp.Writes {
 		data, err := lgwrite.EncodeJSON(w.Value)
 		if err != nil {
@@ -164,7 +166,11 @@ func (m *Memory) List(ctx context.Context, ref store.Ref, q store.Query, fn func
 		if c.id <= q.After {
 			continue
 		}
-		head, err := json.Marshal(map[string]any{"ts": c.ts.Format(time.RFC3339Nano), "channel_versions": c.versions})
+		doc := map[string]any{"ts": c.ts.Format(time.RFC3339Nano), "channel_versions": c.versions}
+		if c.updated != nil {
+			doc["updated_channels"] = c.updated
+		}
+		head, err := json.Marshal(doc)
 		if err != nil {
 			return store.Census{}, err
 		}

@@ -4,12 +4,15 @@
 import type { SecureContextOptions } from "node:tls";
 
 import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { ValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
+import { ValueSchema, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type CallOptions, type Client, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
 import {
+  KeyChangeKind,
   ThreadHistory as ThreadHistoryService,
+  ThreadsOrder,
+  type DiffTurn as WireDiffTurn,
   TurnNumbering,
   type StateEntry,
   type TurnState as WireTurnState,
@@ -224,6 +227,85 @@ export interface TurnIndex {
   numbering?: Numbering;
 }
 
+/** One listed thread, without its turns. */
+export interface ThreadInfo {
+  threadId: string;
+  /** How many checkpoints it has in the namespace. */
+  checkpoints: number;
+  /** When its oldest and newest checkpoints were written, when known. */
+  firstCheckpointAt?: Date;
+  lastCheckpointAt?: Date;
+  lastCheckpointId: string;
+  /** How many turns it has had; only with `includeTurns`. */
+  totalTurns?: number;
+}
+
+/** One page of `threads`. */
+export interface ThreadsPage {
+  threads: ThreadInfo[];
+  /** Continues the listing (pass it as `pageToken`); "" when it is complete. A page may hold fewer threads than asked for, even none, and still have one. */
+  nextPageToken: string;
+}
+
+/** What `threads` lists. */
+export interface ThreadsOpts extends CallOpts {
+  /** Only thread ids starting with this. */
+  prefix?: string;
+  namespace?: string;
+  /** Threads per page: 0 (the default) is the server's, 100. */
+  pageSize?: number;
+  pageToken?: string;
+  /** By last activity, newest first (the server refuses that past 10,000 threads under the prefix), instead of by thread id. */
+  newestFirst?: boolean;
+  /** Only threads whose last checkpoint was written after (before) this. */
+  activeAfter?: Date;
+  activeBefore?: Date;
+  /** Each thread's number of turns; costs the server a derivation per thread. */
+  includeTurns?: boolean;
+}
+
+/** One end of a diff: a turn and what became of it. */
+export interface DiffTurn {
+  turn: number;
+  outcome: "found" | "no_such_turn" | "no_longer_retained";
+  question?: string;
+  /** The checkpoint the turn ended on, and when (found only). */
+  checkpointId?: string;
+  endedAt?: Date;
+}
+
+/** An RFC 6902 JSON Patch operation: `value` for every op but remove. */
+export type PatchOp = { op: "remove"; path: string } | { op: "add" | "replace"; path: string; value: JsonValue };
+
+/** What became of one key between two turns. */
+export interface KeyChange {
+  key: string;
+  change: "added" | "removed" | "changed" | "unchanged";
+  /** Its entries at the two turns' ends, where it is present. */
+  before?: Entry;
+  after?: Entry;
+  /** The JSON Patch from before's value to after's (changed only; empty when only the bookkeeping changed). */
+  patch: PatchOp[];
+}
+
+/** What changed between the ends of two turns; `changes` is empty unless both ends were found. */
+export interface Diff {
+  from: DiffTurn;
+  to: DiffTurn;
+  changes: KeyChange[];
+  total: number;
+  retained: number[];
+  /** How sure the turn numbers are. */
+  numbering?: Numbering;
+}
+
+const CHANGE_KINDS: Record<number, KeyChange["change"]> = {
+  [KeyChangeKind.ADDED]: "added",
+  [KeyChangeKind.REMOVED]: "removed",
+  [KeyChangeKind.CHANGED]: "changed",
+  [KeyChangeKind.UNCHANGED]: "unchanged",
+};
+
 /** The gRPC code names, as the other clients and grpcurl spell them. */
 const CODE_NAMES: Record<number, string> = {
   [Code.Canceled]: "CANCELLED",
@@ -426,6 +508,95 @@ export class ThreadHistory {
         keysWritten: [...t.keysWritten],
         answeredWith: [...t.answeredWith],
       })),
+    };
+  }
+
+  /** One page of the threads the caller may read: by thread id, or newest activity first. */
+  async threads(opts: ThreadsOpts = {}): Promise<ThreadsPage> {
+    const prefix = opts.prefix ?? "";
+    const resp = await this.#unary("Threads", prefix, opts, (call) =>
+      this.#rpc.threads(
+        {
+          threadIdPrefix: prefix,
+          checkpointNs: opts.namespace ?? this.namespace,
+          pageSize: opts.pageSize ?? 0,
+          pageToken: opts.pageToken ?? "",
+          order: opts.newestFirst ? ThreadsOrder.LAST_ACTIVITY : ThreadsOrder.UNSPECIFIED,
+          ...(opts.activeAfter ? { lastActivityAfter: timestampFromDate(opts.activeAfter) } : {}),
+          ...(opts.activeBefore ? { lastActivityBefore: timestampFromDate(opts.activeBefore) } : {}),
+          includeTurns: opts.includeTurns ?? false,
+        },
+        call,
+      ),
+    );
+    return {
+      nextPageToken: resp.nextPageToken,
+      threads: resp.threads.map((t) => ({
+        threadId: t.threadId,
+        checkpoints: Number(t.checkpointCount),
+        ...(t.firstCheckpointAt ? { firstCheckpointAt: timestampDate(t.firstCheckpointAt) } : {}),
+        ...(t.lastCheckpointAt ? { lastCheckpointAt: timestampDate(t.lastCheckpointAt) } : {}),
+        lastCheckpointId: t.lastCheckpointId,
+        ...(t.totalTurns !== undefined ? { totalTurns: t.totalTurns } : {}),
+      })),
+    };
+  }
+
+  /**
+   * What changed in the thread's state between the ends of two turns:
+   * `toTurn` 0 (the default) is the newest turn, `fromTurn` 0 the one before
+   * it. Either end may be a miss, which its outcome says; nothing is
+   * compared then.
+   */
+  async diff(threadId: string, opts: ReadOpts & { toTurn?: number; fromTurn?: number; includeUnchanged?: boolean } = {}): Promise<Diff> {
+    const turn = (n: number | undefined, what: string) => {
+      if (n === undefined) return 0;
+      if (!Number.isInteger(n)) throw new TypeError(`historyd: ${what} must be a whole number, not ${n}`);
+      return Math.max(-1, Math.min(n, MAX_TURN)); // below 0: refused by the server, naming the field
+    };
+    const req = {
+      threadId,
+      checkpointNs: opts.namespace ?? this.namespace,
+      toTurn: turn(opts.toTurn, "toTurn"),
+      fromTurn: turn(opts.fromTurn, "fromTurn"),
+      keys: opts.keys ?? [],
+      channel: opts.channel ?? this.channel,
+      includeUnchanged: opts.includeUnchanged ?? false,
+    };
+    const resp = await this.#unary("Diff", threadId, opts, (call) => this.#rpc.diff(req, call));
+    const end = (d: WireDiffTurn | undefined): DiffTurn => {
+      switch (d?.result.case) {
+        case "found": {
+          const f = d.result.value;
+          return { turn: f.number, outcome: "found", question: f.question, checkpointId: f.checkpointId, ...(f.endedAt ? { endedAt: timestampDate(f.endedAt) } : {}) };
+        }
+        case "noSuchTurn":
+          return { turn: d.result.value.turn, outcome: "no_such_turn" };
+        case "noLongerRetained":
+          return { turn: d.result.value.turn, outcome: "no_longer_retained", question: d.result.value.question };
+      }
+      // As for snapshot: guessing would be the one wrong answer.
+      throw new HistorydError("Diff", threadId, Code.Internal, "a turn of the diff carries none of found, no_such_turn or no_longer_retained");
+    };
+    return {
+      from: end(resp.fromTurn),
+      to: end(resp.toTurn),
+      total: resp.total,
+      retained: [...resp.retainedTurns],
+      numbering: fromNumbering(resp.numbering),
+      changes: resp.changes.map((c) => {
+        const change = CHANGE_KINDS[c.kind];
+        if (change === undefined) throw new HistorydError("Diff", threadId, Code.Internal, `key ${JSON.stringify(c.key)}: unknown change kind ${c.kind}`);
+        return {
+          key: c.key,
+          change,
+          ...(c.fromEntry ? { before: fromEntry(c.fromEntry) } : {}),
+          ...(c.toEntry ? { after: fromEntry(c.toEntry) } : {}),
+          patch: c.patch.map((op): PatchOp =>
+            op.op === "remove" ? { op: "remove", path: op.path ?? "" } : { op: op.op as "add" | "replace", path: op.path ?? "", value: op.value ? toJson(ValueSchema, op.value) : null },
+          ),
+        };
+      }),
     };
   }
 

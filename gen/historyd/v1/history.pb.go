@@ -145,6 +145,149 @@ func (ValueFormat) EnumDescriptor() ([]byte, []int) {
 	return file_historyd_v1_history_proto_rawDescGZIP(), []int{1}
 }
 
+// ThreadsOrder is the order Threads lists threads in.
+//
+// LangGraph's checkpoint tables are indexed by thread id (primary key
+// thread_id, checkpoint_ns, checkpoint_id) and by nothing that leads with
+// time, and historyd only reads, so it cannot add an index. Listing by
+// thread id walks that index: a page costs its own threads, whatever the
+// size of the store. Newest activity first cannot be served that way: every
+// thread under the prefixes must be visited to sort them, so that order is
+// bounded (see THREADS_ORDER_LAST_ACTIVITY).
+type ThreadsOrder int32
+
+const (
+	// THREADS_ORDER_UNSPECIFIED is THREADS_ORDER_THREAD_ID.
+	ThreadsOrder_THREADS_ORDER_UNSPECIFIED ThreadsOrder = 0
+	// THREADS_ORDER_THREAD_ID lists threads in ascending order of thread id
+	// as the store sorts them (byte order in SQLite; the column's collation
+	// in PostgreSQL). Paging is stable while threads are written: every
+	// thread that exists from the first page to the last is listed exactly
+	// once, and a thread created meanwhile is listed when its id sorts after
+	// the page being read. With time filters a call visits at most 10,000
+	// threads and may return fewer than page_size, or none, with a
+	// next_page_token to go on from where it stopped. A prefix filter is
+	// walked directly in SQLite and wherever thread_id has a bytewise
+	// collation (C, POSIX, C.UTF-8, ucs_basic); under any other collation
+	// PostgreSQL cannot range over a prefix, so the walk visits every thread
+	// and filters, 10,000 per call.
+	ThreadsOrder_THREADS_ORDER_THREAD_ID ThreadsOrder = 1
+	// THREADS_ORDER_LAST_ACTIVITY lists the threads whose last checkpoint is
+	// newest first (by its timestamp, then thread id; threads without one
+	// last). Each call visits every thread under the prefixes to sort them,
+	// so it is refused with FAILED_PRECONDITION when more than 10,000
+	// threads match the prefixes: narrow thread_id_prefix, or list by thread
+	// id with last_activity_after. Paging never lists a thread twice; a
+	// thread written to while the listing pages moves ahead of the page
+	// being read, and a thread created meanwhile sorts there too, so neither
+	// is listed by the pages that follow.
+	ThreadsOrder_THREADS_ORDER_LAST_ACTIVITY ThreadsOrder = 2
+)
+
+// Enum value maps for ThreadsOrder.
+var (
+	ThreadsOrder_name = map[int32]string{
+		0: "THREADS_ORDER_UNSPECIFIED",
+		1: "THREADS_ORDER_THREAD_ID",
+		2: "THREADS_ORDER_LAST_ACTIVITY",
+	}
+	ThreadsOrder_value = map[string]int32{
+		"THREADS_ORDER_UNSPECIFIED":   0,
+		"THREADS_ORDER_THREAD_ID":     1,
+		"THREADS_ORDER_LAST_ACTIVITY": 2,
+	}
+)
+
+func (x ThreadsOrder) Enum() *ThreadsOrder {
+	p := new(ThreadsOrder)
+	*p = x
+	return p
+}
+
+func (x ThreadsOrder) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ThreadsOrder) Descriptor() protoreflect.EnumDescriptor {
+	return file_historyd_v1_history_proto_enumTypes[2].Descriptor()
+}
+
+func (ThreadsOrder) Type() protoreflect.EnumType {
+	return &file_historyd_v1_history_proto_enumTypes[2]
+}
+
+func (x ThreadsOrder) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ThreadsOrder.Descriptor instead.
+func (ThreadsOrder) EnumDescriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{2}
+}
+
+// KeyChangeKind says how a key's entry changed between two turns' ends.
+type KeyChangeKind int32
+
+const (
+	// KEY_CHANGE_KIND_UNSPECIFIED is never sent.
+	KeyChangeKind_KEY_CHANGE_KIND_UNSPECIFIED KeyChangeKind = 0
+	// KEY_CHANGE_KIND_ADDED: the key is in to_turn's state only.
+	KeyChangeKind_KEY_CHANGE_KIND_ADDED KeyChangeKind = 1
+	// KEY_CHANGE_KIND_REMOVED: the key is in from_turn's state only.
+	KeyChangeKind_KEY_CHANGE_KIND_REMOVED KeyChangeKind = 2
+	// KEY_CHANGE_KIND_CHANGED: the key is in both and its entry differs, in
+	// its value or in any recorded field.
+	KeyChangeKind_KEY_CHANGE_KIND_CHANGED KeyChangeKind = 3
+	// KEY_CHANGE_KIND_UNCHANGED: the key's entry is the same in both. Only
+	// sent with include_unchanged.
+	KeyChangeKind_KEY_CHANGE_KIND_UNCHANGED KeyChangeKind = 4
+)
+
+// Enum value maps for KeyChangeKind.
+var (
+	KeyChangeKind_name = map[int32]string{
+		0: "KEY_CHANGE_KIND_UNSPECIFIED",
+		1: "KEY_CHANGE_KIND_ADDED",
+		2: "KEY_CHANGE_KIND_REMOVED",
+		3: "KEY_CHANGE_KIND_CHANGED",
+		4: "KEY_CHANGE_KIND_UNCHANGED",
+	}
+	KeyChangeKind_value = map[string]int32{
+		"KEY_CHANGE_KIND_UNSPECIFIED": 0,
+		"KEY_CHANGE_KIND_ADDED":       1,
+		"KEY_CHANGE_KIND_REMOVED":     2,
+		"KEY_CHANGE_KIND_CHANGED":     3,
+		"KEY_CHANGE_KIND_UNCHANGED":   4,
+	}
+)
+
+func (x KeyChangeKind) Enum() *KeyChangeKind {
+	p := new(KeyChangeKind)
+	*p = x
+	return p
+}
+
+func (x KeyChangeKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeyChangeKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_historyd_v1_history_proto_enumTypes[3].Descriptor()
+}
+
+func (KeyChangeKind) Type() protoreflect.EnumType {
+	return &file_historyd_v1_history_proto_enumTypes[3]
+}
+
+func (x KeyChangeKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeyChangeKind.Descriptor instead.
+func (KeyChangeKind) EnumDescriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{3}
+}
+
 // SnapshotsRequest names a thread and, optionally, the state keys wanted.
 type SnapshotsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1306,6 +1449,985 @@ func (x *StateEntry) GetValueJson() []byte {
 	return nil
 }
 
+// ThreadsRequest asks for one page of the store's threads.
+type ThreadsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// thread_id_prefix, when not empty, lists only the threads whose id starts
+	// with it, byte for byte. At most 512 bytes of valid UTF-8. A tenant
+	// confined to thread-id prefixes lists only threads under its own
+	// prefixes: one that asks for a prefix outside them gets no threads, as
+	// from a store that holds none there.
+	ThreadIdPrefix string `protobuf:"bytes,1,opt,name=thread_id_prefix,json=threadIdPrefix,proto3" json:"thread_id_prefix,omitempty"`
+	// checkpoint_ns is the checkpoint namespace; empty (the default) is the
+	// root graph. A thread is listed when it has checkpoints in the
+	// namespace, and its counts and times are those of the namespace. At
+	// most 512 bytes of valid UTF-8.
+	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// page_size is the most threads one response holds: 0 means 100; at
+	// most 1000, and at most 100 with include_turns. A response may hold
+	// fewer, even none, and still carry a next_page_token (see
+	// ThreadsResponse).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token continues a listing: the next_page_token of the response
+	// before, with every other field but page_size as it was (a token issued
+	// for other filters or another order is INVALID_ARGUMENT). Empty starts
+	// from the beginning. At most 1024 bytes.
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// order is the order threads are listed in; unset is
+	// THREADS_ORDER_THREAD_ID.
+	Order ThreadsOrder `protobuf:"varint,5,opt,name=order,proto3,enum=historyd.v1.ThreadsOrder" json:"order,omitempty"`
+	// last_activity_after, when set, lists only the threads whose last
+	// checkpoint (in the namespace) was written after it. Threads whose last
+	// checkpoint has no timestamp are then left out.
+	LastActivityAfter *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_activity_after,json=lastActivityAfter,proto3" json:"last_activity_after,omitempty"`
+	// last_activity_before, when set, lists only the threads whose last
+	// checkpoint was written before it. With last_activity_after, it must be
+	// later than that.
+	LastActivityBefore *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_activity_before,json=lastActivityBefore,proto3" json:"last_activity_before,omitempty"`
+	// include_turns asks for each listed thread's total_turns and numbering.
+	// It derives each listed thread's turns as Turns does, which reads every
+	// checkpoint of a thread the server has not cached (the messages of
+	// each, not the state), so it is off by default and page_size is then
+	// at most 100.
+	IncludeTurns  bool `protobuf:"varint,8,opt,name=include_turns,json=includeTurns,proto3" json:"include_turns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadsRequest) Reset() {
+	*x = ThreadsRequest{}
+	mi := &file_historyd_v1_history_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadsRequest) ProtoMessage() {}
+
+func (x *ThreadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadsRequest.ProtoReflect.Descriptor instead.
+func (*ThreadsRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ThreadsRequest) GetThreadIdPrefix() string {
+	if x != nil {
+		return x.ThreadIdPrefix
+	}
+	return ""
+}
+
+func (x *ThreadsRequest) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *ThreadsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ThreadsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ThreadsRequest) GetOrder() ThreadsOrder {
+	if x != nil {
+		return x.Order
+	}
+	return ThreadsOrder_THREADS_ORDER_UNSPECIFIED
+}
+
+func (x *ThreadsRequest) GetLastActivityAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastActivityAfter
+	}
+	return nil
+}
+
+func (x *ThreadsRequest) GetLastActivityBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastActivityBefore
+	}
+	return nil
+}
+
+func (x *ThreadsRequest) GetIncludeTurns() bool {
+	if x != nil {
+		return x.IncludeTurns
+	}
+	return false
+}
+
+// ThreadsResponse is one page of threads.
+type ThreadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// threads are the page's threads, in the order asked for.
+	Threads []*ThreadInfo `protobuf:"bytes,1,rep,name=threads,proto3" json:"threads,omitempty"`
+	// next_page_token continues the listing; empty when it is complete. It
+	// may be set on a page holding fewer than page_size threads, even none,
+	// when the call stopped after visiting as many threads as one call may.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadsResponse) Reset() {
+	*x = ThreadsResponse{}
+	mi := &file_historyd_v1_history_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadsResponse) ProtoMessage() {}
+
+func (x *ThreadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadsResponse.ProtoReflect.Descriptor instead.
+func (*ThreadsResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ThreadsResponse) GetThreads() []*ThreadInfo {
+	if x != nil {
+		return x.Threads
+	}
+	return nil
+}
+
+func (x *ThreadsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ThreadInfo describes one thread without its turns.
+type ThreadInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// thread_id is the LangGraph thread id.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// checkpoint_count is how many checkpoints the thread has in the
+	// namespace.
+	CheckpointCount int64 `protobuf:"varint,2,opt,name=checkpoint_count,json=checkpointCount,proto3" json:"checkpoint_count,omitempty"`
+	// first_checkpoint_at is when the thread's oldest retained checkpoint
+	// (the smallest id) was written; unset when it has no timestamp.
+	FirstCheckpointAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=first_checkpoint_at,json=firstCheckpointAt,proto3" json:"first_checkpoint_at,omitempty"`
+	// last_checkpoint_at is when the thread's newest checkpoint (the largest
+	// id) was written: its last activity. Unset when it has no timestamp.
+	LastCheckpointAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_checkpoint_at,json=lastCheckpointAt,proto3" json:"last_checkpoint_at,omitempty"`
+	// last_checkpoint_id is the id of the thread's newest checkpoint.
+	LastCheckpointId string `protobuf:"bytes,5,opt,name=last_checkpoint_id,json=lastCheckpointId,proto3" json:"last_checkpoint_id,omitempty"`
+	// total_turns is how many turns the thread has had, as Turns counts
+	// them. Only set when the request sets include_turns.
+	TotalTurns *int32 `protobuf:"varint,6,opt,name=total_turns,json=totalTurns,proto3,oneof" json:"total_turns,omitempty"`
+	// numbering says how sure total_turns is. Only set with include_turns.
+	Numbering     TurnNumbering `protobuf:"varint,7,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadInfo) Reset() {
+	*x = ThreadInfo{}
+	mi := &file_historyd_v1_history_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadInfo) ProtoMessage() {}
+
+func (x *ThreadInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadInfo.ProtoReflect.Descriptor instead.
+func (*ThreadInfo) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ThreadInfo) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *ThreadInfo) GetCheckpointCount() int64 {
+	if x != nil {
+		return x.CheckpointCount
+	}
+	return 0
+}
+
+func (x *ThreadInfo) GetFirstCheckpointAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstCheckpointAt
+	}
+	return nil
+}
+
+func (x *ThreadInfo) GetLastCheckpointAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastCheckpointAt
+	}
+	return nil
+}
+
+func (x *ThreadInfo) GetLastCheckpointId() string {
+	if x != nil {
+		return x.LastCheckpointId
+	}
+	return ""
+}
+
+func (x *ThreadInfo) GetTotalTurns() int32 {
+	if x != nil && x.TotalTurns != nil {
+		return *x.TotalTurns
+	}
+	return 0
+}
+
+func (x *ThreadInfo) GetNumbering() TurnNumbering {
+	if x != nil {
+		return x.Numbering
+	}
+	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
+}
+
+// DiffRequest names two turns of a thread.
+type DiffRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// thread_id is the LangGraph thread id. Required; at most 512 bytes of
+	// valid UTF-8.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// checkpoint_ns is the checkpoint namespace; empty (the default) is the
+	// root graph.
+	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// to_turn is the turn whose end the changes lead to. 0 means the
+	// thread's newest turn (its total); must not be negative.
+	ToTurn int32 `protobuf:"varint,3,opt,name=to_turn,json=toTurn,proto3" json:"to_turn,omitempty"`
+	// from_turn is the turn whose end the changes start from. 0 means the
+	// turn before to_turn; must not be negative. It may be later than
+	// to_turn: the changes then lead back.
+	FromTurn int32 `protobuf:"varint,4,opt,name=from_turn,json=fromTurn,proto3" json:"from_turn,omitempty"`
+	// keys, when not empty, restricts the comparison to these keys (at most
+	// 256 keys of at most 512 bytes each).
+	Keys []string `protobuf:"bytes,5,rep,name=keys,proto3" json:"keys,omitempty"`
+	// channel is the state channel to compare; see SnapshotsRequest.channel.
+	Channel string `protobuf:"bytes,6,opt,name=channel,proto3" json:"channel,omitempty"`
+	// include_unchanged also lists the keys whose entry is the same at both
+	// ends, as UNCHANGED. Off by default.
+	IncludeUnchanged bool `protobuf:"varint,7,opt,name=include_unchanged,json=includeUnchanged,proto3" json:"include_unchanged,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DiffRequest) Reset() {
+	*x = DiffRequest{}
+	mi := &file_historyd_v1_history_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffRequest) ProtoMessage() {}
+
+func (x *DiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
+func (*DiffRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DiffRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *DiffRequest) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *DiffRequest) GetToTurn() int32 {
+	if x != nil {
+		return x.ToTurn
+	}
+	return 0
+}
+
+func (x *DiffRequest) GetFromTurn() int32 {
+	if x != nil {
+		return x.FromTurn
+	}
+	return 0
+}
+
+func (x *DiffRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *DiffRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *DiffRequest) GetIncludeUnchanged() bool {
+	if x != nil {
+		return x.IncludeUnchanged
+	}
+	return false
+}
+
+// DiffResponse says what became of each of the two turns and, when both
+// are found, what changed between them.
+type DiffResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// from_turn is the turn the changes start from, and whether its state
+	// can be read.
+	FromTurn *DiffTurn `protobuf:"bytes,1,opt,name=from_turn,json=fromTurn,proto3" json:"from_turn,omitempty"`
+	// to_turn is the turn the changes lead to, and whether its state can be
+	// read.
+	ToTurn *DiffTurn `protobuf:"bytes,2,opt,name=to_turn,json=toTurn,proto3" json:"to_turn,omitempty"`
+	// changes lists the keys whose entry differs between the two turns'
+	// ends (and with include_unchanged, the others too), sorted by key.
+	// Empty unless both turns are found.
+	Changes []*KeyChange `protobuf:"bytes,3,rep,name=changes,proto3" json:"changes,omitempty"`
+	// total is how many turns the thread has had.
+	Total int32 `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	// retained_turns lists the turn numbers whose state can still be read,
+	// in ascending order.
+	RetainedTurns []int32 `protobuf:"varint,5,rep,packed,name=retained_turns,json=retainedTurns,proto3" json:"retained_turns,omitempty"`
+	// numbering says how sure the turn numbers are.
+	Numbering     TurnNumbering `protobuf:"varint,6,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffResponse) Reset() {
+	*x = DiffResponse{}
+	mi := &file_historyd_v1_history_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffResponse) ProtoMessage() {}
+
+func (x *DiffResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
+func (*DiffResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DiffResponse) GetFromTurn() *DiffTurn {
+	if x != nil {
+		return x.FromTurn
+	}
+	return nil
+}
+
+func (x *DiffResponse) GetToTurn() *DiffTurn {
+	if x != nil {
+		return x.ToTurn
+	}
+	return nil
+}
+
+func (x *DiffResponse) GetChanges() []*KeyChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *DiffResponse) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *DiffResponse) GetRetainedTurns() []int32 {
+	if x != nil {
+		return x.RetainedTurns
+	}
+	return nil
+}
+
+func (x *DiffResponse) GetNumbering() TurnNumbering {
+	if x != nil {
+		return x.Numbering
+	}
+	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
+}
+
+// DiffTurn is one end of a Diff: exactly one of found, no_such_turn or
+// no_longer_retained, as SnapshotResponse says it.
+type DiffTurn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// result says what became of the turn.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*DiffTurn_Found
+	//	*DiffTurn_NoSuchTurn
+	//	*DiffTurn_NoLongerRetained
+	Result        isDiffTurn_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffTurn) Reset() {
+	*x = DiffTurn{}
+	mi := &file_historyd_v1_history_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffTurn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffTurn) ProtoMessage() {}
+
+func (x *DiffTurn) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffTurn.ProtoReflect.Descriptor instead.
+func (*DiffTurn) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DiffTurn) GetResult() isDiffTurn_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *DiffTurn) GetFound() *TurnInfo {
+	if x != nil {
+		if x, ok := x.Result.(*DiffTurn_Found); ok {
+			return x.Found
+		}
+	}
+	return nil
+}
+
+func (x *DiffTurn) GetNoSuchTurn() *NoSuchTurn {
+	if x != nil {
+		if x, ok := x.Result.(*DiffTurn_NoSuchTurn); ok {
+			return x.NoSuchTurn
+		}
+	}
+	return nil
+}
+
+func (x *DiffTurn) GetNoLongerRetained() *NoLongerRetained {
+	if x != nil {
+		if x, ok := x.Result.(*DiffTurn_NoLongerRetained); ok {
+			return x.NoLongerRetained
+		}
+	}
+	return nil
+}
+
+type isDiffTurn_Result interface {
+	isDiffTurn_Result()
+}
+
+type DiffTurn_Found struct {
+	// found describes the turn, whose state was compared: its number,
+	// question, the checkpoint it ended on and when (keys_written is never
+	// set here).
+	Found *TurnInfo `protobuf:"bytes,1,opt,name=found,proto3,oneof"`
+}
+
+type DiffTurn_NoSuchTurn struct {
+	// no_such_turn says the thread never had that turn.
+	NoSuchTurn *NoSuchTurn `protobuf:"bytes,2,opt,name=no_such_turn,json=noSuchTurn,proto3,oneof"`
+}
+
+type DiffTurn_NoLongerRetained struct {
+	// no_longer_retained says the turn existed but its state can no longer
+	// be read.
+	NoLongerRetained *NoLongerRetained `protobuf:"bytes,3,opt,name=no_longer_retained,json=noLongerRetained,proto3,oneof"`
+}
+
+func (*DiffTurn_Found) isDiffTurn_Result() {}
+
+func (*DiffTurn_NoSuchTurn) isDiffTurn_Result() {}
+
+func (*DiffTurn_NoLongerRetained) isDiffTurn_Result() {}
+
+// KeyChange is what became of one state key between the two turns' ends.
+type KeyChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key is the state key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// kind says how the key's entry changed.
+	Kind KeyChangeKind `protobuf:"varint,2,opt,name=kind,proto3,enum=historyd.v1.KeyChangeKind" json:"kind,omitempty"`
+	// from_entry is the key's entry at from_turn's end; unset when ADDED.
+	FromEntry *StateEntry `protobuf:"bytes,3,opt,name=from_entry,json=fromEntry,proto3" json:"from_entry,omitempty"`
+	// to_entry is the key's entry at to_turn's end; unset when REMOVED.
+	ToEntry *StateEntry `protobuf:"bytes,4,opt,name=to_entry,json=toEntry,proto3" json:"to_entry,omitempty"`
+	// patch is the RFC 6902 JSON Patch that turns from_entry's value into
+	// to_entry's: only for CHANGED, and empty when the values are equal and
+	// only the bookkeeping (seq, turn, ...) changed, as when a tool wrote
+	// the key again with the same value. It uses add, remove and replace
+	// operations, one per changed leaf (or per node added or removed
+	// whole); paths are JSON Pointers (RFC 6901) into the value.
+	Patch         []*JsonPatchOperation `protobuf:"bytes,5,rep,name=patch,proto3" json:"patch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyChange) Reset() {
+	*x = KeyChange{}
+	mi := &file_historyd_v1_history_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyChange) ProtoMessage() {}
+
+func (x *KeyChange) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyChange.ProtoReflect.Descriptor instead.
+func (*KeyChange) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *KeyChange) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KeyChange) GetKind() KeyChangeKind {
+	if x != nil {
+		return x.Kind
+	}
+	return KeyChangeKind_KEY_CHANGE_KIND_UNSPECIFIED
+}
+
+func (x *KeyChange) GetFromEntry() *StateEntry {
+	if x != nil {
+		return x.FromEntry
+	}
+	return nil
+}
+
+func (x *KeyChange) GetToEntry() *StateEntry {
+	if x != nil {
+		return x.ToEntry
+	}
+	return nil
+}
+
+func (x *KeyChange) GetPatch() []*JsonPatchOperation {
+	if x != nil {
+		return x.Patch
+	}
+	return nil
+}
+
+// JsonPatchOperation is one operation of an RFC 6902 JSON Patch. Printed
+// as JSON (grpcurl, protojson) it is the RFC's own form.
+type JsonPatchOperation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// op is "add", "remove" or "replace".
+	Op string `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	// path is the JSON Pointer (RFC 6901) of the location the operation
+	// changes; "" is the whole value. Always set, "" included, so that JSON
+	// printers that leave out empty fields still print it.
+	Path *string `protobuf:"bytes,2,opt,name=path,proto3,oneof" json:"path,omitempty"`
+	// value is the value added or put in place; unset for "remove".
+	Value         *structpb.Value `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonPatchOperation) Reset() {
+	*x = JsonPatchOperation{}
+	mi := &file_historyd_v1_history_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonPatchOperation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonPatchOperation) ProtoMessage() {}
+
+func (x *JsonPatchOperation) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonPatchOperation.ProtoReflect.Descriptor instead.
+func (*JsonPatchOperation) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *JsonPatchOperation) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *JsonPatchOperation) GetPath() string {
+	if x != nil && x.Path != nil {
+		return *x.Path
+	}
+	return ""
+}
+
+func (x *JsonPatchOperation) GetValue() *structpb.Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// WatchTurnsRequest names a thread to watch.
+type WatchTurnsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// thread_id is the LangGraph thread id. Required; at most 512 bytes of
+	// valid UTF-8. The thread need not exist yet: its turns are sent once it
+	// has them.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// checkpoint_ns is the checkpoint namespace; empty (the default) is the
+	// root graph.
+	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// after_turn: the turns up to it are not sent, so that a watcher that
+	// reconnects passes the last turn it received. 0 sends every turn; must
+	// not be negative.
+	AfterTurn int32 `protobuf:"varint,3,opt,name=after_turn,json=afterTurn,proto3" json:"after_turn,omitempty"`
+	// keys, when not empty, restricts each state sent to these keys (at most
+	// 256 keys of at most 512 bytes each).
+	Keys []string `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
+	// channel is the state channel to send; see SnapshotsRequest.channel.
+	Channel string `protobuf:"bytes,5,opt,name=channel,proto3" json:"channel,omitempty"`
+	// checkpoints also sends, as `checkpoint`, the state at each checkpoint
+	// of the thread written from the time of the call on, labelled with the
+	// turn it belongs to. Off by default.
+	Checkpoints   bool `protobuf:"varint,6,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTurnsRequest) Reset() {
+	*x = WatchTurnsRequest{}
+	mi := &file_historyd_v1_history_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTurnsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTurnsRequest) ProtoMessage() {}
+
+func (x *WatchTurnsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTurnsRequest.ProtoReflect.Descriptor instead.
+func (*WatchTurnsRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *WatchTurnsRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *WatchTurnsRequest) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *WatchTurnsRequest) GetAfterTurn() int32 {
+	if x != nil {
+		return x.AfterTurn
+	}
+	return 0
+}
+
+func (x *WatchTurnsRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *WatchTurnsRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *WatchTurnsRequest) GetCheckpoints() bool {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return false
+}
+
+// WatchTurnsResponse is one event of a watched thread.
+//
+// The server reads the thread every --watch-poll-interval (250ms by
+// default; longer while nothing changes, at most twice that; longer still
+// while the store cannot be reached), with one reader per thread however
+// many watch it. A turn has ended when LangGraph has nothing left to run
+// for it: its last checkpoint records that the step which wrote it
+// triggered no node (checkpoint format 4's updated_channels, which Python
+// LangGraph writes), or the next run's input (or an update_state) has been
+// written, or a later question asked. LangGraph.js records no
+// updated_channels, so there a turn is sent once the next run begins; an
+// interrupted run's turn ends when the run is resumed and done. A turn is sent once it has ended, and again if its end moves
+// later (an update_state after the run): the checkpoint id tells them
+// apart. Questions asked in one input end together, on the state their
+// run ended on.
+type WatchTurnsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// event is what happened.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchTurnsResponse_TurnEnded
+	//	*WatchTurnsResponse_Checkpoint
+	Event isWatchTurnsResponse_Event `protobuf_oneof:"event"`
+	// total is how many turns the thread has had.
+	Total int32 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	// numbering says how sure the turn numbers are.
+	Numbering     TurnNumbering `protobuf:"varint,4,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTurnsResponse) Reset() {
+	*x = WatchTurnsResponse{}
+	mi := &file_historyd_v1_history_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTurnsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTurnsResponse) ProtoMessage() {}
+
+func (x *WatchTurnsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTurnsResponse.ProtoReflect.Descriptor instead.
+func (*WatchTurnsResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *WatchTurnsResponse) GetEvent() isWatchTurnsResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchTurnsResponse) GetTurnEnded() *TurnState {
+	if x != nil {
+		if x, ok := x.Event.(*WatchTurnsResponse_TurnEnded); ok {
+			return x.TurnEnded
+		}
+	}
+	return nil
+}
+
+func (x *WatchTurnsResponse) GetCheckpoint() *TurnState {
+	if x != nil {
+		if x, ok := x.Event.(*WatchTurnsResponse_Checkpoint); ok {
+			return x.Checkpoint
+		}
+	}
+	return nil
+}
+
+func (x *WatchTurnsResponse) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *WatchTurnsResponse) GetNumbering() TurnNumbering {
+	if x != nil {
+		return x.Numbering
+	}
+	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
+}
+
+type isWatchTurnsResponse_Event interface {
+	isWatchTurnsResponse_Event()
+}
+
+type WatchTurnsResponse_TurnEnded struct {
+	// turn_ended is the state a turn ended on, as Snapshot returns it.
+	TurnEnded *TurnState `protobuf:"bytes,1,opt,name=turn_ended,json=turnEnded,proto3,oneof"`
+}
+
+type WatchTurnsResponse_Checkpoint struct {
+	// checkpoint is the state at a newly written checkpoint: its turn and
+	// question are those of the turn it belongs to, checkpoint_id is the
+	// new checkpoint's and ended_at its time. Only sent when the request
+	// sets checkpoints.
+	Checkpoint *TurnState `protobuf:"bytes,2,opt,name=checkpoint,proto3,oneof"`
+}
+
+func (*WatchTurnsResponse_TurnEnded) isWatchTurnsResponse_Event() {}
+
+func (*WatchTurnsResponse_Checkpoint) isWatchTurnsResponse_Event() {}
+
 var File_historyd_v1_history_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_history_proto_rawDesc = "" +
@@ -1403,7 +2525,81 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x05_toolB\x06\n" +
 	"\x04_seqB\a\n" +
 	"\x05_turnB\x10\n" +
-	"\x0e_turns_written*\x86\x01\n" +
+	"\x0e_turns_written\"\x8b\x03\n" +
+	"\x0eThreadsRequest\x12(\n" +
+	"\x10thread_id_prefix\x18\x01 \x01(\tR\x0ethreadIdPrefix\x12#\n" +
+	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12/\n" +
+	"\x05order\x18\x05 \x01(\x0e2\x19.historyd.v1.ThreadsOrderR\x05order\x12J\n" +
+	"\x13last_activity_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x11lastActivityAfter\x12L\n" +
+	"\x14last_activity_before\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x12lastActivityBefore\x12#\n" +
+	"\rinclude_turns\x18\b \x01(\bR\fincludeTurns\"l\n" +
+	"\x0fThreadsResponse\x121\n" +
+	"\athreads\x18\x01 \x03(\v2\x17.historyd.v1.ThreadInfoR\athreads\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x88\x03\n" +
+	"\n" +
+	"ThreadInfo\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12)\n" +
+	"\x10checkpoint_count\x18\x02 \x01(\x03R\x0fcheckpointCount\x12J\n" +
+	"\x13first_checkpoint_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x11firstCheckpointAt\x12H\n" +
+	"\x12last_checkpoint_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x10lastCheckpointAt\x12,\n" +
+	"\x12last_checkpoint_id\x18\x05 \x01(\tR\x10lastCheckpointId\x12$\n" +
+	"\vtotal_turns\x18\x06 \x01(\x05H\x00R\n" +
+	"totalTurns\x88\x01\x01\x128\n" +
+	"\tnumbering\x18\a \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumberingB\x0e\n" +
+	"\f_total_turns\"\xe0\x01\n" +
+	"\vDiffRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x17\n" +
+	"\ato_turn\x18\x03 \x01(\x05R\x06toTurn\x12\x1b\n" +
+	"\tfrom_turn\x18\x04 \x01(\x05R\bfromTurn\x12\x12\n" +
+	"\x04keys\x18\x05 \x03(\tR\x04keys\x12\x18\n" +
+	"\achannel\x18\x06 \x01(\tR\achannel\x12+\n" +
+	"\x11include_unchanged\x18\a \x01(\bR\x10includeUnchanged\"\x9b\x02\n" +
+	"\fDiffResponse\x122\n" +
+	"\tfrom_turn\x18\x01 \x01(\v2\x15.historyd.v1.DiffTurnR\bfromTurn\x12.\n" +
+	"\ato_turn\x18\x02 \x01(\v2\x15.historyd.v1.DiffTurnR\x06toTurn\x120\n" +
+	"\achanges\x18\x03 \x03(\v2\x16.historyd.v1.KeyChangeR\achanges\x12\x14\n" +
+	"\x05total\x18\x04 \x01(\x05R\x05total\x12%\n" +
+	"\x0eretained_turns\x18\x05 \x03(\x05R\rretainedTurns\x128\n" +
+	"\tnumbering\x18\x06 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\"\xcf\x01\n" +
+	"\bDiffTurn\x12-\n" +
+	"\x05found\x18\x01 \x01(\v2\x15.historyd.v1.TurnInfoH\x00R\x05found\x12;\n" +
+	"\fno_such_turn\x18\x02 \x01(\v2\x17.historyd.v1.NoSuchTurnH\x00R\n" +
+	"noSuchTurn\x12M\n" +
+	"\x12no_longer_retained\x18\x03 \x01(\v2\x1d.historyd.v1.NoLongerRetainedH\x00R\x10noLongerRetainedB\b\n" +
+	"\x06result\"\xf0\x01\n" +
+	"\tKeyChange\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1a.historyd.v1.KeyChangeKindR\x04kind\x126\n" +
+	"\n" +
+	"from_entry\x18\x03 \x01(\v2\x17.historyd.v1.StateEntryR\tfromEntry\x122\n" +
+	"\bto_entry\x18\x04 \x01(\v2\x17.historyd.v1.StateEntryR\atoEntry\x125\n" +
+	"\x05patch\x18\x05 \x03(\v2\x1f.historyd.v1.JsonPatchOperationR\x05patch\"t\n" +
+	"\x12JsonPatchOperation\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x17\n" +
+	"\x04path\x18\x02 \x01(\tH\x00R\x04path\x88\x01\x01\x12,\n" +
+	"\x05value\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05valueB\a\n" +
+	"\x05_path\"\xc4\x01\n" +
+	"\x11WatchTurnsRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1d\n" +
+	"\n" +
+	"after_turn\x18\x03 \x01(\x05R\tafterTurn\x12\x12\n" +
+	"\x04keys\x18\x04 \x03(\tR\x04keys\x12\x18\n" +
+	"\achannel\x18\x05 \x01(\tR\achannel\x12 \n" +
+	"\vcheckpoints\x18\x06 \x01(\bR\vcheckpoints\"\xe0\x01\n" +
+	"\x12WatchTurnsResponse\x127\n" +
+	"\n" +
+	"turn_ended\x18\x01 \x01(\v2\x16.historyd.v1.TurnStateH\x00R\tturnEnded\x128\n" +
+	"\n" +
+	"checkpoint\x18\x02 \x01(\v2\x16.historyd.v1.TurnStateH\x00R\n" +
+	"checkpoint\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x05R\x05total\x128\n" +
+	"\tnumbering\x18\x04 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumberingB\a\n" +
+	"\x05event*\x86\x01\n" +
 	"\rTurnNumbering\x12\x1e\n" +
 	"\x1aTURN_NUMBERING_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17TURN_NUMBERING_COMPLETE\x10\x01\x12\x1a\n" +
@@ -1412,12 +2608,26 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\vValueFormat\x12\x1c\n" +
 	"\x18VALUE_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12VALUE_FORMAT_PROTO\x10\x01\x12\x15\n" +
-	"\x11VALUE_FORMAT_JSON\x10\x022\xc4\x02\n" +
+	"\x11VALUE_FORMAT_JSON\x10\x02*k\n" +
+	"\fThreadsOrder\x12\x1d\n" +
+	"\x19THREADS_ORDER_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17THREADS_ORDER_THREAD_ID\x10\x01\x12\x1f\n" +
+	"\x1bTHREADS_ORDER_LAST_ACTIVITY\x10\x02*\xa4\x01\n" +
+	"\rKeyChangeKind\x12\x1f\n" +
+	"\x1bKEY_CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15KEY_CHANGE_KIND_ADDED\x10\x01\x12\x1b\n" +
+	"\x17KEY_CHANGE_KIND_REMOVED\x10\x02\x12\x1b\n" +
+	"\x17KEY_CHANGE_KIND_CHANGED\x10\x03\x12\x1d\n" +
+	"\x19KEY_CHANGE_KIND_UNCHANGED\x10\x042\x98\x04\n" +
 	"\rThreadHistory\x12J\n" +
 	"\tSnapshots\x12\x1d.historyd.v1.SnapshotsRequest\x1a\x1e.historyd.v1.SnapshotsResponse\x12G\n" +
 	"\bSnapshot\x12\x1c.historyd.v1.SnapshotRequest\x1a\x1d.historyd.v1.SnapshotResponse\x12>\n" +
 	"\x05Turns\x12\x19.historyd.v1.TurnsRequest\x1a\x1a.historyd.v1.TurnsResponse\x12^\n" +
-	"\x0fStreamSnapshots\x12#.historyd.v1.StreamSnapshotsRequest\x1a$.historyd.v1.StreamSnapshotsResponse0\x01B\xa5\x01\n" +
+	"\x0fStreamSnapshots\x12#.historyd.v1.StreamSnapshotsRequest\x1a$.historyd.v1.StreamSnapshotsResponse0\x01\x12D\n" +
+	"\aThreads\x12\x1b.historyd.v1.ThreadsRequest\x1a\x1c.historyd.v1.ThreadsResponse\x12;\n" +
+	"\x04Diff\x12\x18.historyd.v1.DiffRequest\x1a\x19.historyd.v1.DiffResponse\x12O\n" +
+	"\n" +
+	"WatchTurns\x12\x1e.historyd.v1.WatchTurnsRequest\x1a\x1f.historyd.v1.WatchTurnsResponse0\x01B\xa5\x01\n" +
 	"\x0fcom.historyd.v1B\fHistoryProtoP\x01Z7github.com/historyd/historyd/gen/historyd/v1;historydv1\xa2\x02\x03HXX\xaa\x02\vHistoryd.V1\xca\x02\vHistoryd\\V1\xe2\x02\x17Historyd\\V1\\GPBMetadata\xea\x02\fHistoryd::V1b\x06proto3"
 
 var (
@@ -1432,66 +2642,106 @@ func file_historyd_v1_history_proto_rawDescGZIP() []byte {
 	return file_historyd_v1_history_proto_rawDescData
 }
 
-var file_historyd_v1_history_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_historyd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_historyd_v1_history_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_historyd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_historyd_v1_history_proto_goTypes = []any{
 	(TurnNumbering)(0),              // 0: historyd.v1.TurnNumbering
 	(ValueFormat)(0),                // 1: historyd.v1.ValueFormat
-	(*SnapshotsRequest)(nil),        // 2: historyd.v1.SnapshotsRequest
-	(*SnapshotsResponse)(nil),       // 3: historyd.v1.SnapshotsResponse
-	(*StreamSnapshotsRequest)(nil),  // 4: historyd.v1.StreamSnapshotsRequest
-	(*StreamSnapshotsResponse)(nil), // 5: historyd.v1.StreamSnapshotsResponse
-	(*SnapshotRequest)(nil),         // 6: historyd.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),        // 7: historyd.v1.SnapshotResponse
-	(*NoSuchTurn)(nil),              // 8: historyd.v1.NoSuchTurn
-	(*NoLongerRetained)(nil),        // 9: historyd.v1.NoLongerRetained
-	(*TurnsRequest)(nil),            // 10: historyd.v1.TurnsRequest
-	(*TurnsResponse)(nil),           // 11: historyd.v1.TurnsResponse
-	(*TurnInfo)(nil),                // 12: historyd.v1.TurnInfo
-	(*TurnState)(nil),               // 13: historyd.v1.TurnState
-	(*StateEntry)(nil),              // 14: historyd.v1.StateEntry
-	nil,                             // 15: historyd.v1.SnapshotsResponse.TurnsEntry
-	nil,                             // 16: historyd.v1.TurnState.EntriesEntry
-	nil,                             // 17: historyd.v1.StateEntry.InputsEntry
-	(*timestamppb.Timestamp)(nil),   // 18: google.protobuf.Timestamp
-	(*structpb.Value)(nil),          // 19: google.protobuf.Value
-	(*structpb.Struct)(nil),         // 20: google.protobuf.Struct
+	(ThreadsOrder)(0),               // 2: historyd.v1.ThreadsOrder
+	(KeyChangeKind)(0),              // 3: historyd.v1.KeyChangeKind
+	(*SnapshotsRequest)(nil),        // 4: historyd.v1.SnapshotsRequest
+	(*SnapshotsResponse)(nil),       // 5: historyd.v1.SnapshotsResponse
+	(*StreamSnapshotsRequest)(nil),  // 6: historyd.v1.StreamSnapshotsRequest
+	(*StreamSnapshotsResponse)(nil), // 7: historyd.v1.StreamSnapshotsResponse
+	(*SnapshotRequest)(nil),         // 8: historyd.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),        // 9: historyd.v1.SnapshotResponse
+	(*NoSuchTurn)(nil),              // 10: historyd.v1.NoSuchTurn
+	(*NoLongerRetained)(nil),        // 11: historyd.v1.NoLongerRetained
+	(*TurnsRequest)(nil),            // 12: historyd.v1.TurnsRequest
+	(*TurnsResponse)(nil),           // 13: historyd.v1.TurnsResponse
+	(*TurnInfo)(nil),                // 14: historyd.v1.TurnInfo
+	(*TurnState)(nil),               // 15: historyd.v1.TurnState
+	(*StateEntry)(nil),              // 16: historyd.v1.StateEntry
+	(*ThreadsRequest)(nil),          // 17: historyd.v1.ThreadsRequest
+	(*ThreadsResponse)(nil),         // 18: historyd.v1.ThreadsResponse
+	(*ThreadInfo)(nil),              // 19: historyd.v1.ThreadInfo
+	(*DiffRequest)(nil),             // 20: historyd.v1.DiffRequest
+	(*DiffResponse)(nil),            // 21: historyd.v1.DiffResponse
+	(*DiffTurn)(nil),                // 22: historyd.v1.DiffTurn
+	(*KeyChange)(nil),               // 23: historyd.v1.KeyChange
+	(*JsonPatchOperation)(nil),      // 24: historyd.v1.JsonPatchOperation
+	(*WatchTurnsRequest)(nil),       // 25: historyd.v1.WatchTurnsRequest
+	(*WatchTurnsResponse)(nil),      // 26: historyd.v1.WatchTurnsResponse
+	nil,                             // 27: historyd.v1.SnapshotsResponse.TurnsEntry
+	nil,                             // 28: historyd.v1.TurnState.EntriesEntry
+	nil,                             // 29: historyd.v1.StateEntry.InputsEntry
+	(*timestamppb.Timestamp)(nil),   // 30: google.protobuf.Timestamp
+	(*structpb.Value)(nil),          // 31: google.protobuf.Value
+	(*structpb.Struct)(nil),         // 32: google.protobuf.Struct
 }
 var file_historyd_v1_history_proto_depIdxs = []int32{
 	1,  // 0: historyd.v1.SnapshotsRequest.value_format:type_name -> historyd.v1.ValueFormat
-	15, // 1: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
+	27, // 1: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
 	0,  // 2: historyd.v1.SnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
 	1,  // 3: historyd.v1.StreamSnapshotsRequest.value_format:type_name -> historyd.v1.ValueFormat
-	13, // 4: historyd.v1.StreamSnapshotsResponse.turn:type_name -> historyd.v1.TurnState
+	15, // 4: historyd.v1.StreamSnapshotsResponse.turn:type_name -> historyd.v1.TurnState
 	0,  // 5: historyd.v1.StreamSnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
 	1,  // 6: historyd.v1.SnapshotRequest.value_format:type_name -> historyd.v1.ValueFormat
-	13, // 7: historyd.v1.SnapshotResponse.state:type_name -> historyd.v1.TurnState
-	8,  // 8: historyd.v1.SnapshotResponse.no_such_turn:type_name -> historyd.v1.NoSuchTurn
-	9,  // 9: historyd.v1.SnapshotResponse.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
+	15, // 7: historyd.v1.SnapshotResponse.state:type_name -> historyd.v1.TurnState
+	10, // 8: historyd.v1.SnapshotResponse.no_such_turn:type_name -> historyd.v1.NoSuchTurn
+	11, // 9: historyd.v1.SnapshotResponse.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
 	0,  // 10: historyd.v1.SnapshotResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	12, // 11: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
+	14, // 11: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
 	0,  // 12: historyd.v1.TurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	18, // 13: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
-	16, // 14: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
-	18, // 15: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
-	19, // 16: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
-	17, // 17: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
-	20, // 18: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
-	13, // 19: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
-	14, // 20: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
-	2,  // 21: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
-	6,  // 22: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
-	10, // 23: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
-	4,  // 24: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
-	3,  // 25: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
-	7,  // 26: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
-	11, // 27: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
-	5,  // 28: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
-	25, // [25:29] is the sub-list for method output_type
-	21, // [21:25] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	30, // 13: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
+	28, // 14: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
+	30, // 15: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
+	31, // 16: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
+	29, // 17: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
+	32, // 18: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
+	2,  // 19: historyd.v1.ThreadsRequest.order:type_name -> historyd.v1.ThreadsOrder
+	30, // 20: historyd.v1.ThreadsRequest.last_activity_after:type_name -> google.protobuf.Timestamp
+	30, // 21: historyd.v1.ThreadsRequest.last_activity_before:type_name -> google.protobuf.Timestamp
+	19, // 22: historyd.v1.ThreadsResponse.threads:type_name -> historyd.v1.ThreadInfo
+	30, // 23: historyd.v1.ThreadInfo.first_checkpoint_at:type_name -> google.protobuf.Timestamp
+	30, // 24: historyd.v1.ThreadInfo.last_checkpoint_at:type_name -> google.protobuf.Timestamp
+	0,  // 25: historyd.v1.ThreadInfo.numbering:type_name -> historyd.v1.TurnNumbering
+	22, // 26: historyd.v1.DiffResponse.from_turn:type_name -> historyd.v1.DiffTurn
+	22, // 27: historyd.v1.DiffResponse.to_turn:type_name -> historyd.v1.DiffTurn
+	23, // 28: historyd.v1.DiffResponse.changes:type_name -> historyd.v1.KeyChange
+	0,  // 29: historyd.v1.DiffResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	14, // 30: historyd.v1.DiffTurn.found:type_name -> historyd.v1.TurnInfo
+	10, // 31: historyd.v1.DiffTurn.no_such_turn:type_name -> historyd.v1.NoSuchTurn
+	11, // 32: historyd.v1.DiffTurn.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
+	3,  // 33: historyd.v1.KeyChange.kind:type_name -> historyd.v1.KeyChangeKind
+	16, // 34: historyd.v1.KeyChange.from_entry:type_name -> historyd.v1.StateEntry
+	16, // 35: historyd.v1.KeyChange.to_entry:type_name -> historyd.v1.StateEntry
+	24, // 36: historyd.v1.KeyChange.patch:type_name -> historyd.v1.JsonPatchOperation
+	31, // 37: historyd.v1.JsonPatchOperation.value:type_name -> google.protobuf.Value
+	15, // 38: historyd.v1.WatchTurnsResponse.turn_ended:type_name -> historyd.v1.TurnState
+	15, // 39: historyd.v1.WatchTurnsResponse.checkpoint:type_name -> historyd.v1.TurnState
+	0,  // 40: historyd.v1.WatchTurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	15, // 41: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
+	16, // 42: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
+	4,  // 43: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
+	8,  // 44: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
+	12, // 45: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
+	6,  // 46: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
+	17, // 47: historyd.v1.ThreadHistory.Threads:input_type -> historyd.v1.ThreadsRequest
+	20, // 48: historyd.v1.ThreadHistory.Diff:input_type -> historyd.v1.DiffRequest
+	25, // 49: historyd.v1.ThreadHistory.WatchTurns:input_type -> historyd.v1.WatchTurnsRequest
+	5,  // 50: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
+	9,  // 51: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
+	13, // 52: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
+	7,  // 53: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
+	18, // 54: historyd.v1.ThreadHistory.Threads:output_type -> historyd.v1.ThreadsResponse
+	21, // 55: historyd.v1.ThreadHistory.Diff:output_type -> historyd.v1.DiffResponse
+	26, // 56: historyd.v1.ThreadHistory.WatchTurns:output_type -> historyd.v1.WatchTurnsResponse
+	50, // [50:57] is the sub-list for method output_type
+	43, // [43:50] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_proto_init() }
@@ -1505,13 +2755,24 @@ func file_historyd_v1_history_proto_init() {
 		(*SnapshotResponse_NoLongerRetained)(nil),
 	}
 	file_historyd_v1_history_proto_msgTypes[12].OneofWrappers = []any{}
+	file_historyd_v1_history_proto_msgTypes[15].OneofWrappers = []any{}
+	file_historyd_v1_history_proto_msgTypes[18].OneofWrappers = []any{
+		(*DiffTurn_Found)(nil),
+		(*DiffTurn_NoSuchTurn)(nil),
+		(*DiffTurn_NoLongerRetained)(nil),
+	}
+	file_historyd_v1_history_proto_msgTypes[20].OneofWrappers = []any{}
+	file_historyd_v1_history_proto_msgTypes[22].OneofWrappers = []any{
+		(*WatchTurnsResponse_TurnEnded)(nil),
+		(*WatchTurnsResponse_Checkpoint)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_proto_rawDesc), len(file_historyd_v1_history_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   16,
+			NumEnums:      4,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

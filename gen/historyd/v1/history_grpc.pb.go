@@ -27,6 +27,9 @@ const (
 	ThreadHistory_Snapshot_FullMethodName        = "/historyd.v1.ThreadHistory/Snapshot"
 	ThreadHistory_Turns_FullMethodName           = "/historyd.v1.ThreadHistory/Turns"
 	ThreadHistory_StreamSnapshots_FullMethodName = "/historyd.v1.ThreadHistory/StreamSnapshots"
+	ThreadHistory_Threads_FullMethodName         = "/historyd.v1.ThreadHistory/Threads"
+	ThreadHistory_Diff_FullMethodName            = "/historyd.v1.ThreadHistory/Diff"
+	ThreadHistory_WatchTurns_FullMethodName      = "/historyd.v1.ThreadHistory/WatchTurns"
 )
 
 // ThreadHistoryClient is the client API for ThreadHistory service.
@@ -87,6 +90,23 @@ type ThreadHistoryClient interface {
 	// retained turn in ascending order, so a long history never has to fit in
 	// one response. The server holds at most a few turns' state at a time.
 	StreamSnapshots(ctx context.Context, in *StreamSnapshotsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamSnapshotsResponse], error)
+	// Threads lists the threads the store holds, a page at a time: each with
+	// its checkpoint count, the times of its first and last checkpoints and,
+	// when asked, its number of turns. A tenant confined to thread-id prefixes
+	// lists only the threads under its own prefixes, and the rest of the store
+	// reads as empty.
+	Threads(ctx context.Context, in *ThreadsRequest, opts ...grpc.CallOption) (*ThreadsResponse, error)
+	// Diff says what changed in a thread's session state between the ends of
+	// two turns (by default the newest turn and the one before it), key by
+	// key, with an RFC 6902 JSON Patch for each changed value. Only the two
+	// turns' states are read.
+	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
+	// WatchTurns sends each turn of a thread as it ends, from a given turn
+	// on, and with `checkpoints` set the state at each new checkpoint as it
+	// is written. The stream stays open until the caller cancels it or the
+	// server shuts down (the stream then ends with OK); it is not subject to
+	// the server's cap on a call's duration.
+	WatchTurns(ctx context.Context, in *WatchTurnsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTurnsResponse], error)
 }
 
 type threadHistoryClient struct {
@@ -146,6 +166,45 @@ func (c *threadHistoryClient) StreamSnapshots(ctx context.Context, in *StreamSna
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ThreadHistory_StreamSnapshotsClient = grpc.ServerStreamingClient[StreamSnapshotsResponse]
 
+func (c *threadHistoryClient) Threads(ctx context.Context, in *ThreadsRequest, opts ...grpc.CallOption) (*ThreadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ThreadsResponse)
+	err := c.cc.Invoke(ctx, ThreadHistory_Threads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *threadHistoryClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffResponse)
+	err := c.cc.Invoke(ctx, ThreadHistory_Diff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *threadHistoryClient) WatchTurns(ctx context.Context, in *WatchTurnsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTurnsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ThreadHistory_ServiceDesc.Streams[1], ThreadHistory_WatchTurns_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchTurnsRequest, WatchTurnsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ThreadHistory_WatchTurnsClient = grpc.ServerStreamingClient[WatchTurnsResponse]
+
 // ThreadHistoryServer is the server API for ThreadHistory service.
 // All implementations must embed UnimplementedThreadHistoryServer
 // for forward compatibility.
@@ -204,6 +263,23 @@ type ThreadHistoryServer interface {
 	// retained turn in ascending order, so a long history never has to fit in
 	// one response. The server holds at most a few turns' state at a time.
 	StreamSnapshots(*StreamSnapshotsRequest, grpc.ServerStreamingServer[StreamSnapshotsResponse]) error
+	// Threads lists the threads the store holds, a page at a time: each with
+	// its checkpoint count, the times of its first and last checkpoints and,
+	// when asked, its number of turns. A tenant confined to thread-id prefixes
+	// lists only the threads under its own prefixes, and the rest of the store
+	// reads as empty.
+	Threads(context.Context, *ThreadsRequest) (*ThreadsResponse, error)
+	// Diff says what changed in a thread's session state between the ends of
+	// two turns (by default the newest turn and the one before it), key by
+	// key, with an RFC 6902 JSON Patch for each changed value. Only the two
+	// turns' states are read.
+	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
+	// WatchTurns sends each turn of a thread as it ends, from a given turn
+	// on, and with `checkpoints` set the state at each new checkpoint as it
+	// is written. The stream stays open until the caller cancels it or the
+	// server shuts down (the stream then ends with OK); it is not subject to
+	// the server's cap on a call's duration.
+	WatchTurns(*WatchTurnsRequest, grpc.ServerStreamingServer[WatchTurnsResponse]) error
 	mustEmbedUnimplementedThreadHistoryServer()
 }
 
@@ -225,6 +301,15 @@ func (UnimplementedThreadHistoryServer) Turns(context.Context, *TurnsRequest) (*
 }
 func (UnimplementedThreadHistoryServer) StreamSnapshots(*StreamSnapshotsRequest, grpc.ServerStreamingServer[StreamSnapshotsResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamSnapshots not implemented")
+}
+func (UnimplementedThreadHistoryServer) Threads(context.Context, *ThreadsRequest) (*ThreadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Threads not implemented")
+}
+func (UnimplementedThreadHistoryServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
+}
+func (UnimplementedThreadHistoryServer) WatchTurns(*WatchTurnsRequest, grpc.ServerStreamingServer[WatchTurnsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchTurns not implemented")
 }
 func (UnimplementedThreadHistoryServer) mustEmbedUnimplementedThreadHistoryServer() {}
 func (UnimplementedThreadHistoryServer) testEmbeddedByValue()                       {}
@@ -312,6 +397,53 @@ func _ThreadHistory_StreamSnapshots_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ThreadHistory_StreamSnapshotsServer = grpc.ServerStreamingServer[StreamSnapshotsResponse]
 
+func _ThreadHistory_Threads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ThreadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThreadHistoryServer).Threads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ThreadHistory_Threads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThreadHistoryServer).Threads(ctx, req.(*ThreadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ThreadHistory_Diff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThreadHistoryServer).Diff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ThreadHistory_Diff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThreadHistoryServer).Diff(ctx, req.(*DiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ThreadHistory_WatchTurns_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchTurnsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ThreadHistoryServer).WatchTurns(m, &grpc.GenericServerStream[WatchTurnsRequest, WatchTurnsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ThreadHistory_WatchTurnsServer = grpc.ServerStreamingServer[WatchTurnsResponse]
+
 // ThreadHistory_ServiceDesc is the grpc.ServiceDesc for ThreadHistory service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -331,11 +463,24 @@ var ThreadHistory_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Turns",
 			Handler:    _ThreadHistory_Turns_Handler,
 		},
+		{
+			MethodName: "Threads",
+			Handler:    _ThreadHistory_Threads_Handler,
+		},
+		{
+			MethodName: "Diff",
+			Handler:    _ThreadHistory_Diff_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "StreamSnapshots",
 			Handler:       _ThreadHistory_StreamSnapshots_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchTurns",
+			Handler:       _ThreadHistory_WatchTurns_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -23,7 +23,8 @@ described the same way.
 --turns N writes only the first N turns, --pause S waits S seconds before
 each, and --ready prints "ready" on stdout once the saver's tables exist and
 before the first turn is written, so that a reader can follow the thread as
-it grows. --all-states adds the session state of every root checkpoint, not
+it grows. --vertices N draws turn 1's outline with N points instead of
+60000, for a thread whose state is kilobytes rather than over a megabyte. --all-states adds the session state of every root checkpoint, not
 only of those that end turns (see all_states).
 
 The last turn ends in a subgraph whose checkpoints share the thread under a
@@ -40,7 +41,7 @@ When it does not import, `reference_error` says why.
 Usage:
   write_thread.py (--dsn DSN [--schema S] | --sqlite PATH) --thread ID
                   --out expected.json [--read-only] [--no-reference]
-                  [--turns N] [--pause S] [--ready] [--all-states]
+                  [--turns N] [--pause S] [--ready] [--all-states] [--vertices N]
 """
 
 from __future__ import annotations
@@ -457,7 +458,17 @@ def main() -> int:
     ap.add_argument("--pause", type=float, default=0.0, help="seconds to wait before each turn")
     ap.add_argument("--ready", action="store_true", help='print "ready" once the tables exist')
     ap.add_argument("--all-states", action="store_true", help="the state of every checkpoint too")
+    ap.add_argument(
+        "--vertices", type=int, default=None, help="points of turn 1's outline (default 60000: a state over 1 MB)"
+    )
     args = ap.parse_args()
+    if args.vertices is not None:
+        if args.vertices < 3:
+            ap.error("--vertices: at least 3")
+        for step in TURNS[0][1]:
+            for name, arguments in step:
+                if name == "sketch_polygon":
+                    arguments["vertices"] = args.vertices
     if args.sqlite and args.schema:
         ap.error("--schema is for PostgreSQL")
     if not 1 <= args.turns <= len(TURNS):

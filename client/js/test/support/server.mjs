@@ -54,7 +54,7 @@ export async function serve({ tls = false } = {}) {
     if (req.threadId === "slow") await new Promise((r) => setTimeout(r, 5000));
     if (req.threadId === "denied") throw new ConnectError("token may not read thread denied", Code.PermissionDenied);
     if (req.threadId === "") throw new ConnectError("thread_id: is required", Code.InvalidArgument);
-    if (!["", "tool_state", "files"].includes(req.channel)) {
+    if (req.channel !== undefined && !["", "tool_state", "files"].includes(req.channel)) {
       throw new ConnectError(`channel: "${req.channel}" is not a channel this server serves; it serves tool_state, files`, Code.InvalidArgument);
     }
   };
@@ -122,6 +122,50 @@ export async function serve({ tls = false } = {}) {
         });
       }
       return { turns, total, numbering: numbering(req) };
+    },
+    // Threads: "a/1" and "a/2" on the first page, "a/3" on the next.
+    async threads(req, ctx) {
+      await enter("Threads", req, ctx);
+      flake();
+      if (req.pageSize > 1000) throw new ConnectError(`page_size: is ${req.pageSize}; the limit is 1000`, Code.InvalidArgument);
+      const at = timestampFromDate(new Date(Date.UTC(2026, 0, 5)));
+      if (req.pageToken === "") {
+        return {
+          threads: [
+            { threadId: "a/1", checkpointCount: 7n, firstCheckpointAt: at, lastCheckpointAt: at, lastCheckpointId: "c7", totalTurns: 3 },
+            { threadId: "a/2", checkpointCount: 1n, lastCheckpointId: "c1" },
+          ],
+          nextPageToken: "next",
+        };
+      }
+      return { threads: [{ threadId: "a/3", checkpointCount: 2n, lastCheckpointId: "c2" }] };
+    },
+    // Diff of "t": turn 3 to 4, the area changed and a key removed; of
+    // "pruned": turn 1 no longer retained.
+    async diff(req, ctx) {
+      await enter("Diff", req, ctx);
+      flake();
+      const found = (n) => ({ result: { case: "found", value: { number: n, question: QUESTIONS[n - 1], retained: true, checkpointId: `cp-${n}`, endedAt: timestampFromDate(new Date(Date.UTC(2026, 0, n))) } } });
+      if (req.threadId === "pruned") {
+        return { fromTurn: { result: { case: "noLongerRetained", value: { turn: 1, question: "q1" } } }, toTurn: found(2), total: 2, retainedTurns: [2] };
+      }
+      return {
+        fromTurn: found(3),
+        toTurn: found(4),
+        total: TOTAL,
+        retainedTurns: RETAINED,
+        changes: [
+          {
+            key: AREA,
+            kind: 3,
+            fromEntry: entry({ amount: 14003 }, { seq: 3n }),
+            toEntry: entry({ amount: 14004 }, { seq: 4n }),
+            patch: [{ op: "replace", path: "/amount", value: fromJson(ValueSchema, 14004) }, { op: "add", path: "/note", value: fromJson(ValueSchema, null) }],
+          },
+          { key: "gone", kind: 2, fromEntry: entry("x"), patch: [] },
+          { key: "root", kind: 3, fromEntry: entry(1), toEntry: entry(2), patch: [{ op: "replace", path: "", value: fromJson(ValueSchema, 2) }, { op: "remove", path: "/x" }] },
+        ],
+      };
     },
   };
   const handler = connectNodeAdapter({ grpc: true, connect: false, grpcWeb: false, routes: (router) => router.service(ThreadHistory, impl) });

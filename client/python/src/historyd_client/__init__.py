@@ -34,6 +34,7 @@ The generated stubs are ``historyd_client.gen.historyd.v1.history_pb2`` and
 from typing import Any
 
 from historyd_client._compat import LocalHistory, LocalSnapshot, LocalTurn
+from historyd_client._ops import Diff, DiffTurn, KeyChange, ThreadInfo, ThreadsPage
 from historyd_client.client import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
@@ -57,9 +58,12 @@ __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH",
     "DEFAULT_RETRIES",
     "DEFAULT_TIMEOUT",
+    "Diff",
+    "DiffTurn",
     "History",
     "HistorydError",
     "HistorydThreadHistory",
+    "KeyChange",
     "LocalHistory",
     "LocalSnapshot",
     "LocalTurn",
@@ -67,6 +71,8 @@ __all__ = [
     "Numbering",
     "Outcome",
     "Snapshot",
+    "ThreadInfo",
+    "ThreadsPage",
     "Turn",
     "TurnIndex",
     "TurnInfo",

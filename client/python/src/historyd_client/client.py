@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import grpc
 import grpc.aio
 
-from historyd_client import _compat, _convert, _tracing
+from historyd_client import _compat, _convert, _ops, _tracing
 from historyd_client.gen.historyd.v1 import history_pb2, history_pb2_grpc
 
 #: The largest turn number the API can carry (``int32``).
@@ -527,6 +527,70 @@ class HistorydThreadHistory:
             numbering=_numbering(response.numbering),
         )
 
+    # -- operators -----------------------------------------------------------
+
+    async def threads(
+        self,
+        *,
+        prefix: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        newest_first: bool = False,
+        active_after: _dt.datetime | None = None,
+        active_before: _dt.datetime | None = None,
+        include_turns: bool = False,
+    ) -> _ops.ThreadsPage:
+        """One page of the threads the caller may read, in ``self.namespace``.
+
+        By thread id, or with ``newest_first`` by last activity (the server
+        refuses that past 10,000 threads under the prefix). ``page_size`` 0 is
+        the server's default, 100; pass the page's ``next_page_token`` as
+        ``page_token``, every other argument unchanged, for the next page.
+        ``active_after``/``active_before`` (aware datetimes) keep only threads
+        whose last checkpoint was written after/before them.
+        """
+        request = history_pb2.ThreadsRequest(
+            thread_id_prefix=prefix,
+            checkpoint_ns=self.namespace,
+            page_size=page_size,
+            page_token=page_token,
+            include_turns=include_turns,
+        )
+        if newest_first:
+            request.order = history_pb2.THREADS_ORDER_LAST_ACTIVITY
+        if active_after is not None:
+            request.last_activity_after.FromDatetime(_utc(active_after))
+        if active_before is not None:
+            request.last_activity_before.FromDatetime(_utc(active_before))
+        return _ops.threads_page(await self._unary("Threads", request))
+
+    async def diff(
+        self,
+        thread_id: str,
+        *,
+        to_turn: int = 0,
+        from_turn: int = 0,
+        keys: Sequence[str] | None = None,
+        include_unchanged: bool = False,
+        channel: str | None = None,
+    ) -> _ops.Diff:
+        """What changed in the thread's state between the ends of two turns.
+
+        ``to_turn`` 0 is the newest turn, ``from_turn`` 0 the one before
+        ``to_turn``. Either end may be a miss, which its ``outcome`` says;
+        nothing is compared then. ``channel`` is the state channel compared.
+        """
+        request = history_pb2.DiffRequest(
+            thread_id=thread_id,
+            checkpoint_ns=self.namespace,
+            to_turn=_clamp_turn(to_turn),
+            from_turn=_clamp_turn(from_turn),
+            keys=_keys(keys),
+            include_unchanged=include_unchanged,
+            channel=self._channel_of(channel),
+        )
+        return _ops.diff(await self._unary("Diff", request))
+
     # -- lifecycle -----------------------------------------------------------
 
     async def close(self) -> None:
@@ -641,6 +705,17 @@ class HistorydThreadHistory:
                 call.cancel()  # a no-op once the stream has ended
             failures += 1
             await self._wait(method, failures, deadline)
+
+
+def _utc(t: _dt.datetime) -> _dt.datetime:
+    if t.tzinfo is None:
+        raise ValueError("historyd: times must be aware datetimes (give a tzinfo)")
+    return t.astimezone(_dt.timezone.utc)
+
+
+def _clamp_turn(n: int) -> int:
+    # Below 0 is sent as -1, for the server to refuse naming the field.
+    return max(-1, min(n, _MAX_TURN))
 
 
 def _keys(keys: Sequence[str] | None) -> list[str]:

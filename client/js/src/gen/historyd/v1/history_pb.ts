@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file historyd/v1/history.proto.
  */
 export const file_historyd_v1_history: GenFile = /*@__PURE__*/
-  fileDesc("ChloaXN0b3J5ZC92MS9oaXN0b3J5LnByb3RvEgtoaXN0b3J5ZC52MSKLAQoQU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEg8KB2NoYW5uZWwYBCABKAkSLgoMdmFsdWVfZm9ybWF0GAUgASgOMhguaGlzdG9yeWQudjEuVmFsdWVGb3JtYXQi0QEKEVNuYXBzaG90c1Jlc3BvbnNlEjgKBXR1cm5zGAEgAygLMikuaGlzdG9yeWQudjEuU25hcHNob3RzUmVzcG9uc2UuVHVybnNFbnRyeRINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nGkQKClR1cm5zRW50cnkSCwoDa2V5GAEgASgFEiUKBXZhbHVlGAIgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlOgI4ASKkAQoWU3RyZWFtU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEhEKCWZyb21fdHVybhgEIAEoBRIPCgdjaGFubmVsGAUgASgJEi4KDHZhbHVlX2Zvcm1hdBgGIAEoDjIYLmhpc3RvcnlkLnYxLlZhbHVlRm9ybWF0In0KF1N0cmVhbVNuYXBzaG90c1Jlc3BvbnNlEiQKBHR1cm4YASABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGUSDQoFdG90YWwYAiABKAUSLQoJbnVtYmVyaW5nGAMgASgOMhouaGlzdG9yeWQudjEuVHVybk51bWJlcmluZyKYAQoPU25hcHNob3RSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIMCgR0dXJuGAIgASgFEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSDAoEa2V5cxgEIAMoCRIPCgdjaGFubmVsGAUgASgJEi4KDHZhbHVlX2Zvcm1hdBgGIAEoDjIYLmhpc3RvcnlkLnYxLlZhbHVlRm9ybWF0IokCChBTbmFwc2hvdFJlc3BvbnNlEicKBXN0YXRlGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASLwoMbm9fc3VjaF90dXJuGAIgASgLMhcuaGlzdG9yeWQudjEuTm9TdWNoVHVybkgAEjsKEm5vX2xvbmdlcl9yZXRhaW5lZBgDIAEoCzIdLmhpc3RvcnlkLnYxLk5vTG9uZ2VyUmV0YWluZWRIABINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nQggKBnJlc3VsdCIpCgpOb1N1Y2hUdXJuEgwKBHR1cm4YASABKAUSDQoFdG90YWwYAiABKAUiMgoQTm9Mb25nZXJSZXRhaW5lZBIMCgR0dXJuGAEgASgFEhAKCHF1ZXN0aW9uGAIgASgJImcKDFR1cm5zUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIcChRpbmNsdWRlX2tleXNfd3JpdHRlbhgDIAEoCBIPCgdjaGFubmVsGAQgASgJInMKDVR1cm5zUmVzcG9uc2USJAoFdHVybnMYASADKAsyFS5oaXN0b3J5ZC52MS5UdXJuSW5mbxINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nIrABCghUdXJuSW5mbxIOCgZudW1iZXIYASABKAUSEAoIcXVlc3Rpb24YAiABKAkSEAoIcmV0YWluZWQYAyABKAgSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIsCghlbmRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMa2V5c193cml0dGVuGAYgAygJEhUKDWFuc3dlcmVkX3dpdGgYByADKAUihgIKCVR1cm5TdGF0ZRIMCgR0dXJuGAEgASgFEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEAoIcXVlc3Rpb24YAyABKAkSNAoHZW50cmllcxgEIAMoCzIjLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZS5FbnRyaWVzRW50cnkSLAoIZW5kZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFuc3dlcmVkX3dpdGgYBiADKAUaRwoMRW50cmllc0VudHJ5EgsKA2tleRgBIAEoCRImCgV2YWx1ZRgCIAEoCzIXLmhpc3RvcnlkLnYxLlN0YXRlRW50cnk6AjgBItMCCgpTdGF0ZUVudHJ5EiUKBXZhbHVlGAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhEKBHRvb2wYAiABKAlIAIgBARIQCgNzZXEYAyABKANIAYgBARIRCgR0dXJuGAQgASgFSAKIAQESGgoNdHVybnNfd3JpdHRlbhgFIAEoBUgDiAEBEjMKBmlucHV0cxgGIAMoCzIjLmhpc3RvcnlkLnYxLlN0YXRlRW50cnkuSW5wdXRzRW50cnkSJgoFZXh0cmEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCnZhbHVlX2pzb24YCCABKAwaLQoLSW5wdXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIHCgVfdG9vbEIGCgRfc2VxQgcKBV90dXJuQhAKDl90dXJuc193cml0dGVuKoYBCg1UdXJuTnVtYmVyaW5nEh4KGlRVUk5fTlVNQkVSSU5HX1VOU1BFQ0lGSUVEEAASGwoXVFVSTl9OVU1CRVJJTkdfQ09NUExFVEUQARIaChZUVVJOX05VTUJFUklOR19DT1VOVEVEEAISHAoYVFVSTl9OVU1CRVJJTkdfRVNUSU1BVEVEEAMqWgoLVmFsdWVGb3JtYXQSHAoYVkFMVUVfRk9STUFUX1VOU1BFQ0lGSUVEEAASFgoSVkFMVUVfRk9STUFUX1BST1RPEAESFQoRVkFMVUVfRk9STUFUX0pTT04QAjLEAgoNVGhyZWFkSGlzdG9yeRJKCglTbmFwc2hvdHMSHS5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXF1ZXN0Gh4uaGlzdG9yeWQudjEuU25hcHNob3RzUmVzcG9uc2USRwoIU25hcHNob3QSHC5oaXN0b3J5ZC52MS5TbmFwc2hvdFJlcXVlc3QaHS5oaXN0b3J5ZC52MS5TbmFwc2hvdFJlc3BvbnNlEj4KBVR1cm5zEhkuaGlzdG9yeWQudjEuVHVybnNSZXF1ZXN0GhouaGlzdG9yeWQudjEuVHVybnNSZXNwb25zZRJeCg9TdHJlYW1TbmFwc2hvdHMSIy5oaXN0b3J5ZC52MS5TdHJlYW1TbmFwc2hvdHNSZXF1ZXN0GiQuaGlzdG9yeWQudjEuU3RyZWFtU25hcHNob3RzUmVzcG9uc2UwAUI5WjdnaXRodWIuY29tL2hpc3RvcnlkL2hpc3RvcnlkL2dlbi9oaXN0b3J5ZC92MTtoaXN0b3J5ZHYxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChloaXN0b3J5ZC92MS9oaXN0b3J5LnByb3RvEgtoaXN0b3J5ZC52MSKLAQoQU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEg8KB2NoYW5uZWwYBCABKAkSLgoMdmFsdWVfZm9ybWF0GAUgASgOMhguaGlzdG9yeWQudjEuVmFsdWVGb3JtYXQi0QEKEVNuYXBzaG90c1Jlc3BvbnNlEjgKBXR1cm5zGAEgAygLMikuaGlzdG9yeWQudjEuU25hcHNob3RzUmVzcG9uc2UuVHVybnNFbnRyeRINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nGkQKClR1cm5zRW50cnkSCwoDa2V5GAEgASgFEiUKBXZhbHVlGAIgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlOgI4ASKkAQoWU3RyZWFtU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEhEKCWZyb21fdHVybhgEIAEoBRIPCgdjaGFubmVsGAUgASgJEi4KDHZhbHVlX2Zvcm1hdBgGIAEoDjIYLmhpc3RvcnlkLnYxLlZhbHVlRm9ybWF0In0KF1N0cmVhbVNuYXBzaG90c1Jlc3BvbnNlEiQKBHR1cm4YASABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGUSDQoFdG90YWwYAiABKAUSLQoJbnVtYmVyaW5nGAMgASgOMhouaGlzdG9yeWQudjEuVHVybk51bWJlcmluZyKYAQoPU25hcHNob3RSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIMCgR0dXJuGAIgASgFEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSDAoEa2V5cxgEIAMoCRIPCgdjaGFubmVsGAUgASgJEi4KDHZhbHVlX2Zvcm1hdBgGIAEoDjIYLmhpc3RvcnlkLnYxLlZhbHVlRm9ybWF0IokCChBTbmFwc2hvdFJlc3BvbnNlEicKBXN0YXRlGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASLwoMbm9fc3VjaF90dXJuGAIgASgLMhcuaGlzdG9yeWQudjEuTm9TdWNoVHVybkgAEjsKEm5vX2xvbmdlcl9yZXRhaW5lZBgDIAEoCzIdLmhpc3RvcnlkLnYxLk5vTG9uZ2VyUmV0YWluZWRIABINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nQggKBnJlc3VsdCIpCgpOb1N1Y2hUdXJuEgwKBHR1cm4YASABKAUSDQoFdG90YWwYAiABKAUiMgoQTm9Mb25nZXJSZXRhaW5lZBIMCgR0dXJuGAEgASgFEhAKCHF1ZXN0aW9uGAIgASgJImcKDFR1cm5zUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIcChRpbmNsdWRlX2tleXNfd3JpdHRlbhgDIAEoCBIPCgdjaGFubmVsGAQgASgJInMKDVR1cm5zUmVzcG9uc2USJAoFdHVybnMYASADKAsyFS5oaXN0b3J5ZC52MS5UdXJuSW5mbxINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nIrABCghUdXJuSW5mbxIOCgZudW1iZXIYASABKAUSEAoIcXVlc3Rpb24YAiABKAkSEAoIcmV0YWluZWQYAyABKAgSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIsCghlbmRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMa2V5c193cml0dGVuGAYgAygJEhUKDWFuc3dlcmVkX3dpdGgYByADKAUihgIKCVR1cm5TdGF0ZRIMCgR0dXJuGAEgASgFEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEAoIcXVlc3Rpb24YAyABKAkSNAoHZW50cmllcxgEIAMoCzIjLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZS5FbnRyaWVzRW50cnkSLAoIZW5kZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFuc3dlcmVkX3dpdGgYBiADKAUaRwoMRW50cmllc0VudHJ5EgsKA2tleRgBIAEoCRImCgV2YWx1ZRgCIAEoCzIXLmhpc3RvcnlkLnYxLlN0YXRlRW50cnk6AjgBItMCCgpTdGF0ZUVudHJ5EiUKBXZhbHVlGAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhEKBHRvb2wYAiABKAlIAIgBARIQCgNzZXEYAyABKANIAYgBARIRCgR0dXJuGAQgASgFSAKIAQESGgoNdHVybnNfd3JpdHRlbhgFIAEoBUgDiAEBEjMKBmlucHV0cxgGIAMoCzIjLmhpc3RvcnlkLnYxLlN0YXRlRW50cnkuSW5wdXRzRW50cnkSJgoFZXh0cmEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCnZhbHVlX2pzb24YCCABKAwaLQoLSW5wdXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIHCgVfdG9vbEIGCgRfc2VxQgcKBV90dXJuQhAKDl90dXJuc193cml0dGVuIpwCCg5UaHJlYWRzUmVxdWVzdBIYChB0aHJlYWRfaWRfcHJlZml4GAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSKAoFb3JkZXIYBSABKA4yGS5oaXN0b3J5ZC52MS5UaHJlYWRzT3JkZXISNwoTbGFzdF9hY3Rpdml0eV9hZnRlchgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASOAoUbGFzdF9hY3Rpdml0eV9iZWZvcmUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWluY2x1ZGVfdHVybnMYCCABKAgiVAoPVGhyZWFkc1Jlc3BvbnNlEigKB3RocmVhZHMYASADKAsyFy5oaXN0b3J5ZC52MS5UaHJlYWRJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKfAgoKVGhyZWFkSW5mbxIRCgl0aHJlYWRfaWQYASABKAkSGAoQY2hlY2twb2ludF9jb3VudBgCIAEoAxI3ChNmaXJzdF9jaGVja3BvaW50X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2ChJsYXN0X2NoZWNrcG9pbnRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhoKEmxhc3RfY2hlY2twb2ludF9pZBgFIAEoCRIYCgt0b3RhbF90dXJucxgGIAEoBUgAiAEBEi0KCW51bWJlcmluZxgHIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmdCDgoMX3RvdGFsX3R1cm5zIpUBCgtEaWZmUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIPCgd0b190dXJuGAMgASgFEhEKCWZyb21fdHVybhgEIAEoBRIMCgRrZXlzGAUgAygJEg8KB2NoYW5uZWwYBiABKAkSGQoRaW5jbHVkZV91bmNoYW5nZWQYByABKAgi3wEKDERpZmZSZXNwb25zZRIoCglmcm9tX3R1cm4YASABKAsyFS5oaXN0b3J5ZC52MS5EaWZmVHVybhImCgd0b190dXJuGAIgASgLMhUuaGlzdG9yeWQudjEuRGlmZlR1cm4SJwoHY2hhbmdlcxgDIAMoCzIWLmhpc3RvcnlkLnYxLktleUNoYW5nZRINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nIqoBCghEaWZmVHVybhImCgVmb3VuZBgBIAEoCzIVLmhpc3RvcnlkLnYxLlR1cm5JbmZvSAASLwoMbm9fc3VjaF90dXJuGAIgASgLMhcuaGlzdG9yeWQudjEuTm9TdWNoVHVybkgAEjsKEm5vX2xvbmdlcl9yZXRhaW5lZBgDIAEoCzIdLmhpc3RvcnlkLnYxLk5vTG9uZ2VyUmV0YWluZWRIAEIICgZyZXN1bHQiygEKCUtleUNoYW5nZRILCgNrZXkYASABKAkSKAoEa2luZBgCIAEoDjIaLmhpc3RvcnlkLnYxLktleUNoYW5nZUtpbmQSKwoKZnJvbV9lbnRyeRgDIAEoCzIXLmhpc3RvcnlkLnYxLlN0YXRlRW50cnkSKQoIdG9fZW50cnkYBCABKAsyFy5oaXN0b3J5ZC52MS5TdGF0ZUVudHJ5Ei4KBXBhdGNoGAUgAygLMh8uaGlzdG9yeWQudjEuSnNvblBhdGNoT3BlcmF0aW9uImMKEkpzb25QYXRjaE9wZXJhdGlvbhIKCgJvcBgBIAEoCRIRCgRwYXRoGAIgASgJSACIAQESJQoFdmFsdWUYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCBwoFX3BhdGgihQEKEVdhdGNoVHVybnNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1jaGVja3BvaW50X25zGAIgASgJEhIKCmFmdGVyX3R1cm4YAyABKAUSDAoEa2V5cxgEIAMoCRIPCgdjaGFubmVsGAUgASgJEhMKC2NoZWNrcG9pbnRzGAYgASgIIrcBChJXYXRjaFR1cm5zUmVzcG9uc2USLAoKdHVybl9lbmRlZBgBIAEoCzIWLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZUgAEiwKCmNoZWNrcG9pbnQYAiABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGVIABINCgV0b3RhbBgDIAEoBRItCgludW1iZXJpbmcYBCABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nQgcKBWV2ZW50KoYBCg1UdXJuTnVtYmVyaW5nEh4KGlRVUk5fTlVNQkVSSU5HX1VOU1BFQ0lGSUVEEAASGwoXVFVSTl9OVU1CRVJJTkdfQ09NUExFVEUQARIaChZUVVJOX05VTUJFUklOR19DT1VOVEVEEAISHAoYVFVSTl9OVU1CRVJJTkdfRVNUSU1BVEVEEAMqWgoLVmFsdWVGb3JtYXQSHAoYVkFMVUVfRk9STUFUX1VOU1BFQ0lGSUVEEAASFgoSVkFMVUVfRk9STUFUX1BST1RPEAESFQoRVkFMVUVfRk9STUFUX0pTT04QAiprCgxUaHJlYWRzT3JkZXISHQoZVEhSRUFEU19PUkRFUl9VTlNQRUNJRklFRBAAEhsKF1RIUkVBRFNfT1JERVJfVEhSRUFEX0lEEAESHwobVEhSRUFEU19PUkRFUl9MQVNUX0FDVElWSVRZEAIqpAEKDUtleUNoYW5nZUtpbmQSHwobS0VZX0NIQU5HRV9LSU5EX1VOU1BFQ0lGSUVEEAASGQoVS0VZX0NIQU5HRV9LSU5EX0FEREVEEAESGwoXS0VZX0NIQU5HRV9LSU5EX1JFTU9WRUQQAhIbChdLRVlfQ0hBTkdFX0tJTkRfQ0hBTkdFRBADEh0KGUtFWV9DSEFOR0VfS0lORF9VTkNIQU5HRUQQBDKYBAoNVGhyZWFkSGlzdG9yeRJKCglTbmFwc2hvdHMSHS5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXF1ZXN0Gh4uaGlzdG9yeWQudjEuU25hcHNob3RzUmVzcG9uc2USRwoIU25hcHNob3QSHC5oaXN0b3J5ZC52MS5TbmFwc2hvdFJlcXVlc3QaHS5oaXN0b3J5ZC52MS5TbmFwc2hvdFJlc3BvbnNlEj4KBVR1cm5zEhkuaGlzdG9yeWQudjEuVHVybnNSZXF1ZXN0GhouaGlzdG9yeWQudjEuVHVybnNSZXNwb25zZRJeCg9TdHJlYW1TbmFwc2hvdHMSIy5oaXN0b3J5ZC52MS5TdHJlYW1TbmFwc2hvdHNSZXF1ZXN0GiQuaGlzdG9yeWQudjEuU3RyZWFtU25hcHNob3RzUmVzcG9uc2UwARJECgdUaHJlYWRzEhsuaGlzdG9yeWQudjEuVGhyZWFkc1JlcXVlc3QaHC5oaXN0b3J5ZC52MS5UaHJlYWRzUmVzcG9uc2USOwoERGlmZhIYLmhpc3RvcnlkLnYxLkRpZmZSZXF1ZXN0GhkuaGlzdG9yeWQudjEuRGlmZlJlc3BvbnNlEk8KCldhdGNoVHVybnMSHi5oaXN0b3J5ZC52MS5XYXRjaFR1cm5zUmVxdWVzdBofLmhpc3RvcnlkLnYxLldhdGNoVHVybnNSZXNwb25zZTABQjlaN2dpdGh1Yi5jb20vaGlzdG9yeWQvaGlzdG9yeWQvZ2VuL2hpc3RvcnlkL3YxO2hpc3RvcnlkdjFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * SnapshotsRequest names a thread and, optionally, the state keys wanted.
@@ -729,6 +729,600 @@ export const StateEntrySchema: GenMessage<StateEntry> = /*@__PURE__*/
   messageDesc(file_historyd_v1_history, 12);
 
 /**
+ * ThreadsRequest asks for one page of the store's threads.
+ *
+ * @generated from message historyd.v1.ThreadsRequest
+ */
+export type ThreadsRequest = Message<"historyd.v1.ThreadsRequest"> & {
+  /**
+   * thread_id_prefix, when not empty, lists only the threads whose id starts
+   * with it, byte for byte. At most 512 bytes of valid UTF-8. A tenant
+   * confined to thread-id prefixes lists only threads under its own
+   * prefixes: one that asks for a prefix outside them gets no threads, as
+   * from a store that holds none there.
+   *
+   * @generated from field: string thread_id_prefix = 1;
+   */
+  threadIdPrefix: string;
+
+  /**
+   * checkpoint_ns is the checkpoint namespace; empty (the default) is the
+   * root graph. A thread is listed when it has checkpoints in the
+   * namespace, and its counts and times are those of the namespace. At
+   * most 512 bytes of valid UTF-8.
+   *
+   * @generated from field: string checkpoint_ns = 2;
+   */
+  checkpointNs: string;
+
+  /**
+   * page_size is the most threads one response holds: 0 means 100; at
+   * most 1000, and at most 100 with include_turns. A response may hold
+   * fewer, even none, and still carry a next_page_token (see
+   * ThreadsResponse).
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * page_token continues a listing: the next_page_token of the response
+   * before, with every other field but page_size as it was (a token issued
+   * for other filters or another order is INVALID_ARGUMENT). Empty starts
+   * from the beginning. At most 1024 bytes.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+
+  /**
+   * order is the order threads are listed in; unset is
+   * THREADS_ORDER_THREAD_ID.
+   *
+   * @generated from field: historyd.v1.ThreadsOrder order = 5;
+   */
+  order: ThreadsOrder;
+
+  /**
+   * last_activity_after, when set, lists only the threads whose last
+   * checkpoint (in the namespace) was written after it. Threads whose last
+   * checkpoint has no timestamp are then left out.
+   *
+   * @generated from field: google.protobuf.Timestamp last_activity_after = 6;
+   */
+  lastActivityAfter?: Timestamp | undefined;
+
+  /**
+   * last_activity_before, when set, lists only the threads whose last
+   * checkpoint was written before it. With last_activity_after, it must be
+   * later than that.
+   *
+   * @generated from field: google.protobuf.Timestamp last_activity_before = 7;
+   */
+  lastActivityBefore?: Timestamp | undefined;
+
+  /**
+   * include_turns asks for each listed thread's total_turns and numbering.
+   * It derives each listed thread's turns as Turns does, which reads every
+   * checkpoint of a thread the server has not cached (the messages of
+   * each, not the state), so it is off by default and page_size is then
+   * at most 100.
+   *
+   * @generated from field: bool include_turns = 8;
+   */
+  includeTurns: boolean;
+};
+
+/**
+ * Describes the message historyd.v1.ThreadsRequest.
+ * Use `create(ThreadsRequestSchema)` to create a new message.
+ */
+export const ThreadsRequestSchema: GenMessage<ThreadsRequest> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 13);
+
+/**
+ * ThreadsResponse is one page of threads.
+ *
+ * @generated from message historyd.v1.ThreadsResponse
+ */
+export type ThreadsResponse = Message<"historyd.v1.ThreadsResponse"> & {
+  /**
+   * threads are the page's threads, in the order asked for.
+   *
+   * @generated from field: repeated historyd.v1.ThreadInfo threads = 1;
+   */
+  threads: ThreadInfo[];
+
+  /**
+   * next_page_token continues the listing; empty when it is complete. It
+   * may be set on a page holding fewer than page_size threads, even none,
+   * when the call stopped after visiting as many threads as one call may.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message historyd.v1.ThreadsResponse.
+ * Use `create(ThreadsResponseSchema)` to create a new message.
+ */
+export const ThreadsResponseSchema: GenMessage<ThreadsResponse> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 14);
+
+/**
+ * ThreadInfo describes one thread without its turns.
+ *
+ * @generated from message historyd.v1.ThreadInfo
+ */
+export type ThreadInfo = Message<"historyd.v1.ThreadInfo"> & {
+  /**
+   * thread_id is the LangGraph thread id.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * checkpoint_count is how many checkpoints the thread has in the
+   * namespace.
+   *
+   * @generated from field: int64 checkpoint_count = 2;
+   */
+  checkpointCount: bigint;
+
+  /**
+   * first_checkpoint_at is when the thread's oldest retained checkpoint
+   * (the smallest id) was written; unset when it has no timestamp.
+   *
+   * @generated from field: google.protobuf.Timestamp first_checkpoint_at = 3;
+   */
+  firstCheckpointAt?: Timestamp | undefined;
+
+  /**
+   * last_checkpoint_at is when the thread's newest checkpoint (the largest
+   * id) was written: its last activity. Unset when it has no timestamp.
+   *
+   * @generated from field: google.protobuf.Timestamp last_checkpoint_at = 4;
+   */
+  lastCheckpointAt?: Timestamp | undefined;
+
+  /**
+   * last_checkpoint_id is the id of the thread's newest checkpoint.
+   *
+   * @generated from field: string last_checkpoint_id = 5;
+   */
+  lastCheckpointId: string;
+
+  /**
+   * total_turns is how many turns the thread has had, as Turns counts
+   * them. Only set when the request sets include_turns.
+   *
+   * @generated from field: optional int32 total_turns = 6;
+   */
+  totalTurns?: number | undefined;
+
+  /**
+   * numbering says how sure total_turns is. Only set with include_turns.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 7;
+   */
+  numbering: TurnNumbering;
+};
+
+/**
+ * Describes the message historyd.v1.ThreadInfo.
+ * Use `create(ThreadInfoSchema)` to create a new message.
+ */
+export const ThreadInfoSchema: GenMessage<ThreadInfo> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 15);
+
+/**
+ * DiffRequest names two turns of a thread.
+ *
+ * @generated from message historyd.v1.DiffRequest
+ */
+export type DiffRequest = Message<"historyd.v1.DiffRequest"> & {
+  /**
+   * thread_id is the LangGraph thread id. Required; at most 512 bytes of
+   * valid UTF-8.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * checkpoint_ns is the checkpoint namespace; empty (the default) is the
+   * root graph.
+   *
+   * @generated from field: string checkpoint_ns = 2;
+   */
+  checkpointNs: string;
+
+  /**
+   * to_turn is the turn whose end the changes lead to. 0 means the
+   * thread's newest turn (its total); must not be negative.
+   *
+   * @generated from field: int32 to_turn = 3;
+   */
+  toTurn: number;
+
+  /**
+   * from_turn is the turn whose end the changes start from. 0 means the
+   * turn before to_turn; must not be negative. It may be later than
+   * to_turn: the changes then lead back.
+   *
+   * @generated from field: int32 from_turn = 4;
+   */
+  fromTurn: number;
+
+  /**
+   * keys, when not empty, restricts the comparison to these keys (at most
+   * 256 keys of at most 512 bytes each).
+   *
+   * @generated from field: repeated string keys = 5;
+   */
+  keys: string[];
+
+  /**
+   * channel is the state channel to compare; see SnapshotsRequest.channel.
+   *
+   * @generated from field: string channel = 6;
+   */
+  channel: string;
+
+  /**
+   * include_unchanged also lists the keys whose entry is the same at both
+   * ends, as UNCHANGED. Off by default.
+   *
+   * @generated from field: bool include_unchanged = 7;
+   */
+  includeUnchanged: boolean;
+};
+
+/**
+ * Describes the message historyd.v1.DiffRequest.
+ * Use `create(DiffRequestSchema)` to create a new message.
+ */
+export const DiffRequestSchema: GenMessage<DiffRequest> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 16);
+
+/**
+ * DiffResponse says what became of each of the two turns and, when both
+ * are found, what changed between them.
+ *
+ * @generated from message historyd.v1.DiffResponse
+ */
+export type DiffResponse = Message<"historyd.v1.DiffResponse"> & {
+  /**
+   * from_turn is the turn the changes start from, and whether its state
+   * can be read.
+   *
+   * @generated from field: historyd.v1.DiffTurn from_turn = 1;
+   */
+  fromTurn?: DiffTurn | undefined;
+
+  /**
+   * to_turn is the turn the changes lead to, and whether its state can be
+   * read.
+   *
+   * @generated from field: historyd.v1.DiffTurn to_turn = 2;
+   */
+  toTurn?: DiffTurn | undefined;
+
+  /**
+   * changes lists the keys whose entry differs between the two turns'
+   * ends (and with include_unchanged, the others too), sorted by key.
+   * Empty unless both turns are found.
+   *
+   * @generated from field: repeated historyd.v1.KeyChange changes = 3;
+   */
+  changes: KeyChange[];
+
+  /**
+   * total is how many turns the thread has had.
+   *
+   * @generated from field: int32 total = 4;
+   */
+  total: number;
+
+  /**
+   * retained_turns lists the turn numbers whose state can still be read,
+   * in ascending order.
+   *
+   * @generated from field: repeated int32 retained_turns = 5;
+   */
+  retainedTurns: number[];
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 6;
+   */
+  numbering: TurnNumbering;
+};
+
+/**
+ * Describes the message historyd.v1.DiffResponse.
+ * Use `create(DiffResponseSchema)` to create a new message.
+ */
+export const DiffResponseSchema: GenMessage<DiffResponse> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 17);
+
+/**
+ * DiffTurn is one end of a Diff: exactly one of found, no_such_turn or
+ * no_longer_retained, as SnapshotResponse says it.
+ *
+ * @generated from message historyd.v1.DiffTurn
+ */
+export type DiffTurn = Message<"historyd.v1.DiffTurn"> & {
+  /**
+   * result says what became of the turn.
+   *
+   * @generated from oneof historyd.v1.DiffTurn.result
+   */
+  result: {
+    /**
+     * found describes the turn, whose state was compared: its number,
+     * question, the checkpoint it ended on and when (keys_written is never
+     * set here).
+     *
+     * @generated from field: historyd.v1.TurnInfo found = 1;
+     */
+    value: TurnInfo;
+    case: "found";
+  } | {
+    /**
+     * no_such_turn says the thread never had that turn.
+     *
+     * @generated from field: historyd.v1.NoSuchTurn no_such_turn = 2;
+     */
+    value: NoSuchTurn;
+    case: "noSuchTurn";
+  } | {
+    /**
+     * no_longer_retained says the turn existed but its state can no longer
+     * be read.
+     *
+     * @generated from field: historyd.v1.NoLongerRetained no_longer_retained = 3;
+     */
+    value: NoLongerRetained;
+    case: "noLongerRetained";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message historyd.v1.DiffTurn.
+ * Use `create(DiffTurnSchema)` to create a new message.
+ */
+export const DiffTurnSchema: GenMessage<DiffTurn> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 18);
+
+/**
+ * KeyChange is what became of one state key between the two turns' ends.
+ *
+ * @generated from message historyd.v1.KeyChange
+ */
+export type KeyChange = Message<"historyd.v1.KeyChange"> & {
+  /**
+   * key is the state key.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * kind says how the key's entry changed.
+   *
+   * @generated from field: historyd.v1.KeyChangeKind kind = 2;
+   */
+  kind: KeyChangeKind;
+
+  /**
+   * from_entry is the key's entry at from_turn's end; unset when ADDED.
+   *
+   * @generated from field: historyd.v1.StateEntry from_entry = 3;
+   */
+  fromEntry?: StateEntry | undefined;
+
+  /**
+   * to_entry is the key's entry at to_turn's end; unset when REMOVED.
+   *
+   * @generated from field: historyd.v1.StateEntry to_entry = 4;
+   */
+  toEntry?: StateEntry | undefined;
+
+  /**
+   * patch is the RFC 6902 JSON Patch that turns from_entry's value into
+   * to_entry's: only for CHANGED, and empty when the values are equal and
+   * only the bookkeeping (seq, turn, ...) changed, as when a tool wrote
+   * the key again with the same value. It uses add, remove and replace
+   * operations, one per changed leaf (or per node added or removed
+   * whole); paths are JSON Pointers (RFC 6901) into the value.
+   *
+   * @generated from field: repeated historyd.v1.JsonPatchOperation patch = 5;
+   */
+  patch: JsonPatchOperation[];
+};
+
+/**
+ * Describes the message historyd.v1.KeyChange.
+ * Use `create(KeyChangeSchema)` to create a new message.
+ */
+export const KeyChangeSchema: GenMessage<KeyChange> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 19);
+
+/**
+ * JsonPatchOperation is one operation of an RFC 6902 JSON Patch. Printed
+ * as JSON (grpcurl, protojson) it is the RFC's own form.
+ *
+ * @generated from message historyd.v1.JsonPatchOperation
+ */
+export type JsonPatchOperation = Message<"historyd.v1.JsonPatchOperation"> & {
+  /**
+   * op is "add", "remove" or "replace".
+   *
+   * @generated from field: string op = 1;
+   */
+  op: string;
+
+  /**
+   * path is the JSON Pointer (RFC 6901) of the location the operation
+   * changes; "" is the whole value. Always set, "" included, so that JSON
+   * printers that leave out empty fields still print it.
+   *
+   * @generated from field: optional string path = 2;
+   */
+  path?: string | undefined;
+
+  /**
+   * value is the value added or put in place; unset for "remove".
+   *
+   * @generated from field: google.protobuf.Value value = 3;
+   */
+  value?: Value | undefined;
+};
+
+/**
+ * Describes the message historyd.v1.JsonPatchOperation.
+ * Use `create(JsonPatchOperationSchema)` to create a new message.
+ */
+export const JsonPatchOperationSchema: GenMessage<JsonPatchOperation> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 20);
+
+/**
+ * WatchTurnsRequest names a thread to watch.
+ *
+ * @generated from message historyd.v1.WatchTurnsRequest
+ */
+export type WatchTurnsRequest = Message<"historyd.v1.WatchTurnsRequest"> & {
+  /**
+   * thread_id is the LangGraph thread id. Required; at most 512 bytes of
+   * valid UTF-8. The thread need not exist yet: its turns are sent once it
+   * has them.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * checkpoint_ns is the checkpoint namespace; empty (the default) is the
+   * root graph.
+   *
+   * @generated from field: string checkpoint_ns = 2;
+   */
+  checkpointNs: string;
+
+  /**
+   * after_turn: the turns up to it are not sent, so that a watcher that
+   * reconnects passes the last turn it received. 0 sends every turn; must
+   * not be negative.
+   *
+   * @generated from field: int32 after_turn = 3;
+   */
+  afterTurn: number;
+
+  /**
+   * keys, when not empty, restricts each state sent to these keys (at most
+   * 256 keys of at most 512 bytes each).
+   *
+   * @generated from field: repeated string keys = 4;
+   */
+  keys: string[];
+
+  /**
+   * channel is the state channel to send; see SnapshotsRequest.channel.
+   *
+   * @generated from field: string channel = 5;
+   */
+  channel: string;
+
+  /**
+   * checkpoints also sends, as `checkpoint`, the state at each checkpoint
+   * of the thread written from the time of the call on, labelled with the
+   * turn it belongs to. Off by default.
+   *
+   * @generated from field: bool checkpoints = 6;
+   */
+  checkpoints: boolean;
+};
+
+/**
+ * Describes the message historyd.v1.WatchTurnsRequest.
+ * Use `create(WatchTurnsRequestSchema)` to create a new message.
+ */
+export const WatchTurnsRequestSchema: GenMessage<WatchTurnsRequest> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 21);
+
+/**
+ * WatchTurnsResponse is one event of a watched thread.
+ *
+ * The server reads the thread every --watch-poll-interval (250ms by
+ * default; longer while nothing changes, at most twice that; longer still
+ * while the store cannot be reached), with one reader per thread however
+ * many watch it. A turn has ended when LangGraph has nothing left to run
+ * for it: its last checkpoint records that the step which wrote it
+ * triggered no node (checkpoint format 4's updated_channels, which Python
+ * LangGraph writes), or the next run's input (or an update_state) has been
+ * written, or a later question asked. LangGraph.js records no
+ * updated_channels, so there a turn is sent once the next run begins; an
+ * interrupted run's turn ends when the run is resumed and done. A turn is sent once it has ended, and again if its end moves
+ * later (an update_state after the run): the checkpoint id tells them
+ * apart. Questions asked in one input end together, on the state their
+ * run ended on.
+ *
+ * @generated from message historyd.v1.WatchTurnsResponse
+ */
+export type WatchTurnsResponse = Message<"historyd.v1.WatchTurnsResponse"> & {
+  /**
+   * event is what happened.
+   *
+   * @generated from oneof historyd.v1.WatchTurnsResponse.event
+   */
+  event: {
+    /**
+     * turn_ended is the state a turn ended on, as Snapshot returns it.
+     *
+     * @generated from field: historyd.v1.TurnState turn_ended = 1;
+     */
+    value: TurnState;
+    case: "turnEnded";
+  } | {
+    /**
+     * checkpoint is the state at a newly written checkpoint: its turn and
+     * question are those of the turn it belongs to, checkpoint_id is the
+     * new checkpoint's and ended_at its time. Only sent when the request
+     * sets checkpoints.
+     *
+     * @generated from field: historyd.v1.TurnState checkpoint = 2;
+     */
+    value: TurnState;
+    case: "checkpoint";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * total is how many turns the thread has had.
+   *
+   * @generated from field: int32 total = 3;
+   */
+  total: number;
+
+  /**
+   * numbering says how sure the turn numbers are.
+   *
+   * @generated from field: historyd.v1.TurnNumbering numbering = 4;
+   */
+  numbering: TurnNumbering;
+};
+
+/**
+ * Describes the message historyd.v1.WatchTurnsResponse.
+ * Use `create(WatchTurnsResponseSchema)` to create a new message.
+ */
+export const WatchTurnsResponseSchema: GenMessage<WatchTurnsResponse> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 22);
+
+/**
  * TurnNumbering says how sure a thread's turn numbers are. It depends on
  * what the checkpointer still retains.
  *
@@ -810,6 +1404,117 @@ export enum ValueFormat {
  */
 export const ValueFormatSchema: GenEnum<ValueFormat> = /*@__PURE__*/
   enumDesc(file_historyd_v1_history, 1);
+
+/**
+ * ThreadsOrder is the order Threads lists threads in.
+ *
+ * LangGraph's checkpoint tables are indexed by thread id (primary key
+ * thread_id, checkpoint_ns, checkpoint_id) and by nothing that leads with
+ * time, and historyd only reads, so it cannot add an index. Listing by
+ * thread id walks that index: a page costs its own threads, whatever the
+ * size of the store. Newest activity first cannot be served that way: every
+ * thread under the prefixes must be visited to sort them, so that order is
+ * bounded (see THREADS_ORDER_LAST_ACTIVITY).
+ *
+ * @generated from enum historyd.v1.ThreadsOrder
+ */
+export enum ThreadsOrder {
+  /**
+   * THREADS_ORDER_UNSPECIFIED is THREADS_ORDER_THREAD_ID.
+   *
+   * @generated from enum value: THREADS_ORDER_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * THREADS_ORDER_THREAD_ID lists threads in ascending order of thread id
+   * as the store sorts them (byte order in SQLite; the column's collation
+   * in PostgreSQL). Paging is stable while threads are written: every
+   * thread that exists from the first page to the last is listed exactly
+   * once, and a thread created meanwhile is listed when its id sorts after
+   * the page being read. With time filters a call visits at most 10,000
+   * threads and may return fewer than page_size, or none, with a
+   * next_page_token to go on from where it stopped. A prefix filter is
+   * walked directly in SQLite and wherever thread_id has a bytewise
+   * collation (C, POSIX, C.UTF-8, ucs_basic); under any other collation
+   * PostgreSQL cannot range over a prefix, so the walk visits every thread
+   * and filters, 10,000 per call.
+   *
+   * @generated from enum value: THREADS_ORDER_THREAD_ID = 1;
+   */
+  THREAD_ID = 1,
+
+  /**
+   * THREADS_ORDER_LAST_ACTIVITY lists the threads whose last checkpoint is
+   * newest first (by its timestamp, then thread id; threads without one
+   * last). Each call visits every thread under the prefixes to sort them,
+   * so it is refused with FAILED_PRECONDITION when more than 10,000
+   * threads match the prefixes: narrow thread_id_prefix, or list by thread
+   * id with last_activity_after. Paging never lists a thread twice; a
+   * thread written to while the listing pages moves ahead of the page
+   * being read, and a thread created meanwhile sorts there too, so neither
+   * is listed by the pages that follow.
+   *
+   * @generated from enum value: THREADS_ORDER_LAST_ACTIVITY = 2;
+   */
+  LAST_ACTIVITY = 2,
+}
+
+/**
+ * Describes the enum historyd.v1.ThreadsOrder.
+ */
+export const ThreadsOrderSchema: GenEnum<ThreadsOrder> = /*@__PURE__*/
+  enumDesc(file_historyd_v1_history, 2);
+
+/**
+ * KeyChangeKind says how a key's entry changed between two turns' ends.
+ *
+ * @generated from enum historyd.v1.KeyChangeKind
+ */
+export enum KeyChangeKind {
+  /**
+   * KEY_CHANGE_KIND_UNSPECIFIED is never sent.
+   *
+   * @generated from enum value: KEY_CHANGE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * KEY_CHANGE_KIND_ADDED: the key is in to_turn's state only.
+   *
+   * @generated from enum value: KEY_CHANGE_KIND_ADDED = 1;
+   */
+  ADDED = 1,
+
+  /**
+   * KEY_CHANGE_KIND_REMOVED: the key is in from_turn's state only.
+   *
+   * @generated from enum value: KEY_CHANGE_KIND_REMOVED = 2;
+   */
+  REMOVED = 2,
+
+  /**
+   * KEY_CHANGE_KIND_CHANGED: the key is in both and its entry differs, in
+   * its value or in any recorded field.
+   *
+   * @generated from enum value: KEY_CHANGE_KIND_CHANGED = 3;
+   */
+  CHANGED = 3,
+
+  /**
+   * KEY_CHANGE_KIND_UNCHANGED: the key's entry is the same in both. Only
+   * sent with include_unchanged.
+   *
+   * @generated from enum value: KEY_CHANGE_KIND_UNCHANGED = 4;
+   */
+  UNCHANGED = 4,
+}
+
+/**
+ * Describes the enum historyd.v1.KeyChangeKind.
+ */
+export const KeyChangeKindSchema: GenEnum<KeyChangeKind> = /*@__PURE__*/
+  enumDesc(file_historyd_v1_history, 3);
 
 /**
  * ThreadHistory answers what a thread's session state looked like at each of
@@ -900,6 +1605,47 @@ export const ThreadHistory: GenService<{
     methodKind: "server_streaming";
     input: typeof StreamSnapshotsRequestSchema;
     output: typeof StreamSnapshotsResponseSchema;
+  },
+  /**
+   * Threads lists the threads the store holds, a page at a time: each with
+   * its checkpoint count, the times of its first and last checkpoints and,
+   * when asked, its number of turns. A tenant confined to thread-id prefixes
+   * lists only the threads under its own prefixes, and the rest of the store
+   * reads as empty.
+   *
+   * @generated from rpc historyd.v1.ThreadHistory.Threads
+   */
+  threads: {
+    methodKind: "unary";
+    input: typeof ThreadsRequestSchema;
+    output: typeof ThreadsResponseSchema;
+  },
+  /**
+   * Diff says what changed in a thread's session state between the ends of
+   * two turns (by default the newest turn and the one before it), key by
+   * key, with an RFC 6902 JSON Patch for each changed value. Only the two
+   * turns' states are read.
+   *
+   * @generated from rpc historyd.v1.ThreadHistory.Diff
+   */
+  diff: {
+    methodKind: "unary";
+    input: typeof DiffRequestSchema;
+    output: typeof DiffResponseSchema;
+  },
+  /**
+   * WatchTurns sends each turn of a thread as it ends, from a given turn
+   * on, and with `checkpoints` set the state at each new checkpoint as it
+   * is written. The stream stays open until the caller cancels it or the
+   * server shuts down (the stream then ends with OK); it is not subject to
+   * the server's cap on a call's duration.
+   *
+   * @generated from rpc historyd.v1.ThreadHistory.WatchTurns
+   */
+  watchTurns: {
+    methodKind: "server_streaming";
+    input: typeof WatchTurnsRequestSchema;
+    output: typeof WatchTurnsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_historyd_v1_history, 0);

@@ -23,6 +23,20 @@ class ValueFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VALUE_FORMAT_UNSPECIFIED: _ClassVar[ValueFormat]
     VALUE_FORMAT_PROTO: _ClassVar[ValueFormat]
     VALUE_FORMAT_JSON: _ClassVar[ValueFormat]
+
+class ThreadsOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    THREADS_ORDER_UNSPECIFIED: _ClassVar[ThreadsOrder]
+    THREADS_ORDER_THREAD_ID: _ClassVar[ThreadsOrder]
+    THREADS_ORDER_LAST_ACTIVITY: _ClassVar[ThreadsOrder]
+
+class KeyChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    KEY_CHANGE_KIND_UNSPECIFIED: _ClassVar[KeyChangeKind]
+    KEY_CHANGE_KIND_ADDED: _ClassVar[KeyChangeKind]
+    KEY_CHANGE_KIND_REMOVED: _ClassVar[KeyChangeKind]
+    KEY_CHANGE_KIND_CHANGED: _ClassVar[KeyChangeKind]
+    KEY_CHANGE_KIND_UNCHANGED: _ClassVar[KeyChangeKind]
 TURN_NUMBERING_UNSPECIFIED: TurnNumbering
 TURN_NUMBERING_COMPLETE: TurnNumbering
 TURN_NUMBERING_COUNTED: TurnNumbering
@@ -30,6 +44,14 @@ TURN_NUMBERING_ESTIMATED: TurnNumbering
 VALUE_FORMAT_UNSPECIFIED: ValueFormat
 VALUE_FORMAT_PROTO: ValueFormat
 VALUE_FORMAT_JSON: ValueFormat
+THREADS_ORDER_UNSPECIFIED: ThreadsOrder
+THREADS_ORDER_THREAD_ID: ThreadsOrder
+THREADS_ORDER_LAST_ACTIVITY: ThreadsOrder
+KEY_CHANGE_KIND_UNSPECIFIED: KeyChangeKind
+KEY_CHANGE_KIND_ADDED: KeyChangeKind
+KEY_CHANGE_KIND_REMOVED: KeyChangeKind
+KEY_CHANGE_KIND_CHANGED: KeyChangeKind
+KEY_CHANGE_KIND_UNCHANGED: KeyChangeKind
 
 class SnapshotsRequest(_message.Message):
     __slots__ = ("thread_id", "checkpoint_ns", "keys", "channel", "value_format")
@@ -225,3 +247,145 @@ class StateEntry(_message.Message):
     extra: _struct_pb2.Struct
     value_json: bytes
     def __init__(self, value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tool: _Optional[str] = ..., seq: _Optional[int] = ..., turn: _Optional[int] = ..., turns_written: _Optional[int] = ..., inputs: _Optional[_Mapping[str, str]] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., value_json: _Optional[bytes] = ...) -> None: ...
+
+class ThreadsRequest(_message.Message):
+    __slots__ = ("thread_id_prefix", "checkpoint_ns", "page_size", "page_token", "order", "last_activity_after", "last_activity_before", "include_turns")
+    THREAD_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TURNS_FIELD_NUMBER: _ClassVar[int]
+    thread_id_prefix: str
+    checkpoint_ns: str
+    page_size: int
+    page_token: str
+    order: ThreadsOrder
+    last_activity_after: _timestamp_pb2.Timestamp
+    last_activity_before: _timestamp_pb2.Timestamp
+    include_turns: bool
+    def __init__(self, thread_id_prefix: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[ThreadsOrder, str]] = ..., last_activity_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_activity_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_turns: _Optional[bool] = ...) -> None: ...
+
+class ThreadsResponse(_message.Message):
+    __slots__ = ("threads", "next_page_token")
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    threads: _containers.RepeatedCompositeFieldContainer[ThreadInfo]
+    next_page_token: str
+    def __init__(self, threads: _Optional[_Iterable[_Union[ThreadInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ThreadInfo(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_count", "first_checkpoint_at", "last_checkpoint_at", "last_checkpoint_id", "total_turns", "numbering")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_CHECKPOINT_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHECKPOINT_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TURNS_FIELD_NUMBER: _ClassVar[int]
+    NUMBERING_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_count: int
+    first_checkpoint_at: _timestamp_pb2.Timestamp
+    last_checkpoint_at: _timestamp_pb2.Timestamp
+    last_checkpoint_id: str
+    total_turns: int
+    numbering: TurnNumbering
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_count: _Optional[int] = ..., first_checkpoint_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_checkpoint_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_checkpoint_id: _Optional[str] = ..., total_turns: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
+
+class DiffRequest(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "to_turn", "from_turn", "keys", "channel", "include_unchanged")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    TO_TURN_FIELD_NUMBER: _ClassVar[int]
+    FROM_TURN_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    to_turn: int
+    from_turn: int
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    channel: str
+    include_unchanged: bool
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., to_turn: _Optional[int] = ..., from_turn: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., include_unchanged: _Optional[bool] = ...) -> None: ...
+
+class DiffResponse(_message.Message):
+    __slots__ = ("from_turn", "to_turn", "changes", "total", "retained_turns", "numbering")
+    FROM_TURN_FIELD_NUMBER: _ClassVar[int]
+    TO_TURN_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_TURNS_FIELD_NUMBER: _ClassVar[int]
+    NUMBERING_FIELD_NUMBER: _ClassVar[int]
+    from_turn: DiffTurn
+    to_turn: DiffTurn
+    changes: _containers.RepeatedCompositeFieldContainer[KeyChange]
+    total: int
+    retained_turns: _containers.RepeatedScalarFieldContainer[int]
+    numbering: TurnNumbering
+    def __init__(self, from_turn: _Optional[_Union[DiffTurn, _Mapping]] = ..., to_turn: _Optional[_Union[DiffTurn, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[KeyChange, _Mapping]]] = ..., total: _Optional[int] = ..., retained_turns: _Optional[_Iterable[int]] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
+
+class DiffTurn(_message.Message):
+    __slots__ = ("found", "no_such_turn", "no_longer_retained")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    NO_SUCH_TURN_FIELD_NUMBER: _ClassVar[int]
+    NO_LONGER_RETAINED_FIELD_NUMBER: _ClassVar[int]
+    found: TurnInfo
+    no_such_turn: NoSuchTurn
+    no_longer_retained: NoLongerRetained
+    def __init__(self, found: _Optional[_Union[TurnInfo, _Mapping]] = ..., no_such_turn: _Optional[_Union[NoSuchTurn, _Mapping]] = ..., no_longer_retained: _Optional[_Union[NoLongerRetained, _Mapping]] = ...) -> None: ...
+
+class KeyChange(_message.Message):
+    __slots__ = ("key", "kind", "from_entry", "to_entry", "patch")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    FROM_ENTRY_FIELD_NUMBER: _ClassVar[int]
+    TO_ENTRY_FIELD_NUMBER: _ClassVar[int]
+    PATCH_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    kind: KeyChangeKind
+    from_entry: StateEntry
+    to_entry: StateEntry
+    patch: _containers.RepeatedCompositeFieldContainer[JsonPatchOperation]
+    def __init__(self, key: _Optional[str] = ..., kind: _Optional[_Union[KeyChangeKind, str]] = ..., from_entry: _Optional[_Union[StateEntry, _Mapping]] = ..., to_entry: _Optional[_Union[StateEntry, _Mapping]] = ..., patch: _Optional[_Iterable[_Union[JsonPatchOperation, _Mapping]]] = ...) -> None: ...
+
+class JsonPatchOperation(_message.Message):
+    __slots__ = ("op", "path", "value")
+    OP_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    op: str
+    path: str
+    value: _struct_pb2.Value
+    def __init__(self, op: _Optional[str] = ..., path: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class WatchTurnsRequest(_message.Message):
+    __slots__ = ("thread_id", "checkpoint_ns", "after_turn", "keys", "channel", "checkpoints")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    AFTER_TURN_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    checkpoint_ns: str
+    after_turn: int
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    channel: str
+    checkpoints: bool
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., after_turn: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., checkpoints: _Optional[bool] = ...) -> None: ...
+
+class WatchTurnsResponse(_message.Message):
+    __slots__ = ("turn_ended", "checkpoint", "total", "numbering")
+    TURN_ENDED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    NUMBERING_FIELD_NUMBER: _ClassVar[int]
+    turn_ended: TurnState
+    checkpoint: TurnState
+    total: int
+    numbering: TurnNumbering
+    def __init__(self, turn_ended: _Optional[_Union[TurnState, _Mapping]] = ..., checkpoint: _Optional[_Union[TurnState, _Mapping]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...

@@ -93,6 +93,21 @@ class ThreadHistoryStub:
                 request_serializer=historyd_dot_v1_dot_history__pb2.StreamSnapshotsRequest.SerializeToString,
                 response_deserializer=historyd_dot_v1_dot_history__pb2.StreamSnapshotsResponse.FromString,
                 _registered_method=True)
+        self.Threads = channel.unary_unary(
+                '/historyd.v1.ThreadHistory/Threads',
+                request_serializer=historyd_dot_v1_dot_history__pb2.ThreadsRequest.SerializeToString,
+                response_deserializer=historyd_dot_v1_dot_history__pb2.ThreadsResponse.FromString,
+                _registered_method=True)
+        self.Diff = channel.unary_unary(
+                '/historyd.v1.ThreadHistory/Diff',
+                request_serializer=historyd_dot_v1_dot_history__pb2.DiffRequest.SerializeToString,
+                response_deserializer=historyd_dot_v1_dot_history__pb2.DiffResponse.FromString,
+                _registered_method=True)
+        self.WatchTurns = channel.unary_stream(
+                '/historyd.v1.ThreadHistory/WatchTurns',
+                request_serializer=historyd_dot_v1_dot_history__pb2.WatchTurnsRequest.SerializeToString,
+                response_deserializer=historyd_dot_v1_dot_history__pb2.WatchTurnsResponse.FromString,
+                _registered_method=True)
 
 
 class ThreadHistoryServicer:
@@ -171,6 +186,38 @@ class ThreadHistoryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Threads(self, request, context):
+        """Threads lists the threads the store holds, a page at a time: each with
+        its checkpoint count, the times of its first and last checkpoints and,
+        when asked, its number of turns. A tenant confined to thread-id prefixes
+        lists only the threads under its own prefixes, and the rest of the store
+        reads as empty.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Diff(self, request, context):
+        """Diff says what changed in a thread's session state between the ends of
+        two turns (by default the newest turn and the one before it), key by
+        key, with an RFC 6902 JSON Patch for each changed value. Only the two
+        turns' states are read.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchTurns(self, request, context):
+        """WatchTurns sends each turn of a thread as it ends, from a given turn
+        on, and with `checkpoints` set the state at each new checkpoint as it
+        is written. The stream stays open until the caller cancels it or the
+        server shuts down (the stream then ends with OK); it is not subject to
+        the server's cap on a call's duration.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ThreadHistoryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -193,6 +240,21 @@ def add_ThreadHistoryServicer_to_server(servicer, server):
                     servicer.StreamSnapshots,
                     request_deserializer=historyd_dot_v1_dot_history__pb2.StreamSnapshotsRequest.FromString,
                     response_serializer=historyd_dot_v1_dot_history__pb2.StreamSnapshotsResponse.SerializeToString,
+            ),
+            'Threads': grpc.unary_unary_rpc_method_handler(
+                    servicer.Threads,
+                    request_deserializer=historyd_dot_v1_dot_history__pb2.ThreadsRequest.FromString,
+                    response_serializer=historyd_dot_v1_dot_history__pb2.ThreadsResponse.SerializeToString,
+            ),
+            'Diff': grpc.unary_unary_rpc_method_handler(
+                    servicer.Diff,
+                    request_deserializer=historyd_dot_v1_dot_history__pb2.DiffRequest.FromString,
+                    response_serializer=historyd_dot_v1_dot_history__pb2.DiffResponse.SerializeToString,
+            ),
+            'WatchTurns': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTurns,
+                    request_deserializer=historyd_dot_v1_dot_history__pb2.WatchTurnsRequest.FromString,
+                    response_serializer=historyd_dot_v1_dot_history__pb2.WatchTurnsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -342,6 +404,87 @@ class ThreadHistory:
             '/historyd.v1.ThreadHistory/StreamSnapshots',
             historyd_dot_v1_dot_history__pb2.StreamSnapshotsRequest.SerializeToString,
             historyd_dot_v1_dot_history__pb2.StreamSnapshotsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Threads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/historyd.v1.ThreadHistory/Threads',
+            historyd_dot_v1_dot_history__pb2.ThreadsRequest.SerializeToString,
+            historyd_dot_v1_dot_history__pb2.ThreadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Diff(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/historyd.v1.ThreadHistory/Diff',
+            historyd_dot_v1_dot_history__pb2.DiffRequest.SerializeToString,
+            historyd_dot_v1_dot_history__pb2.DiffResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTurns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/historyd.v1.ThreadHistory/WatchTurns',
+            historyd_dot_v1_dot_history__pb2.WatchTurnsRequest.SerializeToString,
+            historyd_dot_v1_dot_history__pb2.WatchTurnsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,138 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"math"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+)
+
+// WatchQuery is what Client.WatchTurns watches.
+type WatchQuery struct {
+	// AfterTurn skips the turns up to it: pass the last turn received to
+	// resume. 0 sends every turn.
+	AfterTurn int
+	// Keys, when set, restricts each state to these keys.
+	Keys []string
+	// Namespace is the checkpoint namespace; empty is the root graph.
+	Namespace string
+	// Channel is the state channel sent; empty is the server's default.
+	Channel string
+	// Checkpoints also yields the state at each new checkpoint as it is
+	// written.
+	Checkpoints bool
+}
+
+// WatchEvent is one event of a watched thread.
+type WatchEvent struct {
+	// Checkpoint says the event is a new checkpoint's state, not a turn's
+	// end: State.Turn is the turn it belongs to, State.CheckpointID the
+	// checkpoint, State.EndedAt when it was written.
+	Checkpoint bool
+	// State is the state: the turn's end, or the new checkpoint's.
+	State TurnState
+	// Total is how many turns the thread has had.
+	Total int
+}
+
+// WatchTurns yields each turn of the thread as it ends (see
+// historyd.v1.WatchTurnsResponse for when that is), after q.AfterTurn,
+// and with q.Checkpoints each new checkpoint's state as it is written. The
+// sequence runs until the consumer stops, ctx ends, or the watch fails: it
+// yields each event with a nil error, or, once, a nil event and the error
+// that ended it.
+//
+// The Client's timeout does not apply: a watch lasts as long as ctx. A
+// watch the server ends (a server shutting down ends it with OK) or cuts
+// with UNAVAILABLE is resumed after the last turn received, under the
+// Client's retry budget (see WithRetry), counting failures in a row; past
+// it the sequence ends with the error, UNAVAILABLE for a clean end. A turn
+// that ended again (its end moved) is yielded again; a resumed watch
+// yields the checkpoints written from the time it resumed.
+func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) iter.Seq2[*WatchEvent, error] {
+	return func(yield func(*WatchEvent, error) bool) {
+		switch {
+		case c == nil || c.rpc == nil:
+			yield(nil, c.fail("WatchTurns", threadID, errNoConn))
+			return
+		case c.closed.Load():
+			yield(nil, c.fail("WatchTurns", threadID, errClosed))
+			return
+		}
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		after := int32(min(max(q.AfterTurn, -1), math.MaxInt32))
+		failures := 0
+		for {
+			err := c.watch(ctx, &historydv1.WatchTurnsRequest{ThreadId: threadID, CheckpointNs: q.Namespace, AfterTurn: after, Keys: q.Keys, Channel: q.Channel, Checkpoints: q.Checkpoints},
+				func(ev *WatchEvent) bool {
+					failures = 0
+					if !ev.Checkpoint {
+						after = max(after, int32(min(ev.State.Turn, math.MaxInt32)))
+					}
+					return yield(ev, nil)
+				})
+			switch {
+			case errors.Is(err, errStopped):
+				return
+			case err == nil:
+				err = status.Error(codes.Unavailable, "the server ended the watch (it is shutting down)")
+			}
+			if status.Code(err) != codes.Unavailable || failures >= c.retries || ctx.Err() != nil {
+				if ctx.Err() != nil {
+					err = status.FromContextError(ctx.Err()).Err()
+				}
+				yield(nil, c.fail("WatchTurns", threadID, err))
+				return
+			}
+			failures++
+			if err := sleep(ctx, c.backoff(ctx, uint(failures))); err != nil {
+				yield(nil, c.fail("WatchTurns", threadID, err))
+				return
+			}
+		}
+	}
+}
+
+// watch makes one WatchTurns call and hands each event to fn until the
+// stream ends (nil), fails (its error) or fn returns false (errStopped).
+func (c *Client) watch(ctx context.Context, req *historydv1.WatchTurnsRequest, fn func(*WatchEvent) bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := c.rpc.WatchTurns(ctx, req)
+	if err != nil {
+		return err
+	}
+	for {
+		msg, err := s.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ev := &WatchEvent{Total: int(msg.GetTotal())}
+		var ts *historydv1.TurnState
+		switch e := msg.GetEvent().(type) {
+		case *historydv1.WatchTurnsResponse_TurnEnded:
+			ts = e.TurnEnded
+		case *historydv1.WatchTurnsResponse_Checkpoint:
+			ev.Checkpoint, ts = true, e.Checkpoint
+		default:
+			continue // an event this client does not know
+		}
+		if ev.State, err = fromTurnState(ts, msg.GetNumbering(), ReadConfig{}); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		if !fn(ev) {
+			return errStopped
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/service"
+	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/storetest"
+)
+
+// stateThread writes one checkpoint per state, each opening a turn with
+// its question and holding that tool_state (key → entry).
+func stateThread(w storetest.Writer, ref store.Ref, states ...map[string]any) {
+	var msgs []any
+	parent := ""
+	for i, st := range states {
+		msgs = append(msgs, lgwrite.Human(ref.ThreadID+"-q"+string(rune('a'+i)), "question "+string(rune('a'+i))))
+		id := "1f0e-00000" + string(rune('0'+i))
+		w.Put(ref, lgsaver.Checkpoint{ID: id, Parent: parent, TS: storetest.Base.Add(time.Duration(i) * time.Second),
+			Values: lgwrite.Map{{Key: "messages", Value: slices.Clone(msgs)}, {Key: "tool_state", Value: st}}})
+		parent = id
+	}
+}
+
+// patchJSON is a change's patch as RFC 6902 JSON text.
+func patchJSON(t *testing.T, c *historydv1.KeyChange) string {
+	t.Helper()
+	var ops []any
+	for _, op := range c.Patch {
+		b, err := protojson.Marshal(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, m)
+	}
+	b, _ := json.Marshal(ops)
+	return string(b)
+}
+
+// shape is a value large enough that patching it costs less than
+// replacing it: a name and a ring of n points.
+func shape(name string, n int) map[string]any {
+	var ring []any
+	for i := range n {
+		ring = append(ring, float64(i))
+	}
+	return map[string]any{"name": name, "rings": ring}
+}
+
+func TestDiff(t *testing.T) {
+	m := storetest.NewMemory()
+	entry := func(v any, seq int) map[string]any { return map[string]any{"value": v, "seq": seq} }
+	stateThread(m, store.Ref{ThreadID: "d"},
+		map[string]any{"area": entry(11420.0, 1), "shape": entry(shape("Severn", 20), 2), "gone": entry("x", 3), "same": entry(true, 4)},
+		map[string]any{"area": entry(12935.0, 5), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "same": entry(true, 4)},
+		map[string]any{"area": entry(12935.0, 8), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "same": entry(true, 4)},
+	)
+	c := startServer(t, m)
+	ctx := context.Background()
+
+	resp, err := c.Diff(ctx, &historydv1.DiffRequest{ThreadId: "d", ToTurn: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.FromTurn.GetFound().GetNumber() != 1 || resp.ToTurn.GetFound().GetNumber() != 2 || resp.Total != 3 ||
+		resp.ToTurn.GetFound().GetQuestion() != "question b" || resp.ToTurn.GetFound().GetCheckpointId() != "1f0e-000001" {
+		t.Fatalf("turns: from %v, to %v, total %d", resp.FromTurn, resp.ToTurn, resp.Total)
+	}
+	got := map[string]string{}
+	for _, ch := range resp.Changes {
+		got[ch.Key] = ch.Kind.String() + " " + patchJSON(t, ch)
+	}
+	want := map[string]string{
+		"area":  `KEY_CHANGE_KIND_CHANGED [{"op":"replace","path":"","value":12935}]`,
+		"shape": `KEY_CHANGE_KIND_CHANGED [{"op":"replace","path":"/name","value":"Thames"},{"op":"add","path":"/rings/-","value":20}]`,
+		"gone":  `KEY_CHANGE_KIND_REMOVED null`,
+		"new":   `KEY_CHANGE_KIND_ADDED null`,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("changes:\n got %v\nwant %v", got, want)
+	}
+	if !slices.IsSortedFunc(resp.Changes, func(a, b *historydv1.KeyChange) int { return strings.Compare(a.Key, b.Key) }) {
+		t.Errorf("changes not sorted by key")
+	}
+	for _, ch := range resp.Changes {
+		switch ch.Key {
+		case "gone":
+			if ch.FromEntry.GetValue().GetStringValue() != "x" || ch.ToEntry != nil {
+				t.Errorf("removed key: from %v, to %v", ch.FromEntry, ch.ToEntry)
+			}
+		case "new":
+			if ch.FromEntry != nil || ch.ToEntry == nil || ch.ToEntry.GetSeq() != 7 {
+				t.Errorf("added key: from %v, to %v", ch.FromEntry, ch.ToEntry)
+			}
+		case "area":
+			if ch.FromEntry.GetValue().GetNumberValue() != 11420 || ch.ToEntry.GetValue().GetNumberValue() != 12935 {
+				t.Errorf("changed key: from %v, to %v", ch.FromEntry, ch.ToEntry)
+			}
+		}
+	}
+
+	// The default is the newest turn and the one before: area was written
+	// again with the same value, so only its bookkeeping changed.
+	resp, err = c.Diff(ctx, &historydv1.DiffRequest{ThreadId: "d", IncludeUnchanged: true, Keys: []string{"area", "same", "absent"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = map[string]string{}
+	for _, ch := range resp.Changes {
+		got[ch.Key] = ch.Kind.String() + " " + patchJSON(t, ch)
+	}
+	want = map[string]string{"area": "KEY_CHANGE_KIND_CHANGED null", "same": "KEY_CHANGE_KIND_UNCHANGED null"}
+	if resp.FromTurn.GetFound().GetNumber() != 2 || resp.ToTurn.GetFound().GetNumber() != 3 || !maps.Equal(got, want) {
+		t.Errorf("default turns, keys: from %v to %v, changes %v; want 2 → 3, %v", resp.FromTurn, resp.ToTurn, got, want)
+	}
+
+	// Backwards, and a turn the thread never had.
+	resp, err = c.Diff(ctx, &historydv1.DiffRequest{ThreadId: "d", FromTurn: 2, ToTurn: 1, Keys: []string{"new"}})
+	if err != nil || len(resp.Changes) != 1 || resp.Changes[0].Kind != historydv1.KeyChangeKind_KEY_CHANGE_KIND_REMOVED {
+		t.Errorf("2 → 1: %v, %v", resp, err)
+	}
+	resp, err = c.Diff(ctx, &historydv1.DiffRequest{ThreadId: "d", FromTurn: 3, ToTurn: 7})
+	if err != nil || resp.FromTurn.GetFound() == nil || resp.ToTurn.GetNoSuchTurn().GetTurn() != 7 || resp.ToTurn.GetNoSuchTurn().GetTotal() != 3 || len(resp.Changes) != 0 {
+		t.Errorf("3 → 7: %v, %v", resp, err)
+	}
+	resp, err = c.Diff(ctx, &historydv1.DiffRequest{ThreadId: "never"})
+	if err != nil || resp.ToTurn.GetNoSuchTurn() == nil || resp.FromTurn.GetNoSuchTurn() == nil || resp.Total != 0 {
+		t.Errorf("an unknown thread: %v, %v", resp, err)
+	}
+}
+
+func TestDiffRetention(t *testing.T) {
+	m := storetest.NewMemory()
+	ref := store.Ref{ThreadID: "pruned"}
+	written := storetest.Build(m, ref, demoTurns)
+	m.Delete(ref, written[0].IDs)
+	c := startServer(t, m)
+	resp, err := c.Diff(context.Background(), &historydv1.DiffRequest{ThreadId: "pruned", ToTurn: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nl := resp.FromTurn.GetNoLongerRetained(); nl == nil || nl.Turn != 1 || nl.Question != demoTurns[0].Question ||
+		resp.ToTurn.GetFound().GetNumber() != 2 || len(resp.Changes) != 0 || !slices.Equal(resp.RetainedTurns, []int32{2, 3, 4}) {
+		t.Errorf("1 → 2 with turn 1 pruned: %v", resp)
+	}
+}
+
+func TestDiffValidation(t *testing.T) {
+	c := startServer(t, storetest.NewMemory())
+	for _, tt := range []struct {
+		req  *historydv1.DiffRequest
+		want string
+	}{
+		{&historydv1.DiffRequest{}, "thread_id: is required"},
+		{&historydv1.DiffRequest{ThreadId: "t", ToTurn: -1}, "to_turn: is -1"},
+		{&historydv1.DiffRequest{ThreadId: "t", FromTurn: -2}, "from_turn: is -2"},
+		{&historydv1.DiffRequest{ThreadId: "t", Keys: []string{""}}, "keys[0]: is required"},
+		{&historydv1.DiffRequest{ThreadId: "t", Channel: "files"}, `channel: "files" is not a channel this server serves`},
+	} {
+		_, err := c.Diff(context.Background(), tt.req)
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), tt.want) {
+			t.Errorf("%v: %v, want InvalidArgument %q", tt.req, err, tt.want)
+		}
+	}
+}
+
+// A tenant's diff of another tenant's thread is an unknown thread's, and
+// the store is not asked about it.
+func TestDiffIsolation(t *testing.T) {
+	b, path := twoTenants(t)
+	c := serveWith(t, b, service.Options{Auth: newAuth(t, path)}).client(t)
+	a := withToken(context.Background(), "token-a")
+	own, err := c.Diff(a, &historydv1.DiffRequest{ThreadId: "a/1", ToTurn: 2})
+	if err != nil || own.ToTurn.GetFound() == nil || len(own.Changes) == 0 {
+		t.Fatalf("tenant a's own thread: %v, %v", own, err)
+	}
+	asked := b.asked("b/1")
+	for _, req := range []*historydv1.DiffRequest{{ToTurn: 2}, {}, {Keys: []string{""}}} {
+		other, never := proto.Clone(req).(*historydv1.DiffRequest), proto.Clone(req).(*historydv1.DiffRequest)
+		other.ThreadId, never.ThreadId = "b/1", "a/never"
+		got, gotErr := c.Diff(a, other)
+		want, wantErr := c.Diff(a, never)
+		if status.Code(gotErr) != status.Code(wantErr) || status.Convert(gotErr).Message() != status.Convert(wantErr).Message() || !proto.Equal(got, want) {
+			t.Errorf("%v: b/1 answered %v, %v; a/never %v, %v", req, got, gotErr, want, wantErr)
+		}
+	}
+	if n := b.asked("b/1"); n != asked {
+		t.Errorf("the store was asked about b/1 %d times", n-asked)
+	}
+}
