@@ -320,7 +320,8 @@ func TestWatchTurnsLimits(t *testing.T) {
 	}
 }
 
-// countingLists counts the listings of each thread.
+// countingLists counts the reads of each thread: its listings and its
+// freshness probes.
 type countingLists struct {
 	store.Backend
 	mu sync.Mutex
@@ -332,6 +333,15 @@ func (c *countingLists) List(ctx context.Context, ref store.Ref, q store.Query, 
 	c.n[ref.ThreadID]++
 	c.mu.Unlock()
 	return c.Backend.List(ctx, ref, q, fn)
+}
+
+func (c *countingLists) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
+	c.mu.Lock()
+	for _, p := range ps {
+		c.n[p.Ref.ThreadID]++
+	}
+	c.mu.Unlock()
+	return c.Backend.Probe(ctx, ps)
 }
 
 func (c *countingLists) count(thread string) int {
