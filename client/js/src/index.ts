@@ -20,5 +20,6 @@ export {
   type TurnIndex,
   type TurnInfo,
   type TurnState,
+  type ValueFormat,
 } from "./client.js";
 export { Code } from "@connectrpc/connect";
