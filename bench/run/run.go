@@ -52,8 +52,8 @@ type Config struct {
 	// Only, when not empty, names the steps to run besides describing
 	// the machine, generating the threads and building historyd: any of
 	// anchors, operations, P1, P2, P3 (which needs anchors and
-	// operations), P4, deepagents and profiles. For iterating on one
-	// measurement.
+	// operations), P4, deepagents, P6 (bench/run/host.go) and profiles. For
+	// iterating on one measurement.
 	Only []string
 	// Log receives progress lines.
 	Log io.Writer
@@ -207,6 +207,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"P3", r.p3},
 		{"P4", r.p4},
 		{"deepagents", r.deepagents},
+		{"P6", r.host},
 		{"profiles", r.profiles},
 	}
 	always := map[string]bool{"machine and versions": true, "generate threads": true, "build historyd": true}
