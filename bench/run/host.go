@@ -151,45 +151,63 @@ func (r *runner) runHost(ctx context.Context, side, target, format, thread strin
 	return out, err
 }
 
-// hostClient measures the client reading the thread with values in format,
-// against a fresh historyd (warmed on the small warm-up thread, so the
-// first call of the thread is its cold read). Memory is measured over the
-// first calls, as many as the reference makes, and over all of them.
-func (r *runner) hostClient(ctx context.Context, c hostCase, format string) (hostOut, error) {
-	s, _, err := r.start(ctx, fmt.Sprintf("p6-%s-%s", c.role, format), true)
+// hostClient measures the client reading one turn of the thread with
+// values in format, in a fresh process, against a fresh historyd (warmed on
+// the small warm-up thread, so the first call of the thread is its cold
+// read). Memory is measured over the first calls, as many as the reference
+// makes, and over all of them.
+func (r *runner) hostClient(ctx context.Context, c hostCase, format string, turn int) (hostOut, error) {
+	s, _, err := r.start(ctx, fmt.Sprintf("p6-%s-%s-turn%d", c.role, format, turn), true)
 	if err != nil {
 		return hostOut{}, err
 	}
 	defer s.Stop()
-	return r.runHost(ctx, "client", s.Addr, format, r.name(c.role), c.turns, c.client, c.refCalls)
+	return r.runHost(ctx, "client", s.Addr, format, r.name(c.role), []int{turn}, c.client, c.refCalls)
+}
+
+// merge adds another turn's output of the same side to o.
+func (o *hostOut) merge(other hostOut) {
+	if o.Turns == nil {
+		*o = other
+		return
+	}
+	o.Calls = append(o.Calls, other.Calls...)
+	for k, v := range other.Turns {
+		o.Turns[k] = v
+	}
 }
 
 // host is step P6: what a Python host sees when it asks what a turn held,
 // through historyd's Python client (HistorydThreadHistory.snapshot, JSON
-// values, and for comparison protobuf Values) and through the reference
-// (mcp_agent.history.CheckpointHistory.snapshot over an AsyncPostgresSaver),
-// each in a process of its own: wall and CPU time of the call, and the
-// host process's peak RSS growth. Both must return the same state.
+// values, and for comparison protobuf Values and raw text) and through the
+// reference (mcp_agent.history.CheckpointHistory.snapshot over an
+// AsyncPostgresSaver), each side and turn in a process of its own: wall and
+// CPU time of the call, and the host process's peak RSS growth. Both must
+// return the same state.
 func (r *runner) host(ctx context.Context) error {
 	detail := map[string]any{}
 	for _, c := range r.hostCases() {
 		thread := r.name(c.role)
-		asJSON, err := r.hostClient(ctx, c, "json")
-		if err != nil {
-			return fmt.Errorf("client, JSON values, on %s: %w", thread, err)
-		}
-		asProto, err := r.hostClient(ctx, c, "proto")
-		if err != nil {
-			return fmt.Errorf("client, protobuf values, on %s: %w", thread, err)
-		}
-		asRaw, err := r.hostClient(ctx, c, "raw")
-		if err != nil {
-			return fmt.Errorf("client, raw values, on %s: %w", thread, err)
-		}
-		r.logf("P6 reference: CheckpointHistory.snapshot(%s, %v) × %d", thread, c.turns, c.refCalls)
-		ref, err := r.runHost(ctx, "reference", "", "", thread, c.turns, c.refCalls, c.refCalls)
-		if err != nil {
-			return fmt.Errorf("reference on %s: %w", thread, err)
+		// Each turn in processes of its own, so that every turn's memory
+		// is measured from a process that has not held a large state yet.
+		var asJSON, asProto, asRaw, ref hostOut
+		for _, turn := range c.turns {
+			for _, f := range []struct {
+				format string
+				out    *hostOut
+			}{{"json", &asJSON}, {"proto", &asProto}, {"raw", &asRaw}} {
+				got, err := r.hostClient(ctx, c, f.format, turn)
+				if err != nil {
+					return fmt.Errorf("client, %s values, on turn %d of %s: %w", f.format, turn, thread, err)
+				}
+				f.out.merge(got)
+			}
+			r.logf("P6 reference: CheckpointHistory.snapshot(%s, %d) × %d", thread, turn, c.refCalls)
+			got, err := r.runHost(ctx, "reference", "", "", thread, []int{turn}, c.refCalls, c.refCalls)
+			if err != nil {
+				return fmt.Errorf("reference on turn %d of %s: %w", turn, thread, err)
+			}
+			ref.merge(got)
 		}
 		detail[c.role] = map[string]any{"client_json": asJSON, "client_proto": asProto, "client_raw": asRaw, "reference": ref}
 		for _, turn := range c.turns {
@@ -206,6 +224,14 @@ func (r *runner) host(ctx context.Context) error {
 	}
 	r.detail("p6", detail)
 	return nil
+}
+
+// signedMB is a growth in MB with its sign: "+12.5 MB", "-0.3 MB".
+func signedMB(b int64) string {
+	if b < 0 {
+		return mbText(b)
+	}
+	return "+" + mbText(b)
 }
 
 func plural(n int, what string) string {
@@ -247,9 +273,9 @@ func (r *runner) hostRows(c hostCase, asJSON, asProto, asRaw, ref hostOut) {
 		if rf.calls != 1 {
 			first = fmt.Sprintf("the first %d calls", rf.calls)
 		}
-		memHD = append(memHD, fmt.Sprintf("turn %d: +%s over %s, +%s over all %d; protobuf values +%s, +%s; raw values +%s, +%s",
-			turn, mbText(j.growth), first, mbText(j.allGrowth), j.calls, mbText(p.growth), mbText(p.allGrowth), mbText(w.growth), mbText(w.allGrowth)))
-		memRef = append(memRef, fmt.Sprintf("turn %d: +%s over %s", turn, mbText(rf.growth), plural(rf.calls, "call")))
+		memHD = append(memHD, fmt.Sprintf("turn %d: %s over %s, %s over all %d; protobuf values %s, %s; raw values %s, %s",
+			turn, signedMB(j.growth), first, signedMB(j.allGrowth), j.calls, signedMB(p.growth), signedMB(p.allGrowth), signedMB(w.growth), signedMB(w.allGrowth)))
+		memRef = append(memRef, fmt.Sprintf("turn %d: %s over %s", turn, signedMB(rf.growth), plural(rf.calls, "call")))
 		memRatio = append(memRatio, fmt.Sprintf("%.2f ×", share))
 	}
 	what := "Python host: `HistorydThreadHistory.snapshot(thread, turn)` (historyd_client over gRPC, JSON values) vs `CheckpointHistory(saver).snapshot(thread, turn)` (mcp-toolsets-runtime over AsyncPostgresSaver), " + desc
