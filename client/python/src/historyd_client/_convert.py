@@ -15,14 +15,14 @@ from the stored bytes with the same conversion as the Value.
 
 A ``google.protobuf.Value`` has one number type, a double. A number whose
 value is integral and within ±2^53 becomes an ``int``, every other number a
-``float``. That is what the thread held in nearly every
-case: a Python host stores integers as integers (counts, ids, ``seq``,
-vertices), and historyd sends integers beyond ±2^53 as decimal strings, so an
-integral double within that range is an integer that fit. The one value this
-changes is a float that happened to be integral, such as ``2.0``, which comes
-back as ``2``: the same JSON number, and what a JavaScript host would have
-written anyway. Keeping every number a float instead would turn each integer
-the thread holds into ``60000.0`` in whatever the model reads.
+``float``. That is what the thread held in nearly every case: a Python host
+stores integers as integers (counts, ids, ``seq``, vertices), and historyd
+sends integers beyond ±2^53 as decimal strings, so an integral double within
+that range is an integer that fit. The one value this changes is a float
+that happened to be integral, such as ``2.0``, which comes back as ``2``: the
+same JSON number, and what a JavaScript host would have written anyway.
+Keeping every number a float instead would turn each integer the thread
+holds into ``60000.0`` in whatever the model reads.
 
 Maps come back with their keys sorted. ``google.protobuf.Struct`` is a map on
 the wire, so the order the host wrote a value's keys in does not reach the
