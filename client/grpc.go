@@ -64,6 +64,7 @@ type config struct {
 	retries     int
 	backoff     time.Duration
 	dialOptions []grpc.DialOption
+	tracing     tracingConfig
 }
 
 // WithTLS makes Dial connect over TLS with cfg, for a private CA or client
@@ -150,6 +151,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent("historyd-go-client"),
+		grpc.WithStatsHandler(cfg.tracing.handler()),
 	}, cfg.dialOptions...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {

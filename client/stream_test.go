@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"slices"
 	"sync"
@@ -13,13 +12,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/historyd/historyd/client"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -38,14 +34,14 @@ func streamDemo() *storetest.Memory {
 	return mem
 }
 
-// streamServer serves mem over an in-process connection, with opts (such as
-// interceptors) on the server, and returns a Client dialled to it.
+// streamServer serves mem as historyd serves, in process, with a stream
+// interceptor of the test's after historyd's own chain, and returns a
+// Client dialled to it and a way to set that interceptor.
 func streamServer(t *testing.T, mem *storetest.Memory, opts ...client.Option) (*client.Client, func(grpc.StreamServerInterceptor)) {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
 	var mu sync.Mutex
 	var intercept grpc.StreamServerInterceptor
-	gs := grpc.NewServer(grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	srv := serve(t, mem, grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		mu.Lock()
 		f := intercept
 		mu.Unlock()
@@ -54,17 +50,7 @@ func streamServer(t *testing.T, mem *storetest.Memory, opts ...client.Option) (*
 		}
 		return f(srv, ss, info, h)
 	}))
-	service.New(service.Config{Store: store.New(store.Config{Backend: mem})}).Register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	c, err := client.Dial("passthrough:///bufnet", append([]client.Option{
-		client.WithInsecure(),
-		client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })),
-	}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := srv.dial(t, opts...)
 	return c, func(f grpc.StreamServerInterceptor) { mu.Lock(); intercept = f; mu.Unlock() }
 }
 
@@ -275,25 +261,18 @@ func TestDefaults(t *testing.T) {
 	}
 
 	deadline := make(chan time.Duration, 1)
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		dl, ok := ctx.Deadline()
-		if !ok {
-			deadline <- 0
-		} else {
-			deadline <- time.Until(dl)
+	srv := serve(t, storetest.NewMemory(), grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if info.FullMethod == historydv1.ThreadHistory_Snapshots_FullMethodName {
+			dl, ok := ctx.Deadline()
+			if !ok {
+				deadline <- 0
+			} else {
+				deadline <- time.Until(dl)
+			}
 		}
 		return h(ctx, req)
 	}))
-	service.New(service.Config{Store: store.New(store.Config{Backend: storetest.NewMemory()})}).Register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
-	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := srv.conn(t)
 	if _, err := client.New(conn).Snapshots(context.Background(), "t"); err != nil {
 		t.Fatal(err)
 	}

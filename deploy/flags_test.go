@@ -93,9 +93,10 @@ func TestSettingsAreHistorydFlags(t *testing.T) {
 					t.Errorf("container %s: no HISTORYD_* variables; the ConfigMap is not reaching it", c.Name)
 				}
 				// A ConfigMap is for historyd's settings, and for the
-				// standard OpenTelemetry variables once historyd reads them;
-				// anything else (the Go runtime's) is set next to what it
-				// depends on, in the Deployment.
+				// standard OpenTelemetry variables historyd reads
+				// (TestTracingSettings checks their names); anything else
+				// (the Go runtime's) is set next to what it depends on, in
+				// the Deployment.
 				for _, from := range c.EnvFrom {
 					if from.ConfigMapRef == nil {
 						continue

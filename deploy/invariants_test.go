@@ -598,9 +598,15 @@ func checkNetworkPolicy(t *testing.T, o *objects, dir string, pod *corev1.PodTem
 	}
 	dns := map[corev1.Protocol]bool{}
 	var other []int32
+	collectorRules := 0
 	for i, rule := range np.Spec.Egress {
 		if len(rule.Ports) == 0 {
 			t.Errorf("egress rule %d allows every port", i)
+		}
+		if allowsPort(rule, collectorPort) {
+			collectorRules++
+			checkCollectorEgress(t, i, rule, pod)
+			continue
 		}
 		for _, p := range rule.Ports {
 			if p.Port == nil {
@@ -620,6 +626,9 @@ func checkNetworkPolicy(t *testing.T, o *objects, dir string, pod *corev1.PodTem
 	}
 	if !dns[corev1.ProtocolUDP] || !dns[corev1.ProtocolTCP] {
 		t.Errorf("egress allows DNS over %v, want UDP and TCP port 53", dns)
+	}
+	if collectorRules != 1 {
+		t.Errorf("%d egress rules allow the OpenTelemetry collector's port %d, want one", collectorRules, collectorPort)
 	}
 	switch {
 	case want == 0 && len(other) > 0:

@@ -43,7 +43,7 @@ type Metrics struct {
 // storeMethods are the Backend methods timed, listed so that every series
 // exists from the start: a rate over a series that appears only on the
 // first error reads as no errors at all.
-var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Probe", "Values", "Writes", "Ping"}
+var storeMethods = []string{"Checkpoints", "CheckpointsSince", "Probe", "Values", "Writes", "Newest", "Ping"}
 
 // New returns a Metrics with its collectors registered; build is what
 // historyd_build_info reports (the zero Info: the binary's own build
@@ -225,6 +225,12 @@ func (b *timedBackend) EachValue(ctx context.Context, ref store.Ref, channel str
 func (b *timedBackend) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
 	return b.timed("Writes", func(call func(func() error) error) error {
 		return b.inner.EachWrite(ctx, ref, channel, ids, func(w store.Write) error { return call(func() error { return fn(w) }) })
+	})
+}
+
+func (b *timedBackend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+	return b.timed("Newest", func(call func(func() error) error) error {
+		return b.inner.Newest(ctx, ref, limit, func(r store.Row) error { return call(func() error { return fn(r) }) })
 	})
 }
 

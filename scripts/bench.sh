@@ -16,7 +16,10 @@
 #   Otherwise a throwaway cluster is started with scripts/pg-test.sh, with
 #   its own env file (HISTORYD_BENCH_PG_ENV, default .cache/bench-pg.env), and
 #   stopped on exit unless it was already running or PG_TEST_KEEP=1 (keeping
-#   it lets the next run reuse the generated threads).
+#   it lets the next run reuse the generated threads). A PgBouncer in
+#   transaction mode in front of it (scripts/pg-test.sh pooler start) serves
+#   the pooler row; with HISTORYD_BENCH_DSN, HISTORYD_BENCH_POOLER_DSN names
+#   one, or that row measures direct connections only.
 # - Python: scripts/pyenv.sh's venv (HISTORYD_VENV, default .cache/venv).
 # - Output: the table on stdout and in $HISTORYD_BENCH_WORK/table.md;
 #   progress in progress.log, every measurement in results.json, historyd's
@@ -53,8 +56,10 @@ if [[ -z ${HISTORYD_BENCH_DSN:-} ]]; then
     scripts/pg-test.sh start >>"$LOG" 2>&1
     started=1
   fi
+  scripts/pg-test.sh pooler start >>"$LOG" 2>&1
   eval "$(scripts/pg-test.sh env)"
   HISTORYD_BENCH_DSN=$HISTORYD_TEST_DSN
+  export HISTORYD_BENCH_POOLER_DSN=${HISTORYD_BENCH_POOLER_DSN:-$HISTORYD_TEST_POOLER_TX_DSN}
 fi
 
 scripts/pyenv.sh >>"$LOG" 2>&1
@@ -64,5 +69,25 @@ if ! grep -q '^ok' "$VENV/reference.status" 2>/dev/null; then
 fi
 
 "$GO" build -o "$WORK/bench" ./bench/cmd/bench >>"$LOG" 2>&1
+
+# P7 times a cold read against a build of an earlier commit: by default
+# 16c42d4, historyd before its second round of performance work (the
+# figures docs/benchmarks.md starts from). HISTORYD_BENCH_BASELINE names
+# another commit; "none" leaves P7 without a comparison.
+BASELINE=${HISTORYD_BENCH_BASELINE:-16c42d4}
+baseline_args=()
+if [[ $BASELINE != none ]]; then
+  src=$WORK/baseline-src
+  rm -rf "$src" && mkdir -p "$src"
+  if git -C "$REPO" archive "$BASELINE" | tar -x -C "$src" \
+    && (cd "$src" && "$GO" build -o "$WORK/historyd-baseline" ./cmd/historyd) >>"$LOG" 2>&1; then
+    baseline_args=(--baseline "$WORK/historyd-baseline" --baseline-name "$(git -C "$REPO" rev-parse --short "$BASELINE")")
+  else
+    echo "bench: could not build the baseline $BASELINE (see $LOG); HISTORYD_BENCH_BASELINE=none runs without it" >&2
+    exit 1
+  fi
+  rm -rf "$src"
+fi
+
 "$WORK/bench" run --dsn "$HISTORYD_BENCH_DSN" --repo "$REPO" --work "$WORK" \
-  --python "$VENV/bin/python" --out "$WORK/table.md" "$@" 2>>"$LOG"
+  --python "$VENV/bin/python" --out "$WORK/table.md" "${baseline_args[@]}" "$@" 2>>"$LOG"

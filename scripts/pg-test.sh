@@ -20,6 +20,45 @@
 # `start` replaces a cluster whose env file exists but which does not answer,
 # halted ones included: use `resume` to bring a halted cluster back.
 #
+# In front of and beside a running cluster:
+#
+#   scripts/pg-test.sh pooler start    PgBouncer (Debian's pgbouncer package,
+#                                      installed when missing) on a free port,
+#                                      with its stock settings but for the
+#                                      listener, files, users and databases:
+#                                      pool_mode = transaction; databases
+#                                      historyd_test_tx (transaction mode) and
+#                                      historyd_test_session (pool_mode =
+#                                      session), both the cluster's test
+#                                      database; auth_type = trust for the
+#                                      users postgres and historyd_pooled (a
+#                                      LOGIN role it creates with no grants:
+#                                      tests grant it what it may read)
+#   scripts/pg-test.sh pooler stop     stop it
+#   scripts/pg-test.sh standby start [--no-hot-standby]
+#                                      a hot standby of the cluster:
+#                                      pg_basebackup -R into the cluster's
+#                                      directory, started read-only on a free
+#                                      port, streaming from the cluster; with
+#                                      --no-hot-standby it replays but refuses
+#                                      connections ("not accepting
+#                                      connections", SQLSTATE 57P03) until
+#                                      promoted
+#   scripts/pg-test.sh standby promote promote it to a primary of its own
+#   scripts/pg-test.sh standby stop    stop it and delete its data
+#
+# `stop` stops both as well. They add these to the env file, and remove them
+# again:
+#
+#   HISTORYD_TEST_POOLER_TX_DSN       the test database through PgBouncer in
+#                                     transaction mode, as user postgres
+#   HISTORYD_TEST_POOLER_SESSION_DSN  the same in session mode
+#   HISTORYD_TEST_POOLER_ROLE         historyd_pooled
+#   HISTORYD_TEST_POOLER_PORT
+#   HISTORYD_TEST_STANDBY_DSN         the test database on the standby, as
+#                                     user postgres
+#   HISTORYD_TEST_STANDBY_PORT
+#
 # The cluster lives in a fresh `mktemp -d /tmp/historyd-pg.XXXXXX`, listens on
 # a unix socket in that directory and on 127.0.0.1 at a free port, and trusts
 # every local connection. It holds one database, historyd_test.
@@ -135,13 +174,191 @@ running() {
 }
 
 cleanup_dir() {
-  local dir=$1 bin=$2
+  local dir=$1 bin=$2 d
   [[ -n $dir && $dir == /tmp/historyd-pg.* ]] || return 0
-  if [[ -f $dir/data/postmaster.pid && -x $bin/pg_ctl ]]; then
-    pick_user
-    as_user "$bin/pg_ctl" -D "$dir/data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
-  fi
+  kill_pidfile "$dir/pgbouncer/pgbouncer.pid"
+  for d in "$dir/standby" "$dir/data"; do
+    if [[ -f $d/postmaster.pid && -x $bin/pg_ctl ]]; then
+      pick_user
+      as_user "$bin/pg_ctl" -D "$d" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+    fi
+  done
   rm -rf -- "$dir"
+}
+
+# kill_pidfile FILE: stop the process whose id FILE holds, if it runs, and
+# wait for it to exit.
+kill_pidfile() {
+  local pid i
+  [[ -f $1 ]] || return 0
+  pid=$(cat "$1" 2>/dev/null || true)
+  [[ $pid =~ ^[0-9]+$ ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+# env_set PREFIX [LINES]: replace the env file's lines that start with
+# "export PREFIX" by LINES (by nothing when LINES is empty).
+env_set() {
+  local prefix=$1 lines=${2:-}
+  grep -v "^export $prefix" "$ENV_FILE" >"$ENV_FILE.tmp" || true
+  if [[ -n $lines ]]; then printf '%s\n' "$lines" >>"$ENV_FILE.tmp"; fi
+  mv -f "$ENV_FILE.tmp" "$ENV_FILE"
+}
+
+wait_port() {
+  local i
+  for i in $(seq 1 100); do
+    port_in_use "$1" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+POOLER_ROLE=historyd_pooled
+
+ensure_pgbouncer() {
+  local b
+  for b in "${PG_TEST_PGBOUNCER:-}" /usr/sbin/pgbouncer "$(command -v pgbouncer 2>/dev/null || true)"; do
+    if [[ -n $b && -x $b ]]; then echo "$b"; return; fi
+  done
+  [[ $(id -u) -eq 0 ]] || die "pgbouncer not found and not root: install it (apt-get install pgbouncer) or set PG_TEST_PGBOUNCER"
+  note "pgbouncer not found: installing Debian's pgbouncer package"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update >&2 || die "apt-get update failed"
+  apt-get install -y pgbouncer >&2 || die "apt-get install -y pgbouncer failed"
+  [[ -x /usr/sbin/pgbouncer ]] || die "pgbouncer installed but /usr/sbin/pgbouncer is missing"
+  echo /usr/sbin/pgbouncer
+}
+
+pooler_running() {
+  load_env || return 1
+  local pid
+  pid=$(cat "$PGDIR_/pgbouncer/pgbouncer.pid" 2>/dev/null) || return 1
+  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
+}
+
+cmd_pooler_start() {
+  running || die "no running test cluster (env file $ENV_FILE): run scripts/pg-test.sh start"
+  if pooler_running; then
+    note "pooler already running (env: $ENV_FILE)"
+    return 0
+  fi
+  local bin pgb dir=$PGDIR_/pgbouncer port attempt
+  bin=$(cluster_bin)
+  pgb=$(ensure_pgbouncer)
+  pick_user
+  "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$PGDIR_" -p "$PGPORT_" -U "$SUPERUSER" -d postgres -c \
+    "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$POOLER_ROLE') THEN CREATE ROLE $POOLER_ROLE LOGIN; END IF; END \$\$" >/dev/null \
+    || die "could not create role $POOLER_ROLE"
+  rm -rf -- "$dir"
+  mkdir -p "$dir"
+  printf '"%s" ""\n"%s" ""\n' "$SUPERUSER" "$POOLER_ROLE" >"$dir/userlist.txt"
+  for attempt in 1 2 3 4 5; do
+    port=$(free_port)
+    # Stock PgBouncer but for where it listens, logs and finds its users
+    # and databases: nothing here accommodates historyd (no
+    # ignore_startup_parameters, no max_prepared_statements).
+    cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+${DB}_tx = host=$PGDIR_ port=$PGPORT_ dbname=$DB
+${DB}_session = host=$PGDIR_ port=$PGPORT_ dbname=$DB pool_mode=session
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir = $dir
+auth_type = trust
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+INI
+    if [[ -n $RUN_USER ]]; then chown -R "$RUN_USER:" "$dir"; fi
+    if as_user "$pgb" -d -q "$dir/pgbouncer.ini" && wait_port "$port"; then
+      break
+    fi
+    kill_pidfile "$dir/pgbouncer.pid"
+    if [[ $attempt -eq 5 ]]; then
+      tail -n 20 "$dir/pgbouncer.log" >&2 2>/dev/null || true
+      die "pgbouncer did not start (log above)"
+    fi
+    note "pgbouncer did not listen on $port; trying another port"
+  done
+  env_set HISTORYD_TEST_POOLER_ "export HISTORYD_TEST_POOLER_TX_DSN='postgres://$SUPERUSER@127.0.0.1:$port/${DB}_tx?sslmode=disable'
+export HISTORYD_TEST_POOLER_SESSION_DSN='postgres://$SUPERUSER@127.0.0.1:$port/${DB}_session?sslmode=disable'
+export HISTORYD_TEST_POOLER_ROLE='$POOLER_ROLE'
+export HISTORYD_TEST_POOLER_PORT='$port'"
+  note "$("$pgb" --version 2>/dev/null | head -n 1) on 127.0.0.1:$port in front of $PGDIR_"
+}
+
+pooler_stop() {
+  [[ -n ${PGDIR_:-} && -d $PGDIR_/pgbouncer ]] || return 0
+  kill_pidfile "$PGDIR_/pgbouncer/pgbouncer.pid"
+  rm -rf -- "$PGDIR_/pgbouncer"
+  if [[ -f $ENV_FILE ]]; then env_set HISTORYD_TEST_POOLER_; fi
+  note "stopped pgbouncer of $PGDIR_"
+}
+
+cmd_standby_start() {
+  local hot=on
+  case ${1:-} in
+    "") ;;
+    --no-hot-standby) hot=off ;;
+    *) die "standby start: unknown option $1" ;;
+  esac
+  running || die "no running test cluster (env file $ENV_FILE): run scripts/pg-test.sh start"
+  local bin sdir=$PGDIR_/standby port
+  bin=$(cluster_bin)
+  [[ ! -d $sdir ]] || die "a standby exists in $sdir: scripts/pg-test.sh standby stop first"
+  pick_user
+  if ! as_user "$bin/pg_basebackup" -h "$PGDIR_" -p "$PGPORT_" -U "$SUPERUSER" -D "$sdir" -R -X stream -c fast --no-sync \
+      >"$PGDIR_/standby-basebackup.log" 2>&1; then
+    cat "$PGDIR_/standby-basebackup.log" >&2
+    rm -rf -- "$sdir"
+    die "pg_basebackup failed (output above)"
+  fi
+  port=$(free_port)
+  cat >>"$sdir/postgresql.conf" <<CONF
+# historyd test standby
+port = $port
+hot_standby = $hot
+CONF
+  if ! as_user "$bin/pg_ctl" -D "$sdir" -l "$PGDIR_/standby.log" -w -t 60 start >/dev/null 2>&1; then
+    tail -n 30 "$PGDIR_/standby.log" >&2 2>/dev/null || true
+    die "pg_ctl start failed for the standby (log above)"
+  fi
+  env_set HISTORYD_TEST_STANDBY_ "export HISTORYD_TEST_STANDBY_DSN='postgres://$SUPERUSER@127.0.0.1:$port/$DB?sslmode=disable'
+export HISTORYD_TEST_STANDBY_PORT='$port'"
+  note "standby (hot_standby = $hot) of $PGDIR_ on 127.0.0.1:$port"
+}
+
+cmd_standby_promote() {
+  load_env || die "no test cluster (env file $ENV_FILE)"
+  [[ -f $PGDIR_/standby/postmaster.pid ]] || die "no standby running in $PGDIR_/standby"
+  local bin
+  bin=$(cluster_bin)
+  pick_user
+  as_user "$bin/pg_ctl" -D "$PGDIR_/standby" -w -t 60 promote >/dev/null \
+    || die "pg_ctl promote failed (see $PGDIR_/standby.log)"
+  note "promoted the standby of $PGDIR_"
+}
+
+standby_stop() {
+  local bin=$1
+  [[ -n ${PGDIR_:-} && -d $PGDIR_/standby ]] || return 0
+  if [[ -f $PGDIR_/standby/postmaster.pid ]]; then
+    pick_user
+    as_user "$bin/pg_ctl" -D "$PGDIR_/standby" -m fast -w -t 60 stop >/dev/null 2>&1 \
+      || as_user "$bin/pg_ctl" -D "$PGDIR_/standby" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+  fi
+  rm -rf -- "$PGDIR_/standby"
+  if [[ -f $ENV_FILE ]]; then env_set HISTORYD_TEST_STANDBY_; fi
+  note "stopped the standby of $PGDIR_"
 }
 
 cmd_start() {
@@ -231,6 +448,8 @@ cmd_stop() {
   fi
   local bin=${PGBIN_:-}
   [[ -x $bin/pg_ctl ]] || bin=$(find_bin 2>/dev/null || echo /nonexistent)
+  pooler_stop
+  standby_stop "$bin"
   if [[ -f $PGDIR_/data/postmaster.pid ]]; then
     pick_user
     as_user "$bin/pg_ctl" -D "$PGDIR_/data" -m fast -w -t 60 stop >/dev/null \
@@ -326,5 +545,18 @@ case ${1:-} in
   restart) cmd_restart "${2:-fast}" ;;
   halt) cmd_halt "${2:-fast}" ;;
   resume) cmd_resume ;;
-  *) echo "usage: $0 start|stop|env|status|psql [args]|restart [MODE]|halt [MODE]|resume" >&2; exit 2 ;;
+  pooler)
+    case ${2:-} in
+      start) cmd_pooler_start ;;
+      stop) load_env || die "no test cluster (env file $ENV_FILE)"; pooler_stop ;;
+      *) die "usage: $0 pooler start|stop" ;;
+    esac ;;
+  standby)
+    case ${2:-} in
+      start) cmd_standby_start "${3:-}" ;;
+      promote) cmd_standby_promote ;;
+      stop) load_env || die "no test cluster (env file $ENV_FILE)"; standby_stop "$(cluster_bin)" ;;
+      *) die "usage: $0 standby start [--no-hot-standby]|promote|stop" ;;
+    esac ;;
+  *) echo "usage: $0 start|stop|env|status|psql [args]|restart [MODE]|halt [MODE]|resume|pooler start|stop|standby start|promote|stop" >&2; exit 2 ;;
 esac

@@ -9,6 +9,12 @@
 #   be able to create schemas and roles, see scripts/pg-test.sh). Otherwise a
 #   throwaway cluster is started with scripts/pg-test.sh and stopped again on
 #   exit, unless it was already running (or PG_TEST_KEEP=1).
+# - PgBouncer: in front of that cluster, scripts/pg-test.sh pooler start
+#   (Debian's pgbouncer, installed when missing) provides
+#   HISTORYD_TEST_POOLER_TX_DSN, HISTORYD_TEST_POOLER_SESSION_DSN and
+#   HISTORYD_TEST_POOLER_ROLE. With HISTORYD_TEST_DSN set, set those too, for
+#   a PgBouncer in front of it (see scripts/pg-test.sh); the tests that need
+#   them fail without.
 # - HISTORYD_TEST_PYTHON: the venv python of scripts/pyenv.sh.
 # - HISTORYD_TEST_NODE: test/conformance/js, its node_modules from
 #   scripts/nodeenv.sh.
@@ -37,6 +43,7 @@ if [[ -z ${HISTORYD_TEST_DSN:-} ]]; then
     scripts/pg-test.sh start
     started=1
   fi
+  scripts/pg-test.sh pooler start
   eval "$(scripts/pg-test.sh env)"
 fi
 

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/historyd/historyd/buildinfo"
@@ -72,6 +73,16 @@ type Config struct {
 	// Build is what historyd_build_info reports; zero: the binary's own
 	// build information (buildinfo.Read), without link-time values.
 	Build buildinfo.Info
+	// TracerProvider turns on OpenTelemetry tracing (tracing.FromEnv builds
+	// one from the OTEL_* variables): a span for every call (see
+	// service.Options.TracerProvider) and for the store's index and state
+	// reads (store.SpanIndex, store.SpanReadState). The backend's statements
+	// are traced by the backend: open it with WithTracing and the same
+	// provider. Nil, the default: nothing is installed. The caller shuts the
+	// provider down once the server has stopped, so that the last calls'
+	// spans are sent. Leave Store.TracerProvider and Service.TracerProvider
+	// nil: New sets them.
+	TracerProvider trace.TracerProvider
 	// HealthInterval is how often the health service probes the store
 	// while the server serves. Default 2s.
 	HealthInterval time.Duration
@@ -124,17 +135,23 @@ type Server struct {
 
 // New builds the server over cfg.Store.Backend. It probes the store once,
 // for at most 5 seconds: a store that answers is reported SERVING from the
-// start; one that holds no checkpoint tables historyd can read fails New
-// with an error wrapping store.ErrNotCheckpointStore, since serving it
-// could never work; one that does not answer is logged and reported
-// NOT_SERVING until a later probe finds it answering, since a database
-// may well come up after historyd. Nothing is served until Serve.
+// start; one that holds no checkpoint tables historyd can read, or refuses
+// it for good (no such database, a login refused), fails New with an error
+// wrapping store.ErrNotCheckpointStore, since serving it could never work;
+// one that does not answer is logged and reported NOT_SERVING until a
+// later probe finds it answering, since a database may well come up after
+// historyd. A store that answers has its newest checkpoints sampled, and a
+// configured channel none of them holds is logged as a warning naming the
+// channels they do hold; so is the first thread listed whose checkpoints
+// hold none. Nothing is served until Serve.
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	switch {
 	case cfg.Store.Backend == nil:
 		return nil, errors.New("server: Config.Store.Backend is required (OpenBackend opens one from a DSN)")
 	case cfg.Service.Metrics != nil:
 		return nil, errors.New("server: Config.Service.Metrics is set by New; turn metrics on with Config.Metrics")
+	case cfg.Store.TracerProvider != nil || cfg.Service.TracerProvider != nil:
+		return nil, errors.New("server: Config.Store.TracerProvider and Config.Service.TracerProvider are set by New; turn tracing on with Config.TracerProvider")
 	case cfg.HealthInterval < 0:
 		return nil, fmt.Errorf("server: Config.HealthInterval %s: must not be negative (0 is the default, 2s)", cfg.HealthInterval)
 	}
@@ -153,6 +170,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Service.Metrics = s.m.GRPC
 		cfg.Service.MetricsAllMethods = cfg.MetricsAllMethods
 	}
+	cfg.Store.TracerProvider, cfg.Service.TracerProvider = cfg.TracerProvider, cfg.TracerProvider
+	channels := newChannelCheck(log, cfg.Store.MessagesChannel, cfg.Store.StateChannels)
+	cfg.Store.Backend = newChannelWatch(cfg.Store.Backend, channels)
 	s.st = store.New(cfg.Store)
 	if s.m != nil {
 		s.m.WatchStore(s.st)
@@ -169,6 +189,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		log.Warn("store unreachable at start; serving NOT_SERVING until it answers", "err", err)
 	default:
 		s.svc.SetServing(true)
+		channels.checkAtStart(ctx, cfg.Store.Backend)
 	}
 
 	// The interceptor chain and codec, then whatever the caller adds.

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
@@ -27,8 +29,71 @@ func newSpliceCodec() spliceCodec { return spliceCodec{base: encoding.GetCodecV2
 // Name is the content subtype this codec serves in place of gRPC's own.
 func (c spliceCodec) Name() string { return grpcproto.Name }
 
-// Unmarshal is gRPC's own.
-func (c spliceCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.base.Unmarshal(data, v) }
+// Unmarshal is gRPC's own, but for a message whose string fields hold
+// invalid UTF-8, which gRPC's codec refuses and gRPC then fails as
+// INTERNAL ("failed to unmarshal"): such a message is decoded with those
+// fields holding the bytes as sent, so that request validation refuses it
+// as INVALID_ARGUMENT naming the field, like every other malformed
+// request. Anything else that does not parse is refused as gRPC refuses
+// it.
+func (c spliceCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.base.Unmarshal(data, v)
+	if err == nil {
+		return nil
+	}
+	m, ok := v.(proto.Message)
+	if !ok || unmarshalRawStrings(data.Materialize(), m) != nil {
+		return err
+	}
+	return nil
+}
+
+// unmarshalRawStrings decodes b into m, setting m's top-level string
+// fields (request messages have no others) without checking that they are
+// UTF-8: every other field is decoded, and checked, as proto.Unmarshal
+// decodes it. Repeated strings keep their order.
+func unmarshalRawStrings(b []byte, m proto.Message) error {
+	fields := m.ProtoReflect().Descriptor().Fields()
+	type raw struct {
+		fd protoreflect.FieldDescriptor
+		v  []byte
+	}
+	var strs []raw
+	var rest []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		size := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if size < 0 {
+			return protowire.ParseError(size)
+		}
+		if fd := fields.ByNumber(num); fd != nil && fd.Kind() == protoreflect.StringKind && !fd.IsMap() && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b[n:])
+			strs = append(strs, raw{fd, v})
+		} else {
+			rest = append(rest, b[:n+size]...)
+		}
+		b = b[n+size:]
+	}
+	if len(strs) == 0 {
+		return errors.New("no string field to decode leniently")
+	}
+	if err := proto.Unmarshal(rest, m); err != nil {
+		return err
+	}
+	r := m.ProtoReflect()
+	for _, s := range strs {
+		v := protoreflect.ValueOfString(string(s.v))
+		if s.fd.IsList() {
+			r.Mutable(s.fd).List().Append(v)
+		} else {
+			r.Set(s.fd, v)
+		}
+	}
+	return nil
+}
 
 // Marshal splices the state responses and passes anything else on. Each
 // response is planned first (its small parts encoded, its entries listed,

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -198,9 +197,6 @@ func clampInt32(n int) int32 {
 // fail turns err into the status the caller gets, logging what the caller
 // cannot act on.
 func (s *Server) fail(ctx context.Context, method string, err error) error {
-	st := toStatus(err)
-	if st.Code() == codes.Internal {
-		s.log.ErrorContext(ctx, "internal error", "method", method, "err", err)
-	}
-	return st.Err()
+	logCause(ctx, s.log, method, err)
+	return toStatus(err).Err()
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -15,6 +16,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -37,6 +39,11 @@ type Options struct {
 	ThreadIDs ThreadIDLogging
 	// ThreadIDSalt keys the thread id hash. Empty: random per process.
 	ThreadIDSalt []byte
+	// LogSuccessEvery logs one successful ThreadHistory call in this many
+	// at info and the others at debug: formatting and writing a line for
+	// every call costs a tenth of a small call's CPU. Failed calls are
+	// always logged at their level. 0 and 1 log every call.
+	LogSuccessEvery int
 
 	// TLS, when set, serves TLS with this configuration (see
 	// auth.ServerTLS). Nil serves plaintext.
@@ -51,6 +58,13 @@ type Options struct {
 	Metrics *grpcprom.ServerMetrics
 	// MetricsAllMethods counts health and reflection calls in Metrics too.
 	MetricsAllMethods bool
+	// TracerProvider, when set, traces every call but health checks and
+	// reflection (otelgrpc's server handler), as a child of the caller's
+	// span when the call carries W3C trace context. No span names a thread
+	// in clear: the span has the thread's hash under AttrThread, as the
+	// request log has it (none with ThreadIDsOmitted), and a status message
+	// naming the thread is redacted as logs are. Nil: nothing is installed.
+	TracerProvider trace.TracerProvider
 	// DisableReflection answers server reflection as an unknown service.
 	DisableReflection bool
 	// StateChannels are the state channels the deployment's store serves;
@@ -98,7 +112,8 @@ type Options struct {
 //     prefetchStream);
 //  3. request logging (method, code, duration, tenant, thread hash), at
 //     info or above, except successful health and reflection calls: at
-//     debug, since probes would otherwise drown the calls that matter;
+//     debug, since probes would otherwise drown the calls that matter; and
+//     with LogSuccessEvery, all but one in that many successful calls;
 //  4. panic recovery: Internal, logged with the stack, the process lives on;
 //  5. per-call limits: the response size limit and the deadline cap;
 //  6. reflection switch (streams only);
@@ -107,9 +122,10 @@ type Options struct {
 //  9. tenant isolation (see isolation), which sends denied calls to the
 //     same handlers over an empty store;
 //
-// then the handler, which validates the request. An interceptor added to
-// this chain sees responses whose state entries are still encoded, their
-// getters unset (see toTurnState); one that must read entries reads them
+// then the handler, which validates the request. With TracerProvider set,
+// otelgrpc's stats handler traces the call around all of them. An
+// interceptor added to this chain sees responses whose state entries are
+// still encoded, their getters unset (see toTurnState); one that must read entries reads them
 // from a copy made with Decoded.
 //
 // server.New is the one place a grpc.Server is built with these options;
@@ -130,6 +146,9 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		}),
 	}
 	openLogOpts := append(slices.Clone(logOpts), logging.WithLevels(openServiceLevel))
+	if o.LogSuccessEvery > 1 {
+		logOpts = append(logOpts, logging.WithLevels(sampledLevel(uint64(o.LogSuccessEvery))))
+	}
 	recoverOpts := []recovery.Option{
 		recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 			log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
@@ -196,6 +215,11 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		// growing its stack anew (a tenth of a small call's CPU).
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
+	if o.TracerProvider != nil {
+		// A stats handler sees each call before the first interceptor and
+		// after the last, so the span covers all of the chain.
+		opts = append(opts, grpc.StatsHandler(tracingHandler(o.TracerProvider, tagger)))
+	}
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
 	}
@@ -226,6 +250,19 @@ func openServiceLevel(code codes.Code) logging.Level {
 		return logging.LevelDebug
 	}
 	return logging.DefaultServerCodeToLevel(code)
+}
+
+// sampledLevel is the request log's level for ThreadHistory calls with
+// LogSuccessEvery set: info for one successful call in every, counting
+// from the first, debug for the others; as for any call when they fail.
+func sampledLevel(every uint64) logging.CodeToLevel {
+	var calls atomic.Uint64
+	return func(code codes.Code) logging.Level {
+		if code == codes.OK && (calls.Add(1)-1)%every != 0 {
+			return logging.LevelDebug
+		}
+		return logging.DefaultServerCodeToLevel(code)
+	}
 }
 
 // slogAdapter lets go-grpc-middleware's logging write through slog.

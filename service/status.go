@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -17,6 +19,14 @@ import (
 type statusRule struct {
 	code  codes.Code
 	match func(error) bool
+	// message, when set, is what the caller reads instead of the error's
+	// own text: that text can name the database's host, port, role,
+	// database, schema or tables, which a tenant has no business knowing,
+	// and nothing a caller could act on.
+	message string
+	// log, when set, logs the error's own text at this level, so that what
+	// the caller is not told is in the operator's log.
+	log *slog.Level
 }
 
 func is(target error) func(error) bool {
@@ -30,24 +40,56 @@ func as[T error]() func(error) bool {
 	}
 }
 
+func level(l slog.Level) *slog.Level { return &l }
+
+// The messages callers read in place of causes they must not see.
+const (
+	// MessageUnavailable is UNAVAILABLE's message when the checkpoint
+	// store cannot be reached.
+	MessageUnavailable = "checkpoint store unavailable; retry"
+	// MessageMisconfigured is FAILED_PRECONDITION's message when historyd
+	// cannot read the checkpoint tables (none where configured, a missing
+	// grant, a login refused): the operator's to fix, the log says what.
+	MessageMisconfigured = "checkpoint store misconfigured: historyd cannot read its checkpoint tables; the server logged why"
+	// MessageInternal is INTERNAL's message.
+	MessageInternal = "internal error; the server logged the cause"
+)
+
 var statusRules = []statusRule{
-	{codes.InvalidArgument, as[*FieldError]()},
-	{codes.DeadlineExceeded, is(context.DeadlineExceeded)},
-	{codes.Canceled, is(context.Canceled)},
-	{codes.Unavailable, is(store.ErrUnavailable)},
+	// A field error names the caller's own field and limit.
+	{code: codes.InvalidArgument, match: as[*FieldError]()},
+	{code: codes.DeadlineExceeded, match: is(context.DeadlineExceeded), message: "deadline exceeded before the checkpoint store answered"},
+	{code: codes.Canceled, match: is(context.Canceled), message: "call cancelled"},
+	{code: codes.Unavailable, match: is(store.ErrUnavailable), message: MessageUnavailable, log: level(slog.LevelWarn)},
 	// The thread changed twice while it was read; a retry reads it afresh.
-	{codes.Unavailable, is(store.ErrStale)},
-	{codes.FailedPrecondition, is(store.ErrNotCheckpointStore)},
+	{code: codes.Unavailable, match: is(store.ErrStale), message: "thread changed while it was read; retry"},
+	{code: codes.FailedPrecondition, match: is(store.ErrNotCheckpointStore), message: MessageMisconfigured, log: level(slog.LevelError)},
 	// A value historyd will not decode (pickle, encrypted, delta channels) is
-	// a deployment choice, not damage.
-	{codes.FailedPrecondition, as[*lgcodec.UnsupportedError]()},
-	{codes.ResourceExhausted, as[*lgcodec.LimitError]()},
-	{codes.DataLoss, as[*store.DecodeError]()},
+	// a deployment choice, not damage. The message names the caller's own
+	// thread, checkpoint and channel, and the format: nothing of the
+	// database.
+	{code: codes.FailedPrecondition, match: as[*lgcodec.UnsupportedError]()},
+	{code: codes.ResourceExhausted, match: as[*lgcodec.LimitError]()},
+	{code: codes.DataLoss, match: as[*store.DecodeError]()},
+}
+
+// internalRule is what an error no rule knows maps to: the cause (driver
+// messages, thread ids) is for the operator's log, which fail writes; the
+// caller learns only that it was not their fault.
+var internalRule = statusRule{code: codes.Internal, message: MessageInternal, log: level(slog.LevelError)}
+
+// ruleFor returns the rule err maps to.
+func ruleFor(err error) statusRule {
+	for _, r := range statusRules {
+		if r.match(err) {
+			return r
+		}
+	}
+	return internalRule
 }
 
 // toStatus maps an error from validation or the store to the gRPC status
-// the caller sees. It is the only place codes are chosen. Errors no rule
-// knows become Internal with a generic message; the cause goes to the log.
+// the caller sees. It is the only place codes and messages are chosen.
 func toStatus(err error) *status.Status {
 	if err == nil {
 		return status.New(codes.OK, "")
@@ -55,23 +97,14 @@ func toStatus(err error) *status.Status {
 	if s, ok := status.FromError(err); ok {
 		return s
 	}
-	code := codes.Internal
-	for _, r := range statusRules {
-		if r.match(err) {
-			code = r.code
-			break
-		}
+	r := ruleFor(err)
+	msg := r.message
+	if msg == "" {
+		msg = err.Error()
 	}
-	msg := err.Error()
-	if code == codes.Internal {
-		// The cause (driver messages, thread ids) is for the operator's log,
-		// which fail writes; the caller learns only that it was not their
-		// fault.
-		msg = "internal error; the server logged the cause"
-	}
-	st := status.New(code, msg)
+	st := status.New(r.code, msg)
 	var fe *FieldError
-	if code == codes.InvalidArgument && errors.As(err, &fe) {
+	if r.code == codes.InvalidArgument && errors.As(err, &fe) {
 		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
 			Field:       fe.Field,
 			Description: fe.Reason,
@@ -80,4 +113,29 @@ func toStatus(err error) *status.Status {
 		}
 	}
 	return st
+}
+
+// logCause logs, on one line, the cause of a failed call that the
+// caller's status leaves out.
+func logCause(ctx context.Context, log *slog.Logger, method string, err error) {
+	if err == nil {
+		return
+	}
+	if _, ok := status.FromError(err); ok {
+		return
+	}
+	r := ruleFor(err)
+	if r.log == nil {
+		return
+	}
+	log.Log(ctx, *r.log, "call failed; the caller was not told why", "method", method, "code", r.code.String(), "err", oneLine(err.Error()))
+}
+
+// oneLine folds text spanning lines or holding tabs into one line, so that
+// a log record is one line in any handler.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\n\r\t") {
+		return s
+	}
+	return strings.Join(strings.Fields(s), " ")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -48,6 +49,54 @@ func TestDecodeErrorNamesWhere(t *testing.T) {
 	for _, want := range []string{`"t1"`, "1f0c-0003", `"tool_state"`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q does not name %s", msg, want)
+		}
+	}
+}
+
+// TestStatusHidesTheDatabase: the statuses whose causes can name the
+// database (its host, port, role, database, schema or tables) send a fixed
+// message, and the cause goes to the log on one line.
+func TestStatusHidesTheDatabase(t *testing.T) {
+	const secret = "failed to connect to `user=app_role database=app_db`:\n\t10.1.2.3:6543 (db.internal): dial error: connection refused\n\t[::1]:6543: refused"
+	for _, tt := range []struct {
+		err  error
+		code codes.Code
+		log  string
+	}{
+		{fmt.Errorf("list: %w: %s", store.ErrUnavailable, secret), codes.Unavailable, "WARN"},
+		{fmt.Errorf("%w: role \"app_role\" may not SELECT from \"app_schema\".\"checkpoints\"", store.ErrNotCheckpointStore), codes.FailedPrecondition, "ERROR"},
+		{errors.New("postgres: " + secret), codes.Internal, "ERROR"},
+		{fmt.Errorf("%s: %w", secret, context.DeadlineExceeded), codes.DeadlineExceeded, ""},
+		{fmt.Errorf("%s: %w", secret, context.Canceled), codes.Canceled, ""},
+		{fmt.Errorf("%s: %w", secret, store.ErrStale), codes.Unavailable, ""},
+	} {
+		st := toStatus(tt.err)
+		if st.Code() != tt.code {
+			t.Errorf("toStatus(%q) = %v, want %v", tt.err, st.Code(), tt.code)
+		}
+		for _, leak := range []string{"app_role", "app_db", "app_schema", "10.1.2.3", "6543", "db.internal", "checkpoints\""} {
+			if strings.Contains(st.Message(), leak) {
+				t.Errorf("%v message %q shows %q", st.Code(), st.Message(), leak)
+			}
+		}
+		var buf strings.Builder
+		logCause(context.Background(), slog.New(slog.NewTextHandler(&buf, nil)), "Snapshot", tt.err)
+		line := buf.String()
+		if tt.log == "" {
+			if line != "" {
+				t.Errorf("%v logged %q; the caller's own deadline or cancellation is not the operator's to read", st.Code(), line)
+			}
+			continue
+		}
+		if !strings.Contains(line, "level="+tt.log) || !strings.Contains(line, "method=Snapshot") {
+			t.Errorf("%v cause logged as %q; want level %s and the method", st.Code(), line, tt.log)
+		}
+		if strings.Count(line, "\n") != 1 || strings.Contains(line, `\n`) || strings.Contains(line, `\t`) || strings.Contains(line, "\t") {
+			t.Errorf("%v cause not logged as one plain line: %q", st.Code(), line)
+		}
+		want := "app_role"
+		if !strings.Contains(line, want) {
+			t.Errorf("%v cause logged as %q; want the cause itself", st.Code(), line)
 		}
 	}
 }

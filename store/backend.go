@@ -128,6 +128,14 @@ type Backend interface {
 	// EachWrite hands fn every write to channel attached to the checkpoints
 	// of ids, in any order.
 	EachWrite(ctx context.Context, ref Ref, channel string, ids []string, fn func(Write) error) error
+	// Newest hands fn up to limit of the most recently written
+	// checkpoints, newest first: the thread's in ref's namespace, or, with
+	// ref nil, any thread's. It is for sampling which channels the store's
+	// checkpoints hold, so it reads cheaply rather than exactly: across
+	// threads, a backend may sample the most recently stored rows rather
+	// than sort every checkpoint by id. Rows are as List's, except that a
+	// row projected to chosen channels' versions holds every channel's.
+	Newest(ctx context.Context, ref *Ref, limit int, fn func(Row) error) error
 	// Ping reports whether the storage can be reached and holds checkpoint
 	// tables historyd may read.
 	Ping(ctx context.Context) error
@@ -164,6 +172,9 @@ func (Empty) EachValue(_ context.Context, _ Ref, _ string, ids []string, fn func
 
 // EachWrite implements Backend: there are no writes.
 func (Empty) EachWrite(context.Context, Ref, string, []string, func(Write) error) error { return nil }
+
+// Newest implements Backend: there are no checkpoints.
+func (Empty) Newest(context.Context, *Ref, int, func(Row) error) error { return nil }
 
 // Ping implements Backend: an empty store is always reachable.
 func (Empty) Ping(context.Context) error { return nil }

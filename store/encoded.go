@@ -113,7 +113,9 @@ func (s *Store) ReadEncoded(ctx context.Context, ref Ref, channel string, pick f
 // encodedStates reads the turns' states from the cache when the refresh
 // that derived them saw their last checkpoints (sn), and from the backend
 // otherwise, which is also what notices a last checkpoint since deleted.
-func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *index, turns []Turn, keys []string, enc Encoder, sn seen) ([]EncodedState, error) {
+func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *index, turns []Turn, keys []string, enc Encoder, sn seen) (_ []EncodedState, err error) {
+	ctx, sp := s.startSpan(ctx, SpanReadState)
+	defer func() { endSpan(sp, err) }()
 	lineage := ix.minID
 	out := make([]EncodedState, len(turns))
 	var miss []int
@@ -135,6 +137,8 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 	}
 	s.stateHits.Add(int64(len(turns) - len(miss)))
 	s.stateMisses.Add(int64(len(miss)))
+	note(ctx, AttrStateChannel.String(channel), AttrStateTurns.Int(len(turns)),
+		AttrStateCacheHits.Int(len(turns)-len(miss)), AttrStateCacheMisses.Int(len(miss)))
 	if len(miss) == 0 {
 		return out, nil
 	}
@@ -152,6 +156,7 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 	// Turns that ended on the same version share one decoding.
 	decoded := map[string]EncodedState{}
 	unstored := map[string][]int{} // version → turns whose value is rebuilt
+	bytesDecoded := 0
 	each := func(j int, b Blob) error {
 		i := miss[j]
 		t := turns[i]
@@ -176,6 +181,7 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 		if !cacheable {
 			only = keep
 		}
+		bytesDecoded += len(b.Data)
 		st, err := s.encodeState(b, channel, only, enc)
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: t.End.ID, Channel: channel, Err: err}
@@ -189,7 +195,9 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 	}
 	// Decoded straight from the driver's buffer where the backend allows:
 	// the encodings never alias the blob.
-	if err := s.eachValue(ctx, ref, channel, ids, each); err != nil {
+	err = s.eachValue(ctx, ref, channel, ids, each)
+	note(ctx, AttrStateBytesDecoded.Int(bytesDecoded), AttrStateDeltaRebuild.Bool(len(unstored) > 0))
+	if err != nil {
 		return nil, err
 	}
 	if len(unstored) > 0 {

@@ -11,7 +11,9 @@ var ErrUnavailable = errors.New("checkpoint store unavailable")
 
 // ErrNotCheckpointStore marks storage where historyd cannot read LangGraph
 // checkpoint tables: none where it was told to look (wrong database, schema
-// or file), or its role lacks SELECT on them.
+// or file), its role lacks SELECT on them, or the server refuses its login.
+// Unlike ErrUnavailable it does not heal by waiting: the configuration or
+// the database's grants must change.
 var ErrNotCheckpointStore = errors.New("cannot read LangGraph checkpoint tables")
 
 // ErrStale marks a read that found a turn's last checkpoint deleted since

@@ -51,8 +51,9 @@ func ProbeEach(ctx context.Context, b Backend, ps []Probe) ([]ProbeResult, error
 }
 
 // probeTimeout bounds a shared probe: it serves several callers, so no one
-// caller's deadline (or cancellation) may cut it short for the others,
-// and each caller stops waiting at its own.
+// caller's deadline (or cancellation) may cut it short for the others;
+// each caller stops waiting at its own, and the probe is cancelled once
+// none waits.
 const probeTimeout = 30 * time.Second
 
 // prober shares freshness probes between concurrent reads. A read's probe
@@ -77,6 +78,17 @@ type probeCall struct {
 	done chan struct{}
 	res  ProbeResult
 	err  error
+	// batch is the batch that was sent with the probe; nil while pending.
+	batch *probeSend
+	// panicked is what the probe panicked with (see refreshCall).
+	panicked any
+}
+
+// probeSend is one Backend.Probe call and how many reads still wait for
+// it: when none does, it is cancelled.
+type probeSend struct {
+	cancel  context.CancelFunc
+	waiting int
 }
 
 // probe answers p, sharing the statement with the reads arriving meanwhile.
@@ -92,8 +104,21 @@ func (pr *prober) probe(ctx context.Context, p Probe) (ProbeResult, error) {
 	}
 	select {
 	case <-c.done:
+		if c.panicked != nil {
+			panic(c.panicked)
+		}
 		return c.res, c.err
 	case <-ctx.Done():
+		pr.mu.Lock()
+		if b := c.batch; b != nil {
+			if b.waiting--; b.waiting == 0 {
+				b.cancel()
+			}
+		} else {
+			// Still waiting to be sent: leave the queue.
+			pr.pending = slices.DeleteFunc(pr.pending, func(p *probeCall) bool { return p == c })
+		}
+		pr.mu.Unlock()
 		return ProbeResult{}, ctx.Err()
 	}
 }
@@ -110,16 +135,20 @@ func (pr *prober) run(ctx context.Context) {
 			pr.mu.Unlock()
 			return
 		}
+		bctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		b := &probeSend{cancel: cancel, waiting: len(batch)}
+		for _, c := range batch {
+			c.batch = b
+		}
 		pr.mu.Unlock()
-		pr.send(ctx, batch)
+		pr.send(bctx, batch)
+		cancel()
 	}
 }
 
 // send answers one batch with one Backend.Probe call, one probe per
 // thread: the smallest After and every Verify id of the calls for it.
 func (pr *prober) send(ctx context.Context, batch []*probeCall) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
 	var ps []Probe
 	at := make(map[Ref]int, len(batch))
 	for _, c := range batch {
@@ -137,7 +166,15 @@ func (pr *prober) send(ctx context.Context, batch []*probeCall) {
 			}
 		}
 	}
-	res, err := pr.b.Probe(ctx, ps)
+	var res []ProbeResult
+	var err error
+	if p := runRecovering(func() { res, err = pr.b.Probe(ctx, ps) }); p != nil {
+		for _, c := range batch {
+			c.panicked = p
+			close(c.done)
+		}
+		return
+	}
 	if err == nil && len(res) != len(ps) {
 		err = fmt.Errorf("probe of %d threads answered %d", len(ps), len(res))
 	}

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/singleflight"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/reduce"
@@ -55,6 +55,9 @@ type Config struct {
 	// whose stored value is larger than a quarter of the bound is never
 	// cached. Default 64 MiB; negative disables the cache.
 	CacheStateBytes int
+	// TracerProvider, when set, traces the turn index's refreshes and the
+	// state reads (SpanIndex, SpanReadState). Nil: no spans, no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultMessagesChannel and DefaultStateChannel are the channels a Store
@@ -95,7 +98,9 @@ type Store struct {
 	limits   lgcodec.Limits
 	indexes  *lru[Ref, *index]
 	recount  time.Duration
-	flight   singleflight.Group
+	// refreshes shares refreshes of a thread that no turn's check ties to
+	// the asking read (see indexChecking).
+	refreshes refreshes
 	// probes shares the warm path's freshness probes between reads.
 	probes  *prober
 	encoded *lru[stateKey, EncodedState]
@@ -103,6 +108,8 @@ type Store struct {
 	stateHits, stateMisses atomic.Int64
 	// stateAdmit is the largest stored state value the state cache takes.
 	stateAdmit int
+	// tracer starts the store's spans; nil when the store is not traced.
+	tracer trace.Tracer
 }
 
 // New returns a Store reading through cfg.Backend. A configuration
@@ -110,7 +117,7 @@ type Store struct {
 // that need it.
 func New(cfg Config) *Store {
 	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, states: slices.Clone(cfg.StateChannels), limits: cfg.Limits,
-		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}}
+		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider)}
 	if s.messages == "" {
 		s.messages = DefaultMessagesChannel
 	}
@@ -206,29 +213,15 @@ func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
 // which of the checkpoints in verify still exist; seen says which
 // checkpoints the read saw. Concurrent calls with nothing to verify share
 // one read.
-func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (*index, seen, error) {
+func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (_ *index, _ seen, err error) {
+	ctx, sp := s.startSpan(ctx, SpanIndex)
+	defer func() { endSpan(sp, err) }()
 	if len(verify) > 0 {
 		return s.refresh(ctx, ref, verify)
 	}
-	type result struct {
-		ix   *index
-		seen seen
-	}
-	key := ref.ThreadID + "\x00" + ref.Namespace
-	v, err, _ := s.flight.Do(key, func() (any, error) {
-		ix, sn, err := s.refresh(ctx, ref, nil)
-		return result{ix, sn}, err
-	})
-	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		// The shared read ended with another caller's context; ours still
-		// stands.
+	return s.refreshes.do(ctx, ref, func(ctx context.Context) (*index, seen, error) {
 		return s.refresh(ctx, ref, nil)
-	}
-	if err != nil {
-		return nil, seen{}, err
-	}
-	r := v.(result)
-	return r.ix, r.seen, nil
+	})
 }
 
 // seen is what one refresh saw of a thread's checkpoints: a cached state is
@@ -321,6 +314,8 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 		if err != nil {
 			return nil, seen{}, err
 		}
+		note(ctx, AttrIndexCache.String("hit"), AttrIndexListed.Int(len(newer)),
+			AttrIndexCheckpoints.Int(len(old.checkpoints)+len(newer)), AttrIndexTurns.Int(old.hist.Total))
 		sn := seen{after: old.maxID, present: make(map[string]bool, len(census.Present))}
 		for _, id := range census.Present {
 			sn.present[id] = true
@@ -353,6 +348,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 			// append to a copy.
 			all := append(slices.Clip(old.checkpoints), placed...)
 			ix := s.build(ref, all, old.thread, counted)
+			note(ctx, AttrIndexTurns.Int(ix.hist.Total))
 			return ix, sn, nil
 		}
 	}
@@ -361,6 +357,11 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 	if err != nil {
 		return nil, seen{}, err
 	}
+	cache := "miss"
+	if cached {
+		cache = "invalidated"
+	}
+	note(ctx, AttrIndexCache.String(cache), AttrIndexListed.Int(len(cps)), AttrIndexCheckpoints.Int(len(cps)))
 	// Read afresh, cold or not: after a deletion, what the store answers
 	// must rest on what is left, not on what it happened to read before
 	// (a DeltaChannel's list read at a checkpoint since deleted may be
@@ -370,7 +371,9 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 	if err != nil {
 		return nil, seen{}, err
 	}
-	return s.build(ref, placed, th, counted), seen{all: true}, nil
+	ix := s.build(ref, placed, th, counted)
+	note(ctx, AttrIndexTurns.Int(ix.hist.Total))
+	return ix, seen{all: true}, nil
 }
 
 // build derives the history of cps and caches the index.
@@ -415,6 +418,9 @@ type threadData struct {
 	byID      map[string]int32
 	// versions maps a messages version to what the list holds.
 	versions map[string]held
+	// tip is the version extend recorded last, the one version whose asks
+	// may grow in place (see extend).
+	tip string
 }
 
 // held is what one messages version's list holds.
@@ -451,7 +457,34 @@ func (th *threadData) learn(version string, count int, list []lgcodec.Message) h
 func (th *threadData) learnAs(version string, h held, list []lgcodec.Message) held {
 	th.mu.Lock()
 	defer th.mu.Unlock()
-	place := 0
+	return th.learnLocked(version, h, 0, list)
+}
+
+// extend records what a messages version holds that is the version from
+// plus the messages of tail (lgcodec.AppendReader): from's questions, then
+// tail's. count is the whole list's length.
+func (th *threadData) extend(version, from string, count int, tail []lgcodec.Message) held {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	base := th.versions[from]
+	asks := base.asks
+	if from != th.tip {
+		// Another version already extends from's questions in place:
+		// appending would write into its list.
+		asks = slices.Clip(asks)
+	}
+	h := held{messages: count, asks: asks, synthetic: base.synthetic}
+	h = th.learnLocked(version, h, len(base.asks), tail)
+	// The versions of a thread mostly extend one another: they share one
+	// array of question numbers, each a longer prefix of it, instead of a
+	// copy each. Only the newest of them (the tip) may append in place.
+	th.tip = version
+	return h
+}
+
+// learnLocked adds list's questions to h, the first of them the list's
+// question number place (counted from 0), and records h for version.
+func (th *threadData) learnLocked(version string, h held, place int, list []lgcodec.Message) held {
 	for _, m := range list {
 		if m.Type != "human" {
 			continue
@@ -523,13 +556,19 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		read = append(read, c.id)
 		readVer = append(readVer, v)
 	}
+	note(ctx, AttrIndexMessagesRead.Int(len(read)))
 	unstored := map[string]bool{} // versions with no stored value
 	// Checkpoints deleted since they were listed: left out of the result,
 	// which then holds only checkpoints seen to exist (or not yet read),
 	// and their versions read at another checkpoint holding them.
 	missing := map[string]bool{}
 	tried := map[string]bool{}
+	// Read in id order, each version mostly the one before plus what was
+	// appended: the reader then scans only what was appended.
+	versions := &lgcodec.AppendReader{Mode: mode, Known: th.knows, Limits: s.limits}
+	lastRead := "" // the version versions read last
 	for len(read) > 0 {
+		sortTogether(read, readVer)
 		// Every messages version holds the whole conversation so far, so
 		// a long thread's versions add up to far more than any one of
 		// them: they are read a batch at a time, never all at once.
@@ -546,11 +585,16 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 					unstored[readVer[i]] = true
 					return nil
 				}
-				m, err := lgcodec.ReadMessagesKnowing(b.Type, b.Data, s.limits, mode, th.knows)
+				m, extends, err := versions.Read(b.Type, b.Data)
 				if err != nil {
 					return &DecodeError{Ref: ref, CheckpointID: read[i], Channel: s.messages, Err: err}
 				}
-				th.learn(readVer[i], m.Count, m.List)
+				if extends {
+					th.extend(readVer[i], lastRead, m.Count, m.List)
+				} else {
+					th.learn(readVer[i], m.Count, m.List)
+				}
+				lastRead = readVer[i]
 				return nil
 			})
 			if err != nil {
@@ -579,6 +623,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		cps = slices.DeleteFunc(slices.Clone(cps), func(c listed) bool { return missing[c.id] })
 	}
 	if len(unstored) > 0 {
+		note(ctx, AttrIndexDeltaRebuild.Bool(true))
 		if err := s.rebuildMessages(ctx, ref, th, known, cps, unstored); err != nil {
 			return nil, err
 		}
@@ -597,6 +642,21 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		out[i] = p
 	}
 	return out, nil
+}
+
+// sortTogether sorts ids, and vers along with them.
+func sortTogether(ids, vers []string) {
+	idx := make([]int, len(ids))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(ids[a], ids[b]) })
+	ids2, vers2 := make([]string, len(ids)), make([]string, len(ids))
+	for i, j := range idx {
+		ids2[i], vers2[i] = ids[j], vers[j]
+	}
+	copy(ids, ids2)
+	copy(vers, vers2)
 }
 
 // rebuiltList is a messages list rebuilt from writes; partial says it was

@@ -2,15 +2,14 @@ package load
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/historyd/historyd/client"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
@@ -44,16 +43,21 @@ type Reply struct {
 	Entries      int    // Snapshot: state keys
 }
 
-// Client sends the requests over one connection.
+// Client sends the requests over one connection. Do goes through historyd's
+// Go client (package client) with its defaults — JSON values, parsed into
+// Go values — as a Go host would; TH is the bare stub, for checks.
 type Client struct {
 	TH     historydv1.ThreadHistoryClient
+	GC     *client.Client
 	Health healthpb.HealthClient
 	conn   grpc.ClientConnInterface
 }
 
-// NewClient wraps conn.
+// NewClient wraps conn. The Go client has no deadline and no retries of
+// its own: the driver measures each request as sent once.
 func NewClient(conn grpc.ClientConnInterface) *Client {
-	return &Client{TH: historydv1.NewThreadHistoryClient(conn), Health: healthpb.NewHealthClient(conn), conn: conn}
+	return &Client{TH: historydv1.NewThreadHistoryClient(conn), GC: client.New(conn, client.WithTimeout(0), client.WithRetry(0, 0)),
+		Health: healthpb.NewHealthClient(conn), conn: conn}
 }
 
 // Do sends one request and checks that the answer is a real one: a
@@ -61,56 +65,49 @@ func NewClient(conn grpc.ClientConnInterface) *Client {
 func (c *Client) Do(ctx context.Context, op Op, t Target) (Reply, error) {
 	switch op {
 	case Snapshot:
-		r, err := c.TH.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: t.Thread, Turn: int32(t.Turn), Channel: t.Channel})
+		var opts []client.ReadOption
+		if t.Channel != "" {
+			opts = append(opts, client.WithChannel(t.Channel))
+		}
+		r, err := c.GC.Snapshot(ctx, t.Thread, t.Turn, opts...)
 		if err != nil {
 			return Reply{}, err
 		}
-		st := r.GetState()
-		if st == nil {
-			return Reply{}, fmt.Errorf("Snapshot(%s, %d): no state (total %d, result %T)", t.Thread, t.Turn, r.GetTotal(), r.GetResult())
+		if r.Outcome != client.Found {
+			return Reply{}, fmt.Errorf("Snapshot(%s, %d): %v (total %d)", t.Thread, t.Turn, r.Outcome, r.Total)
 		}
-		return Reply{Total: int(r.GetTotal()), CheckpointID: st.GetCheckpointId(), Entries: len(st.GetEntries())}, nil
+		return Reply{Total: r.Total, CheckpointID: r.CheckpointID, Entries: len(r.State)}, nil
 	case Snapshots:
-		r, err := c.TH.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: t.Thread})
+		h, err := c.GC.Snapshots(ctx, t.Thread)
 		if err != nil {
 			return Reply{}, err
 		}
-		if r.GetTotal() == 0 {
+		if h.Total == 0 {
 			return Reply{}, fmt.Errorf("Snapshots(%s): total 0", t.Thread)
 		}
-		return Reply{Total: int(r.GetTotal()), Turns: len(r.GetTurns())}, nil
+		return Reply{Total: h.Total, Turns: len(h.Turns)}, nil
 	case StreamSnapshots:
-		s, err := c.TH.StreamSnapshots(ctx, &historydv1.StreamSnapshotsRequest{ThreadId: t.Thread})
-		if err != nil {
-			return Reply{}, err
-		}
 		var rep Reply
-		for {
-			m, err := s.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
+		for ts, err := range c.GC.StreamSnapshots(ctx, t.Thread) {
 			if err != nil {
 				return rep, err
 			}
-			rep.Total = int(m.GetTotal())
-			if m.GetTurn() != nil {
-				rep.Turns++
-			}
+			rep.Turns++
+			rep.Total = max(rep.Total, ts.Turn)
 		}
 		if rep.Turns == 0 {
 			return rep, fmt.Errorf("StreamSnapshots(%s): no turn", t.Thread)
 		}
 		return rep, nil
 	case Turns:
-		r, err := c.TH.Turns(ctx, &historydv1.TurnsRequest{ThreadId: t.Thread})
+		ix, err := c.GC.TurnIndex(ctx, t.Thread)
 		if err != nil {
 			return Reply{}, err
 		}
-		if r.GetTotal() == 0 {
+		if ix.Total == 0 {
 			return Reply{}, fmt.Errorf("Turns(%s): total 0", t.Thread)
 		}
-		return Reply{Total: int(r.GetTotal()), Turns: len(r.GetTurns())}, nil
+		return Reply{Total: ix.Total, Turns: len(ix.Turns)}, nil
 	case Health:
 		r, err := c.Health.Check(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil {
@@ -146,6 +143,18 @@ func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	v.(*rawReply).n = data.Len()
 	return nil
+}
+
+// SnapshotRawJSON is SnapshotRaw asking for values as JSON text.
+func (c *Client) SnapshotRawJSON(ctx context.Context, t Target) (int, error) {
+	var out rawReply
+	err := c.conn.Invoke(ctx, historydv1.ThreadHistory_Snapshot_FullMethodName,
+		&historydv1.SnapshotRequest{ThreadId: t.Thread, Turn: int32(t.Turn), Channel: t.Channel, ValueFormat: historydv1.ValueFormat_VALUE_FORMAT_JSON},
+		&out, grpc.ForceCodecV2(rawCodec{}))
+	if err == nil && out.n == 0 {
+		err = fmt.Errorf("Snapshot(%s, %d): empty answer", t.Thread, t.Turn)
+	}
+	return out.n, err
 }
 
 // SnapshotRaw sends a Snapshot and returns the size of the answer, which

@@ -42,6 +42,9 @@ type Config struct {
 	PGBench string
 	// Full selects the long mode: more threads, turns, repeats and time.
 	Full bool
+	// PoolerDSN, when set, is DSN's database through a PgBouncer in
+	// transaction mode, for the pooler step's third variant.
+	PoolerDSN string
 	// Concurrency is the driver's (and pgbench's) concurrency.
 	Concurrency int
 	// Regenerate rewrites threads that already exist with the right shape.
@@ -49,11 +52,14 @@ type Config struct {
 	// Profile takes in-process CPU and heap profiles of the path behind
 	// any floor that is missed.
 	Profile bool
+	// Baseline, when set, is a historyd binary built from an earlier
+	// commit (BaselineName), which P7 times against this build.
+	Baseline, BaselineName string
 	// Only, when not empty, names the steps to run besides describing
 	// the machine, generating the threads and building historyd: any of
 	// anchors, operations, P1, P2, P3 (which needs anchors and
-	// operations), P4, deepagents, P6 (bench/run/host.go) and profiles. For
-	// iterating on one measurement.
+	// operations), P4, deepagents, pooler, P6 (bench/run/host.go) and
+	// profiles. For iterating on one measurement.
 	Only []string
 	// Log receives progress lines.
 	Log io.Writer
@@ -206,7 +212,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"P2", r.p2},
 		{"P3", r.p3},
 		{"P4", r.p4},
+		{"P5", r.p5},
+		{"P7", r.p7},
 		{"deepagents", r.deepagents},
+		{"pooler", r.pooler},
 		{"P6", r.host},
 		{"profiles", r.profiles},
 	}

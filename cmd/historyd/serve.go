@@ -24,6 +24,8 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/postgres"
+	"github.com/historyd/historyd/tracing"
 )
 
 const serveHelp = `Usage: historyd serve [flags]
@@ -53,6 +55,7 @@ var serveCommand = command{
 		c.listen = stringFlag(fs, "listen", "HISTORYD_LISTEN", "localhost:50051", "address to serve gRPC on")
 		c.dsn = stringFlag(fs, "dsn", "HISTORYD_DSN", "", "checkpoint store: postgres://…, postgresql://…, sqlite:///path/file.db or a .db file path (required)")
 		c.schema = stringFlag(fs, "schema", "HISTORYD_SCHEMA", "", "PostgreSQL schema holding the checkpoint tables (default: the search_path)")
+		c.pooler = stringFlag(fs, "pooler", "HISTORYD_POOLER", "none", "connection pooler between historyd and PostgreSQL: none, session, or transaction (PgBouncer's pool_mode = transaction: no session settings, no named prepared statements; the role must be SELECT-only)")
 		c.messages = stringFlag(fs, "messages-channel", "HISTORYD_MESSAGES_CHANNEL", server.DefaultMessagesChannel, "channel holding the conversation's messages")
 		c.states = stringFlag(fs, "state-channels", "HISTORYD_STATE_CHANNELS", server.DefaultStateChannel, "comma-separated state channels a request may read (its channel field), the first read when it names none; e.g. tool_state,files,todos for deepagents")
 		c.state = stringFlag(fs, "state-channel", "HISTORYD_STATE_CHANNEL", "", "the one state channel served: the older spelling of --state-channels with one channel")
@@ -60,6 +63,7 @@ var serveCommand = command{
 		c.logFormat = stringFlag(fs, "log-format", "HISTORYD_LOG_FORMAT", "text", "log format: text or json")
 		c.logLevel = stringFlag(fs, "log-level", "HISTORYD_LOG_LEVEL", "info", "least severe records logged: debug, info, warn or error; successful health checks and reflection calls are logged at debug, other calls at info or above (warn: only failures other than INVALID_ARGUMENT, NOT_FOUND, UNAUTHENTICATED and CANCELLED)")
 		c.logThreadIDs = stringFlag(fs, "log-thread-ids", "HISTORYD_LOG_THREAD_IDS", "hash", "how logs show thread ids: hash (first 12 hex digits of HMAC-SHA256 with --log-thread-salt) or omit; never as sent")
+		c.logSample = e.int("log-call-sample", "HISTORYD_LOG_CALL_SAMPLE", 100, "log one successful ThreadHistory call in this many at info, the others at debug (1: every call); failed calls are always logged")
 		c.logThreadSalt = stringFlag(fs, "log-thread-salt", "HISTORYD_LOG_THREAD_SALT", "", "key of the thread id hash in logs, to find a thread's calls across restarts (default: random per process; prefer the environment variable)")
 		c.grace = e.duration("shutdown-grace", "HISTORYD_SHUTDOWN_GRACE", 10*time.Second, "how long in-flight RPCs may run after SIGINT/SIGTERM")
 
@@ -95,10 +99,11 @@ var serveCommand = command{
 type serveConfig struct {
 	env *envFlags
 
-	listen, dsn, schema, messages, state, logFormat *string
-	states, reducers                                *string
-	logThreadIDs, logThreadSalt                     *string
-	grace                                           *time.Duration
+	listen, dsn, schema, pooler, messages, state *string
+	logFormat, states, reducers                  *string
+	logThreadIDs, logThreadSalt                  *string
+	logSample                                    *int
+	grace                                        *time.Duration
 
 	authTokens, tlsCert, tlsKey, tlsClientCA *string
 	reflection                               *bool
@@ -163,7 +168,19 @@ func (c serveConfig) run(ctx context.Context) error {
 	if err := cfg.Store.Validate(); err != nil {
 		return fmt.Errorf("--state-channels/--channel-reducers: %w", err)
 	}
-	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels())
+	pooler, err := postgres.ParsePooler(*c.pooler)
+	if err != nil {
+		return fmt.Errorf("--pooler %w", err)
+	}
+	// OpenTelemetry, from the standard OTEL_* variables: off unless they
+	// name a collector. Closed last, once the server has drained.
+	tr, err := tracing.FromEnv(ctx, currentBuild().Version, log)
+	if err != nil {
+		return err
+	}
+	defer tr.Close(log)
+	cfg.TracerProvider = tr.TracerProvider()
+	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels(), server.WithTracing(cfg.TracerProvider), server.WithPooler(pooler))
 	if err != nil {
 		return err
 	}
@@ -202,7 +219,8 @@ func (c serveConfig) run(ctx context.Context) error {
 	cfg.Service = opts
 	srv, err := server.New(ctx, cfg)
 	if errors.Is(err, store.ErrNotCheckpointStore) {
-		return fmt.Errorf("store %s: %v; point --dsn/--schema at the database LangGraph's checkpointer writes", server.RedactDSN(*c.dsn), err)
+		// Each such error says what to fix; waiting would not help.
+		return fmt.Errorf("store %s: %v", server.RedactDSN(*c.dsn), err)
 	}
 	if err != nil {
 		return err
@@ -254,7 +272,7 @@ func (c serveConfig) run(ctx context.Context) error {
 		}
 	}()
 
-	log.Info("historyd serving", "addr", lis.Addr().String(), "store", server.RedactDSN(*c.dsn),
+	log.Info("historyd serving", "addr", lis.Addr().String(), "store", server.RedactDSN(*c.dsn), "pooler", string(pooler),
 		"messages_channel", *c.messages, "state_channels", strings.Join(cfg.Store.StateChannels, ","),
 		"tls", serverTLS != nil, "client_certs", serverTLS != nil && serverTLS.ClientAuth(),
 		"auth", opts.Auth != nil, "metrics", metricsAddr, "reflection", *c.reflection)
@@ -322,7 +340,10 @@ func (c serveConfig) options(log *slog.Logger) (service.Options, error) {
 		return o, fmt.Errorf("--log-thread-ids %w", err)
 	}
 	o.ThreadIDSalt = []byte(*c.logThreadSalt)
+	o.LogSuccessEvery = *c.logSample
 	switch {
+	case *c.logSample < 1:
+		return o, fmt.Errorf("--log-call-sample %d: want 1 (every call) or more", *c.logSample)
 	case *c.grace < 0:
 		return o, fmt.Errorf("--shutdown-grace %s: must not be negative", *c.grace)
 	case *c.cacheThreads < 0:

@@ -22,6 +22,7 @@ import (
 
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -42,7 +43,7 @@ func TestServeHelpNamesEveryFlagAndVariable(t *testing.T) {
 		"-metrics-listen", "HISTORYD_METRICS_LISTEN", "-log-thread-ids", "HISTORYD_LOG_THREAD_SALT",
 		"-cache-threads", "HISTORYD_CACHE_THREADS", "-cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES",
 		"-log-level", "HISTORYD_LOG_LEVEL", "-metrics-all-methods", "HISTORYD_METRICS_ALL_METHODS",
-		"SIGHUP", "docs/security.md", "default 64MiB",
+		"SIGHUP", "docs/security.md", "default 64MiB", "-pooler", "HISTORYD_POOLER",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -75,6 +76,8 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{"env burst without rate", map[string]string{"HISTORYD_RATE_BURST": "5"}, nil, "--rate-burst 5 without --rate-limit"},
 		{"reducer of a channel not served", nil, []string{"--channel-reducers", "files=merge"}, `channel "files" is neither --messages-channel nor one of --state-channels`},
 		{"env bool metrics", map[string]string{"HISTORYD_METRICS_ALL_METHODS": "all"}, nil, "HISTORYD_METRICS_ALL_METHODS"},
+		{"unknown pooler", nil, []string{"--pooler", "yes"}, "--pooler"},
+		{"env pooler", map[string]string{"HISTORYD_POOLER": "pgbouncer"}, nil, "--pooler"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {
@@ -112,7 +115,9 @@ func TestByteSize(t *testing.T) {
 func useMemory(t *testing.T, m store.Backend) {
 	t.Helper()
 	old := newBackend
-	newBackend = func(context.Context, string, string, []string) (store.Backend, error) { return m, nil }
+	newBackend = func(context.Context, string, string, []string, ...server.BackendOption) (store.Backend, error) {
+		return m, nil
+	}
 	t.Cleanup(func() { newBackend = old })
 }
 

@@ -47,8 +47,9 @@ func WithTCP() Option { return func(o *options) { o.tcp = true } }
 
 // WithDSN opens the store's backend from dsn (and schema, for
 // PostgreSQL) with server.OpenBackend, listing the channels the server's
-// configuration reads, as historyd serve does; the backend is closed with
-// the server. Config.Store.Backend must then be nil.
+// configuration reads and tracing with its TracerProvider, as historyd
+// serve does; the backend is closed with the server. Config.Store.Backend
+// must then be nil.
 func WithDSN(dsn, schema string) Option {
 	return func(o *options) { o.dsn, o.schema, o.haveDSN = dsn, schema, true }
 }
@@ -83,7 +84,7 @@ func New(ctx context.Context, cfg server.Config, opts ...Option) (*Server, error
 		if cfg.Store.Backend != nil {
 			return nil, errors.New("servertest: WithDSN and Config.Store.Backend both name a store")
 		}
-		b, err := server.OpenBackend(ctx, o.dsn, o.schema, cfg.Channels())
+		b, err := server.OpenBackend(ctx, o.dsn, o.schema, cfg.Channels(), server.WithTracing(cfg.TracerProvider))
 		if err != nil {
 			return nil, err
 		}

@@ -113,6 +113,7 @@ func (k errKind) check(t *testing.T, err error) {
 // and the ways a blob can be corrupt.
 func TestDecodeMsgpack(t *testing.T) {
 	uuidHex := "12345678123456781234567812345678"
+	uuidDashed := "12345678-1234-5678-1234-567812345678"
 	tests := []struct {
 		name string
 		data []byte
@@ -151,7 +152,7 @@ func TestDecodeMsgpack(t *testing.T) {
 				pyExt(t, 0, "uuid", "UUID", uuidHex), "uuid key"),
 			want: map[string]any{
 				"1": "int", "-5": "neg", "null": "nil", "true": "bool", "1.5": "float", "1e+21": "big float",
-				"type": "bin", `[1,"a"]`: "tuple", uuidHex: "uuid key",
+				"type": "bin", `[1,"a"]`: "tuple", uuidDashed: "uuid key",
 			},
 		},
 		{
@@ -159,19 +160,45 @@ func TestDecodeMsgpack(t *testing.T) {
 			data: enc(t, mapHeader(2), 1, "int", "1", "str"),
 			want: map[string]any{"1": "str"},
 		},
-		{name: "ext 0 uuid", data: enc(t, pyExt(t, 0, "uuid", "UUID", uuidHex)), want: uuidHex},
+		{name: "ext 0 uuid", data: enc(t, pyExt(t, 0, "uuid", "UUID", uuidHex)), want: uuidDashed},
 		{
 			name: "ext 0 set",
 			data: enc(t, pyExt(t, 0, "builtins", "set", arrayHeader(2), 1, 2)),
 			want: []any{int64(1), int64(2)},
 		},
 		{name: "ext 0 decimal", data: enc(t, pyExt(t, 0, "decimal", "Decimal", "1.10")), want: "1.10"},
-		{name: "ext 0 pydantic secret", data: enc(t, pyExt(t, 0, "pydantic.types", "SecretStr", "hunter2")), want: nil},
+		{name: "ext 0 pydantic secret", data: enc(t, pyExt(t, 0, "pydantic.types", "SecretStr", "hunter2")), want: "**********"},
+		{name: "ext 0 empty pydantic secret", data: enc(t, pyExt(t, 0, "pydantic.types", "SecretBytes", []byte{})), want: ""},
 		{name: "ext 0 enum", data: enc(t, pyExt(t, 0, "app.models", "Color", "red")), want: "red"},
 		{
 			name: "ext 1 args",
-			data: enc(t, pyExt(t, 1, "datetime", "date", arrayHeader(3), 2024, 2, 29)),
+			data: enc(t, pyExt(t, 1, "app", "Span", arrayHeader(3), 2024, 2, 29)),
 			want: []any{int64(2024), int64(2), int64(29)},
+		},
+		{
+			name: "ext 1 date",
+			data: enc(t, pyExt(t, 1, "datetime", "date", arrayHeader(3), 2024, 2, 29)),
+			want: "2024-02-29",
+		},
+		{
+			name: "ext 1 date of the wrong shape is its data",
+			data: enc(t, pyExt(t, 1, "datetime", "date", arrayHeader(2), 2024, 2)),
+			want: []any{int64(2024), int64(2)},
+		},
+		{
+			name: "ext 1 windows path",
+			data: enc(t, pyExt(t, 1, "pathlib", "WindowsPath", arrayHeader(3), `C:\`, "Users", "x")),
+			want: `C:\Users\x`,
+		},
+		{
+			name: "ext 1 windows path, drive-relative",
+			data: enc(t, pyExt(t, 1, "pathlib._local", "WindowsPath", arrayHeader(2), "C:", "foo")),
+			want: `C:foo`,
+		},
+		{
+			name: "ext 1 windows path, relative",
+			data: enc(t, pyExt(t, 1, "pathlib", "WindowsPath", arrayHeader(2), "a", "b")),
+			want: `a\b`,
 		},
 		{
 			name: "ext 2 kwargs with nested ext",
@@ -179,12 +206,21 @@ func TestDecodeMsgpack(t *testing.T) {
 				"hour", 12,
 				"tzinfo", pyExt(t, 1, "datetime", "timezone", arrayHeader(1),
 					pyExt(t, 1, "datetime", "timedelta", arrayHeader(3), 0, 0, 0)))),
-			want: map[string]any{"hour": int64(12), "tzinfo": []any{[]any{int64(0), int64(0), int64(0)}}},
+			// Too few fields to be a time: its fields, tzinfo rendered.
+			want: map[string]any{"hour": int64(12), "tzinfo": "+00:00"},
+		},
+		{
+			name: "ext 2 time with a fixed offset",
+			data: enc(t, pyExt(t, 2, "datetime", "time", mapHeader(6),
+				"hour", 9, "minute", 28, "second", 27, "microsecond", 577701, "fold", 0,
+				"tzinfo", pyExt(t, 1, "datetime", "timezone", arrayHeader(2),
+					pyExt(t, 1, "datetime", "timedelta", arrayHeader(3), -1, 84600, 0), "EST-ish"))),
+			want: "09:28:27.577701-00:30",
 		},
 		{
 			name: "ext 3 datetime",
 			data: enc(t, pyExtMethod(t, 3, "datetime", "datetime", "fromisoformat", "2024-05-06T07:08:09+00:00")),
-			want: "2024-05-06T07:08:09+00:00",
+			want: "2024-05-06T07:08:09Z",
 		},
 		{
 			name: "ext 4 pydantic v1",
@@ -648,15 +684,15 @@ func TestDecodeLangChainJSON(t *testing.T) {
 			      "path":{"lc":2,"type":"constructor","id":["pathlib","Path"],"args":["/"]}}`,
 			want: map[string]any{
 				"dt":    "2024-01-01T00:00:00",
-				"uuid":  "0000000000000000000000000000000a",
-				"date":  []any{int64(2024), int64(1), int64(2)},
-				"tz":    []any{[]any{int64(0), int64(3600), int64(0)}},
-				"time":  map[string]any{"hour": int64(1), "minute": int64(2), "second": int64(3), "microsecond": int64(4), "tzinfo": nil, "fold": int64(0)},
+				"uuid":  "00000000-0000-0000-0000-00000000000a",
+				"date":  "2024-01-02",
+				"tz":    "+01:00",
+				"time":  "01:02:03.000004",
 				"model": map[string]any{"a": int64(1)},
 				"both":  map[string]any{"args": []any{int64(1)}, "kwargs": map[string]any{"b": int64(2)}},
 				"none":  nil,
 				"bytes": []byte{0, 255},
-				"path":  []any{"/"},
+				"path":  "/",
 			},
 		},
 		{

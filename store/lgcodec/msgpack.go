@@ -443,9 +443,9 @@ func (d *mpDecoder) decodeExt(t mpToken, depth int) (any, error) {
 		return nil, d.malformed(t.off, "ext %d payload is not a (module, class, data, ...) tuple", t.code)
 	}
 	if t.code == extConstructorSingleArg && isSecretClass(tup[0], tup[1]) {
-		return nil, nil
+		return secretMask(tup[2]), nil
 	}
-	return tup[2], nil
+	return renderPython(tup[0], tup[1], tup[2]), nil
 }
 
 // isSecretClass recognises pydantic's secret types, whose payload holds the

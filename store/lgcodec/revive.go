@@ -255,8 +255,19 @@ func (r *reviver) reviveJSRecord(name string, m map[string]any) (any, bool) {
 }
 
 // revivePythonRecord maps an old Python JSON record to what the msgpack
-// extension for the same class decodes to.
+// extension for the same class decodes to: the same data, rendered the
+// same way (see renderPython).
 func revivePythonRecord(module, class string, m map[string]any) (any, bool) {
+	data, ok := pythonRecordData(module, class, m)
+	if !ok {
+		return nil, false
+	}
+	return renderPython(module, class, data), true
+}
+
+// pythonRecordData is the data of an old Python JSON record as the msgpack
+// extension for its class holds it.
+func pythonRecordData(module, class string, m map[string]any) (any, bool) {
 	args, hasArgs := m["args"].([]any)
 	kwargs, hasKwargs := m["kwargs"].(map[string]any)
 	full := module + "." + class

@@ -9,12 +9,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/lgcodec"
@@ -35,6 +41,50 @@ type Config struct {
 	// and CheckpointsSince report; the others are left in the database
 	// rather than sent and parsed for every checkpoint. Empty reports all.
 	Channels []string
+	// TracerProvider, when set, traces every statement, connection and
+	// pool wait of a traced call (otelpgx), as a child of the call's span.
+	// Nil: the pool has no tracer at all.
+	TracerProvider trace.TracerProvider
+	// Pooler says what connection pooler, if any, stands between historyd
+	// and PostgreSQL. The zero value is PoolerNone.
+	Pooler Pooler
+}
+
+// Pooler is the kind of connection pooler in front of PostgreSQL, as far
+// as historyd must know of it: whether a connection keeps its server
+// session from one transaction to the next.
+type Pooler string
+
+const (
+	// PoolerNone connects to PostgreSQL itself. Each connection's session
+	// is made read-only and plans prepared statements generically, and the
+	// warm path's statements are prepared once per connection.
+	PoolerNone Pooler = "none"
+	// PoolerSession is a pooler in session mode (PgBouncer's pool_mode =
+	// session): a client keeps one server connection for as long as it is
+	// connected, so historyd behaves as with PoolerNone.
+	PoolerSession Pooler = "session"
+	// PoolerTransaction is a pooler in transaction mode (PgBouncer's
+	// pool_mode = transaction, or statement): each transaction may run on
+	// another server connection, shared with other clients. historyd then
+	// sets nothing on the session, which would leak to those clients, and
+	// uses no named prepared statement, which the next server connection
+	// would not have: each statement is parsed with the unnamed statement
+	// in the same round trip that runs it (pgx's cache_describe mode), and
+	// planned for its arguments. Nothing then makes the session read-only
+	// but the role: give historyd one granted SELECT only.
+	PoolerTransaction Pooler = "transaction"
+)
+
+// ParsePooler parses "none", "session" or "transaction"; "" is none.
+func ParsePooler(s string) (Pooler, error) {
+	switch p := Pooler(s); p {
+	case "":
+		return PoolerNone, nil
+	case PoolerNone, PoolerSession, PoolerTransaction:
+		return p, nil
+	}
+	return "", fmt.Errorf("%q: want none, session or transaction", s)
 }
 
 // Backend is a store.Backend over a pgx connection pool.
@@ -47,7 +97,10 @@ type Backend struct {
 	countSQL  string
 	valuesSQL string
 	writesSQL [2]string // without and with task_path
-	schema    string
+	// newestSQL and newestAllSQL sample one thread's newest checkpoints,
+	// and any thread's.
+	newestSQL, newestAllSQL string
+	schema                  string
 	// taskPath says whether checkpoint_writes has Python's task_path
 	// column (LangGraph.js's table has none): 0 unknown, 1 no, 2 yes.
 	taskPath atomic.Int32
@@ -57,7 +110,9 @@ var _ store.Backend = (*Backend)(nil)
 
 // Open parses cfg and creates the pool. It does not wait for the database:
 // connections are made on first use, so a database that is down at start is
-// reported by Ping and by each query as store.ErrUnavailable.
+// reported by Ping and by each query as store.ErrUnavailable, and one that
+// refuses historyd for good (no such database, a login refused, a missing
+// grant) as store.ErrNotCheckpointStore.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.DSN == "" {
 		return nil, errors.New("postgres: empty DSN")
@@ -70,25 +125,37 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
 	}
-	// Reads only; a replica or a SELECT-only role is enough.
-	pc.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	pooler := cfg.Pooler
+	if pooler == "" {
+		pooler = PoolerNone
+	}
+	if _, err := ParsePooler(string(pooler)); err != nil {
+		return nil, fmt.Errorf("postgres: pooler %w", err)
+	}
+	// application_name is the one startup parameter besides user and
+	// database historyd sends: poolers refuse the others they do not know
+	// (PgBouncer: "unsupported startup parameter"), so session settings are
+	// made after connecting, and only where the session is historyd's own.
 	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
 		pc.ConnConfig.RuntimeParams["application_name"] = "historyd"
 	}
-	// Prepared statements run with their generic plan, planned once per
-	// connection: the warm path's statements (the probe, the value lookup)
-	// are index lookups whatever the thread, and planning them anew on
-	// every call cost PostgreSQL several times their execution. The
-	// statements whose best plan depends on their arguments are sent with
-	// the simple protocol, which plans each call with its values. Servers
-	// before PostgreSQL 12 lack the setting and plan as they would.
-	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		_, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object: no such setting
-			return nil
+	if pooler == PoolerTransaction {
+		// Server sessions are shared and change between transactions: no
+		// named prepared statements, unless the DSN asks for a mode itself
+		// (default_query_exec_mode, say cache_statement for a PgBouncer
+		// with max_prepared_statements).
+		if !setsParam(cfg.DSN, "default_query_exec_mode") {
+			pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 		}
-		return err
+	} else {
+		pc.AfterConnect = ownSession
+	}
+	if cfg.TracerProvider != nil {
+		// Spans carry the statement text, never its arguments (otelpgx
+		// records them only when asked to): historyd binds every value,
+		// thread ids included. Metrics are Prometheus's (package metrics).
+		pc.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(cfg.TracerProvider),
+			otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -111,6 +178,9 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	// Each row: the id, the parent, the checkpoint projected to what
 	// historyd reads of it, and the same of its metadata, both JSON text.
 	row := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', ` + versions + `)::text, ` + metadataSQL
+	// The same with every channel's version, for sampling which channels
+	// there are.
+	allRow := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', c.checkpoint->'channel_versions')::text, ` + metadataSQL
 	return &Backend{
 		pool:    pool,
 		schema:  cfg.Schema,
@@ -143,6 +213,16 @@ CROSS JOIN LATERAL (SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id,
   FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = want.id LIMIT 1) c
 LEFT JOIN ` + blobs + ` b
   ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = $3 AND b.version = c.version`,
+		// A thread's newest: its index, backwards.
+		newestSQL: `SELECT ` + allRow + ` FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
+ORDER BY c.checkpoint_id DESC LIMIT $3`,
+		// Any thread's: the rows in the table's last pages, which is where
+		// new rows go while no vacuum has freed space before them. Sorting
+		// the whole table by id instead would read every checkpoint; this
+		// reads $1 pages (a TID range scan from PostgreSQL 14 on).
+		newestAllSQL: `SELECT ` + allRow + ` FROM ` + checkpoints + ` c
+WHERE c.ctid >= (SELECT format('(%s,0)', greatest(pg_relation_size(to_regclass($3)) / current_setting('block_size')::bigint - $1, 0))::tid)
+ORDER BY c.checkpoint_id DESC LIMIT $2`,
 		writesSQL: [2]string{
 			`SELECT checkpoint_id, task_id, '', idx, type, blob FROM ` + writes + `
 WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = $3 AND checkpoint_id = ANY($4)`,
@@ -150,6 +230,36 @@ WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = $3 AND checkpoint_id =
 WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = $3 AND checkpoint_id = ANY($4)`,
 		},
 	}, nil
+}
+
+// ownSession sets up a connection whose server session is historyd's
+// alone, in one round trip: read-only, since historyd only reads (a
+// replica or a SELECT-only role is enough), and prepared statements run
+// with their generic plan, planned once per connection: the warm path's
+// statements (the probe, the value lookup) are index lookups whatever the
+// thread, and planning them anew on every call cost PostgreSQL several
+// times their execution. The statements whose best plan depends on their
+// arguments are sent with the simple protocol, which plans each call with
+// its values. Servers before PostgreSQL 12 lack plan_cache_mode and plan
+// as they would.
+func ownSession(ctx context.Context, conn *pgx.Conn) error {
+	_, err := conn.Exec(ctx, "SET default_transaction_read_only = on; SET plan_cache_mode = force_generic_plan")
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object: no such setting
+		// The failed statement took the first one back with it.
+		_, err = conn.Exec(ctx, "SET default_transaction_read_only = on")
+	}
+	return err
+}
+
+// setsParam reports whether the DSN, a URL or key=value pairs, sets the
+// parameter key itself.
+func setsParam(dsn, key string) bool {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		return err == nil && u.Query().Has(key)
+	}
+	return regexp.MustCompile(`(^|\s)` + regexp.QuoteMeta(key) + `\s*=`).MatchString(dsn)
 }
 
 // metadataSQL projects checkpoint c's metadata to what historyd reads of
@@ -340,7 +450,11 @@ func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, 
 		var blob store.Blob
 		switch {
 		case typ != nil && *typ != lgcodec.TypeEmpty:
-			blob = store.Blob{Type: *typ, Data: rows.RawValues()[2]}
+			data, err := bytea(rows, 2)
+			if err != nil {
+				return b.classify(ctx, err)
+			}
+			blob = store.Blob{Type: *typ, Data: data}
 		case inline != nil:
 			blob = store.Blob{Type: lgcodec.TypeJSON, Data: inline}
 		default:
@@ -391,7 +505,11 @@ func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, 
 		if err := rows.Scan(&w.CheckpointID, &w.TaskID, &w.TaskPath, &w.Idx, &typ, nil); err != nil {
 			return b.classify(ctx, err)
 		}
-		w.Value = store.Blob{Type: typ, Data: rows.RawValues()[5]}
+		data, err := bytea(rows, 5)
+		if err != nil {
+			return b.classify(ctx, err)
+		}
+		w.Value = store.Blob{Type: typ, Data: data}
 		if err := fn(w); err != nil {
 			return err
 		}
@@ -400,6 +518,56 @@ func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, 
 		return b.classify(ctx, err)
 	}
 	return nil
+}
+
+// Newest hands fn up to limit of the newest checkpoints, of the thread or
+// of any thread, with every channel's version.
+func (b *Backend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+	if limit <= 0 {
+		return nil
+	}
+	var rows pgx.Rows
+	var err error
+	if ref != nil {
+		rows, err = b.pool.Query(ctx, b.newestSQL, ref.ThreadID, ref.Namespace, limit)
+	} else {
+		// A page holds several checkpoints: a quarter as many pages as
+		// rows wanted is enough unless the rows are large.
+		rows, err = b.pool.Query(ctx, b.newestAllSQL, limit/4+1, limit, b.name("checkpoints"))
+	}
+	if err != nil {
+		return b.classify(ctx, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r rowCols
+		if err := rows.Scan(&r.id, &r.parent, &r.checkpoint, &r.metadata); err != nil {
+			return b.classify(ctx, err)
+		}
+		if err := fn(r.row()); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return b.classify(ctx, err)
+	}
+	return nil
+}
+
+// bytea returns the bytea column i of the current row. In the binary
+// format, which every query mode but exec and simple_protocol uses, the
+// value is the bytes themselves and is handed over in place; in the text
+// format (a DSN choosing one of those two modes) it is decoded.
+func bytea(rows pgx.Rows, i int) ([]byte, error) {
+	raw := rows.RawValues()[i]
+	if raw == nil || rows.FieldDescriptions()[i].Format == pgx.BinaryFormatCode {
+		return raw, nil
+	}
+	var out []byte
+	if err := rows.Conn().TypeMap().Scan(pgtype.ByteaOID, pgx.TextFormatCode, raw, &out); err != nil {
+		return nil, fmt.Errorf("postgres: read bytea column: %w", err)
+	}
+	return out, nil
 }
 
 // hasTaskPath reports whether checkpoint_writes has Python's task_path
@@ -431,20 +599,22 @@ func (b *Backend) hasTaskPath(ctx context.Context) (bool, error) {
 // Ping checks that the database answers and that the checkpoint tables are
 // where the configuration says.
 func (b *Backend) Ping(ctx context.Context) error {
-	var ok bool
+	var ok, canRead bool
+	var role string
 	name, blobs := b.name("checkpoints"), b.name("checkpoint_blobs")
-	var canRead bool
 	err := b.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL,
-  coalesce(has_table_privilege(to_regclass($1), 'SELECT') AND has_table_privilege(to_regclass($2), 'SELECT'), false)`,
-		name, blobs).Scan(&ok, &canRead)
+  coalesce(has_table_privilege(to_regclass($1), 'SELECT') AND has_table_privilege(to_regclass($2), 'SELECT'), false),
+  current_user`,
+		name, blobs).Scan(&ok, &canRead, &role)
 	if err != nil {
 		return b.classify(ctx, err)
 	}
 	if !ok {
-		return fmt.Errorf("%w: no checkpoints and checkpoint_blobs tables in %s", store.ErrNotCheckpointStore, b.where())
+		return fmt.Errorf("%w: no checkpoints and checkpoint_blobs tables in %s; point --dsn/--schema at the database and schema LangGraph's checkpointer writes", store.ErrNotCheckpointStore, b.where())
 	}
 	if !canRead {
-		return fmt.Errorf("%w: the role may not SELECT from %s and %s; grant it SELECT on both", store.ErrNotCheckpointStore, name, blobs)
+		return fmt.Errorf("%w: role %q may not SELECT from %s and %s; GRANT SELECT ON %[3]s, %[4]s TO %s", store.ErrNotCheckpointStore,
+			role, name, blobs, pgx.Identifier{role}.Sanitize())
 	}
 	return nil
 }
@@ -469,33 +639,62 @@ func (b *Backend) where() string {
 func (b *Backend) Close() { b.pool.Close() }
 
 // classify sorts a query error into what the layers above act on: the
-// caller's own deadline or cancellation, the database being unreachable, or
-// the tables not being there.
+// caller's own deadline or cancellation; the database being unreachable,
+// which may heal (store.ErrUnavailable); or a configuration that never
+// will (store.ErrNotCheckpointStore): no such database, a login the
+// server refuses, a missing grant, no checkpoint tables. Each message is
+// one line and says what to fix.
 func (b *Backend) classify(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("postgres: %w", ctxErr)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		msg := oneLine(pgErr.Message)
 		switch {
 		case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined_table, invalid_schema_name
-			return fmt.Errorf("%w: %s", store.ErrNotCheckpointStore, pgErr.Message)
+			return fmt.Errorf("%w: %s; point --dsn/--schema at the database and schema LangGraph's checkpointer writes", store.ErrNotCheckpointStore, msg)
 		case pgErr.Code == "42501": // insufficient_privilege: the role lacks a grant
-			return fmt.Errorf("%w: %s; grant historyd's role SELECT on the checkpoint tables", store.ErrNotCheckpointStore, pgErr.Message)
+			return fmt.Errorf("%w: %s; grant historyd's role CONNECT on the database, USAGE on the schema and SELECT on the checkpoint tables", store.ErrNotCheckpointStore, msg)
+		case pgErr.Code == "3D000", // invalid_catalog_name
+			pgErr.Code == "08P01" && strings.HasPrefix(pgErr.Message, "no such database"): // PgBouncer's
+			return fmt.Errorf("%w: %s; point --dsn at the database LangGraph's checkpointer writes", store.ErrNotCheckpointStore, msg)
+		case pgErr.Code == "28P01": // invalid_password
+			return fmt.Errorf("%w: %s; check the password in --dsn (or PGPASSWORD, ~/.pgpass)", store.ErrNotCheckpointStore, msg)
+		case pgErr.Code == "28000", // invalid_authorization_specification
+			pgErr.Code == "08P01" && (strings.Contains(pgErr.Message, "authentication failed") || strings.HasPrefix(pgErr.Message, "no such user")): // PgBouncer's
+			return fmt.Errorf("%w: the server refused the login: %s; check the user in --dsn, that the role exists and may log in, and the server's pg_hba.conf", store.ErrNotCheckpointStore, msg)
+		case pgErr.Code == "08P01" && strings.HasPrefix(pgErr.Message, "unsupported startup parameter"):
+			// A pooler refusing a parameter the DSN sets: it will refuse it
+			// every time.
+			return fmt.Errorf("%w: the pooler refused the connection: %s; remove that parameter from --dsn, or list it in the pooler's ignore_startup_parameters", store.ErrNotCheckpointStore, msg)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
-			strings.HasPrefix(pgErr.Code, "57"), // operator intervention (shutdown, cancel)
+			strings.HasPrefix(pgErr.Code, "57"), // operator intervention (shutdown, cancel, starting up)
 			pgErr.Code == "40001", pgErr.Code == "40P01":
-			return fmt.Errorf("%w: %s (SQLSTATE %s)", store.ErrUnavailable, pgErr.Message, pgErr.Code)
+			return fmt.Errorf("%w: %s (SQLSTATE %s)", store.ErrUnavailable, msg, pgErr.Code)
 		}
-		return fmt.Errorf("postgres: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+		return fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)
 	}
 	var netErr net.Error
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) {
-		return fmt.Errorf("%w: %v", store.ErrUnavailable, redact(err))
+		return fmt.Errorf("%w: %s", store.ErrUnavailable, oneLine(redact(err).Error()))
+	}
+	if msg := err.Error(); oneLine(msg) != msg {
+		return fmt.Errorf("postgres: %s", oneLine(msg))
 	}
 	return fmt.Errorf("postgres: %w", err)
+}
+
+// oneLine folds a message that spans lines (pgx lists each address it
+// tried on a line of its own) into one, so that a log record stays on one
+// line.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\n\r\t") {
+		return s
+	}
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // redact drops anything after "password=" from an error text; pgx includes

@@ -7,11 +7,14 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/historyd/historyd/lgsaver"
@@ -110,7 +113,10 @@ func openBackend(t *testing.T, dsn, schema string, channels ...string) *Backend 
 // TestSuite runs the shared store suite as a role granted only SELECT on
 // the checkpoint tables: historyd must never need more. It runs as
 // historyd serve opens the backend, listing only the versions of the
-// channels it reads, and listing them all.
+// channels it reads, and listing them all; and through PgBouncer in
+// transaction and in session mode, with the pooler setting historyd serve
+// --pooler gives, and in transaction mode also with the DSN choosing the
+// simple protocol (text-format results) itself.
 func TestSuite(t *testing.T) {
 	for _, saver := range []lgsaver.Saver{lgsaver.PostgresPython, lgsaver.PostgresJS} {
 		for name, channels := range map[string][]string{"the channels read": {"messages", "tool_state", "files"}, "all channels": nil} {
@@ -121,7 +127,179 @@ func TestSuite(t *testing.T) {
 				})
 			})
 		}
+		for _, via := range pooled {
+			t.Run(saver.String()+"/"+via.name, func(t *testing.T) {
+				storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
+					admin, schema, _ := newSchemaFor(t, saver)
+					dsn := pooledDSN(t, admin, schema, via.env, via.query)
+					return openPooled(t, dsn, schema, via.pooler, "messages", "tool_state", "files"), newWriter(t, admin, schema, saver)
+				})
+			})
+		}
 	}
+}
+
+// pooled are the ways the tests reach PostgreSQL through PgBouncer.
+var pooled = []struct {
+	name   string
+	env    string // the variable holding the pooler's DSN for the mode
+	pooler Pooler
+	query  string // extra DSN parameters
+}{
+	{"PgBouncer transaction mode", "HISTORYD_TEST_POOLER_TX_DSN", PoolerTransaction, ""},
+	{"PgBouncer session mode", "HISTORYD_TEST_POOLER_SESSION_DSN", PoolerSession, ""},
+	{"PgBouncer transaction mode, simple protocol", "HISTORYD_TEST_POOLER_TX_DSN", PoolerTransaction, "default_query_exec_mode=simple_protocol"},
+}
+
+// pooledDSN is the test database through the PgBouncer the variable env
+// names (scripts/test.sh starts it), as the role PgBouncer lets in, granted
+// SELECT on schema's tables only; query is added to the DSN's parameters.
+func pooledDSN(t *testing.T, admin *pgxpool.Pool, schema, env, query string) string {
+	t.Helper()
+	dsn := os.Getenv(env)
+	role := os.Getenv("HISTORYD_TEST_POOLER_ROLE")
+	if dsn == "" || role == "" {
+		t.Fatalf("%s and HISTORYD_TEST_POOLER_ROLE are not set: run `make test` (scripts/test.sh starts PgBouncer with scripts/pg-test.sh pooler start), or point them at a PgBouncer in front of HISTORYD_TEST_DSN", env)
+	}
+	q, r := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{role}.Sanitize()
+	for _, stmt := range []string{"GRANT USAGE ON SCHEMA " + q + " TO " + r, "GRANT SELECT ON ALL TABLES IN SCHEMA " + q + " TO " + r} {
+		if _, err := admin.Exec(context.Background(), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("%s must be a URL: %v", env, err)
+	}
+	u.User = url.User(role)
+	if query != "" {
+		u.RawQuery += "&" + query
+	}
+	return u.String()
+}
+
+func openPooled(t *testing.T, dsn, schema string, pooler Pooler, channels ...string) *Backend {
+	t.Helper()
+	b, err := Open(context.Background(), Config{DSN: dsn, Schema: schema, Channels: channels, Pooler: pooler})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// TestPoolerUnderConcurrency reads one thread through PgBouncer in
+// transaction mode from 8 goroutines at once, every backend method, and
+// requires every read to succeed with the answer the direct connection
+// gives. The same load with the direct-connection settings (prepared
+// statements that outlive a transaction) is the control: it must fail,
+// else the load does not exercise what the pooler setting is for.
+func TestPoolerUnderConcurrency(t *testing.T) {
+	admin, schema, ro := newSchema(t)
+	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
+	ref := store.Ref{ThreadID: "pooled"}
+	written := storetest.Build(w, ref, storetest.Demo)
+	var ids []string
+	for _, wr := range written {
+		ids = append(ids, wr.End)
+	}
+	direct := openBackend(t, ro, schema, "messages", "tool_state")
+	want := readAll(t, direct, ref, ids)
+
+	dsn := pooledDSN(t, admin, schema, "HISTORYD_TEST_POOLER_TX_DSN", "")
+	const workers, rounds = 8, 40
+	load := func(b *Backend) (calls, failed int, first error) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					got, err := readAllErr(b, ref, ids)
+					if err == nil && got != want {
+						err = fmt.Errorf("answer differs from the direct connection's:\n%s\nwant\n%s", got, want)
+					}
+					mu.Lock()
+					calls++
+					if err != nil {
+						failed++
+						if first == nil {
+							first = err
+						}
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		return calls, failed, first
+	}
+	calls, failed, first := load(openPooled(t, dsn, schema, PoolerTransaction, "messages", "tool_state"))
+	if failed > 0 {
+		t.Errorf("--pooler transaction: %d of %d rounds failed, first: %v", failed, calls, first)
+	}
+	calls, failed, first = load(openPooled(t, dsn, schema, PoolerNone, "messages", "tool_state"))
+	t.Logf("control, direct-connection settings through the transaction pooler: %d of %d rounds failed, first: %v", failed, calls, first)
+	if failed == 0 {
+		t.Errorf("control: the direct-connection settings never failed through a transaction pooler in %d rounds; the load does not reach the pooler's server connections", calls)
+	}
+}
+
+// readAll is readAllErr failing t on error.
+func readAll(t *testing.T, b *Backend, ref store.Ref, ids []string) string {
+	t.Helper()
+	s, err := readAllErr(b, ref, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// readAllErr calls every read the backend offers once, and returns what
+// they answered as text.
+func readAllErr(b *Backend, ref store.Ref, ids []string) (string, error) {
+	ctx := context.Background()
+	var out strings.Builder
+	if err := b.Ping(ctx); err != nil {
+		return "", err
+	}
+	census, err := b.List(ctx, ref, store.Query{}, func(r store.Row) error {
+		fmt.Fprintf(&out, "row %s %s %s %s\n", r.ID, r.Parent, r.Checkpoint.Data, r.Metadata.Data)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&out, "census %+v\n", census)
+	// The warm path: nothing new since the newest, its ids checked.
+	census, err = b.List(ctx, ref, store.Query{After: ids[len(ids)-1], Verify: ids[:1]}, func(r store.Row) error {
+		return fmt.Errorf("row %s listed after the newest", r.ID)
+	})
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&out, "probe %+v\n", census)
+	for _, ch := range []string{"messages", "tool_state"} {
+		vals := make([]string, len(ids))
+		if err := b.EachValue(ctx, ref, ch, ids, func(i int, v store.Blob) error {
+			vals[i] = fmt.Sprintf("%s %x", v.Type, v.Data)
+			return nil
+		}); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&out, "%s %v\n", ch, vals)
+	}
+	var writes []string
+	if err := b.EachWrite(ctx, ref, "tool_state", ids, func(w store.Write) error {
+		writes = append(writes, fmt.Sprintf("%s/%s/%d %s %x", w.CheckpointID, w.TaskID, w.Idx, w.Value.Type, w.Value.Data))
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	slices.Sort(writes)
+	fmt.Fprintf(&out, "writes %v\n", writes)
+	return out.String(), nil
 }
 
 // TestChannelNames: names are quoted into the listing, and the ones that
@@ -270,5 +448,59 @@ func TestHostileThreadIDs(t *testing.T) {
 		if h.Total != want {
 			t.Errorf("thread %q: total %d, want %d", id[:min(len(id), 40)], h.Total, want)
 		}
+	}
+}
+
+// TestOwnSessionIsReadOnly: a connection whose session is historyd's own
+// (no pooler, or one in session mode) refuses writes, even as a superuser,
+// and plans prepared statements generically; a transaction-mode pooler's
+// shared sessions get no such setting, and no named prepared statement.
+func TestOwnSessionIsReadOnly(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := ownSession(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	for setting, want := range map[string]string{"default_transaction_read_only": "on", "plan_cache_mode": "force_generic_plan"} {
+		var got string
+		if err := conn.QueryRow(ctx, "SHOW "+setting).Scan(&got); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", setting, got, err, want)
+		}
+	}
+	var pgErr *pgconn.PgError
+	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE historyd_must_not_write (a int)"); !errors.As(err, &pgErr) || pgErr.Code != "25006" {
+		t.Errorf("a write in historyd's session = %v; want SQLSTATE 25006 (read-only transaction)", err)
+	}
+
+	for _, tt := range []struct {
+		pooler Pooler
+		dsn    string
+		mode   pgx.QueryExecMode
+		own    bool
+	}{
+		{PoolerNone, "postgres://u@h/db", pgx.QueryExecModeCacheStatement, true},
+		{PoolerSession, "postgres://u@h/db", pgx.QueryExecModeCacheStatement, true},
+		{PoolerTransaction, "postgres://u@h/db", pgx.QueryExecModeCacheDescribe, false},
+		{PoolerTransaction, "postgres://u@h/db?default_query_exec_mode=cache_statement", pgx.QueryExecModeCacheStatement, false},
+		{PoolerTransaction, "host=h user=u default_query_exec_mode=exec", pgx.QueryExecModeExec, false},
+	} {
+		b, err := Open(ctx, Config{DSN: tt.dsn, Pooler: tt.pooler})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := b.pool.Config().ConnConfig
+		if cc.DefaultQueryExecMode != tt.mode || (b.pool.Config().AfterConnect != nil) != tt.own {
+			t.Errorf("%s, %s: query mode %v, session set up %v; want %v, %v", tt.pooler, tt.dsn, cc.DefaultQueryExecMode, b.pool.Config().AfterConnect != nil, tt.mode, tt.own)
+		}
+		for k := range cc.RuntimeParams {
+			if k != "application_name" {
+				t.Errorf("%s: startup parameter %s sent; a pooler refuses those it does not know", tt.pooler, k)
+			}
+		}
+		b.Close()
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -65,6 +66,9 @@ type Config struct {
 	// MaxConns caps the open connections, each of which keeps its own page
 	// cache. Zero means 4.
 	MaxConns int
+	// TracerProvider, when set, traces every statement of a traced call,
+	// as a child of the call's span (see statement). Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 const (
@@ -88,6 +92,9 @@ type Backend struct {
 	db     *sql.DB
 	file   os.FileInfo
 	closed bool
+
+	// tracer starts statements' spans; nil when not traced.
+	tracer trace.Tracer
 }
 
 var _ store.Backend = (*Backend)(nil)
@@ -120,6 +127,13 @@ WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (`
 	// '' for LangChain.js's table, which has none.
 	writesSQL = `SELECT checkpoint_id, task_id, %s, idx, type, value FROM writes
 WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? AND checkpoint_id IN (`
+	// newestSQL is a thread's newest checkpoints, by its index backwards;
+	// newestAllSQL any thread's, by rowid backwards: the savers' tables
+	// are rowid tables, so the last rows written have the greatest rowids,
+	// and sorting the table by id instead would read every checkpoint.
+	newestSQL = `SELECT ` + rowSQL + ` FROM checkpoints AS c
+WHERE c.thread_id = ? AND c.checkpoint_ns = ? ORDER BY c.checkpoint_id DESC LIMIT ?`
+	newestAllSQL = `SELECT ` + rowSQL + ` FROM checkpoints AS c ORDER BY c.rowid DESC LIMIT ?`
 	// checkSQL names every column historyd reads, so that a table that
 	// only shares the name is found out when it is compiled.
 	checkSQL = `SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata FROM checkpoints LIMIT 0`
@@ -152,7 +166,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if busy <= 0 {
 		busy = defaultBusyTimeout
 	}
-	b := &Backend{path: path, dsn: dsn(path, busy), maxConns: cfg.MaxConns, file: fi}
+	b := &Backend{path: path, dsn: dsn(path, busy), maxConns: cfg.MaxConns, file: fi, tracer: newTracer(cfg.TracerProvider)}
 	if b.maxConns <= 0 {
 		b.maxConns = defaultMaxConns
 	}
@@ -238,7 +252,9 @@ func (b *Backend) pool() (*sql.DB, error) {
 }
 
 // check compiles a query over the columns historyd reads.
-func (b *Backend) check(ctx context.Context, db *sql.DB) error {
+func (b *Backend) check(ctx context.Context, db *sql.DB) (err error) {
+	ctx, end := b.statement(ctx, checkSQL)
+	defer func() { end(err) }()
 	rows, err := db.QueryContext(ctx, checkSQL)
 	if err != nil {
 		return b.classify(ctx, err)
@@ -257,19 +273,24 @@ func (b *Backend) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeRes
 // whole checkpoint, channel values included, in one column, so listing only
 // the new ones is what keeps refreshing a long thread cheap. The census
 // and the rows come from one statement, so from one snapshot of the file.
-func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (_ store.Census, err error) {
 	db, err := b.pool()
 	if err != nil {
 		return store.Census{}, err
 	}
+	stmt := listSQL
+	switch {
+	case q.After != "" && q.Count:
+		stmt = countSQL
+	case q.After != "":
+		stmt = sinceSQL
+	}
+	ctx, end := b.statement(ctx, stmt)
+	defer func() { end(err) }()
 	var rows *sql.Rows
 	if q.After == "" {
-		rows, err = db.QueryContext(ctx, listSQL, ref.ThreadID, ref.Namespace)
+		rows, err = db.QueryContext(ctx, stmt, ref.ThreadID, ref.Namespace)
 	} else {
-		stmt := sinceSQL
-		if q.Count {
-			stmt = countSQL
-		}
 		verify, jerr := json.Marshal(nonNil(q.Verify))
 		if jerr != nil {
 			return store.Census{}, fmt.Errorf("sqlite: encode checkpoint ids: %w", jerr)
@@ -442,8 +463,11 @@ func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, 
 
 // taskPathColumn names the writes table's task path column for a query:
 // Python's SqliteSaver has one, LangChain.js's does not.
-func (b *Backend) taskPathColumn(ctx context.Context, db *sql.DB) (string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('writes')`)
+func (b *Backend) taskPathColumn(ctx context.Context, db *sql.DB) (_ string, err error) {
+	const columns = `SELECT name FROM pragma_table_info('writes')`
+	ctx, end := b.statement(ctx, columns)
+	defer func() { end(err) }()
+	rows, err := db.QueryContext(ctx, columns)
 	if err != nil {
 		return "", b.classify(ctx, err)
 	}
@@ -500,7 +524,9 @@ func (b *Backend) batches(ctx context.Context, db *sql.DB, stmt string, args []a
 	return nil
 }
 
-func (b *Backend) query(ctx context.Context, db *sql.DB, q string, args []any, each func(*sql.Rows) error) error {
+func (b *Backend) query(ctx context.Context, db *sql.DB, q string, args []any, each func(*sql.Rows) error) (err error) {
+	ctx, end := b.statement(ctx, q)
+	defer func() { end(err) }()
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return b.classify(ctx, err)
@@ -512,6 +538,38 @@ func (b *Backend) query(ctx context.Context, db *sql.DB, q string, args []any, e
 		}
 	}
 	return b.classify(ctx, rows.Err())
+}
+
+// Newest hands fn up to limit of the newest checkpoints, of the thread or
+// of any thread, each whole, straight from the driver's buffer.
+func (b *Backend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+	if limit <= 0 {
+		return nil
+	}
+	db, err := b.pool()
+	if err != nil {
+		return err
+	}
+	stmt, args := newestAllSQL, []any{limit}
+	if ref != nil {
+		stmt, args = newestSQL, []any{ref.ThreadID, ref.Namespace, limit}
+	}
+	return b.query(ctx, db, stmt, args, func(rows *sql.Rows) error {
+		var (
+			id       string
+			parent   *string
+			typ      *string
+			data, md sql.RawBytes // handed over in place: never kept
+		)
+		if err := rows.Scan(&id, &parent, &typ, &data, &md); err != nil {
+			return b.classify(ctx, err)
+		}
+		r := store.Row{ID: id, Checkpoint: store.Blob{Type: blobType(typ), Data: data}, Metadata: store.Blob{Data: md}}
+		if parent != nil {
+			r.Parent = *parent
+		}
+		return fn(r)
+	})
 }
 
 // Ping checks that the file is still there, can be read, and has the

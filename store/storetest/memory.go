@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -179,6 +180,35 @@ func (m *Memory) List(ctx context.Context, ref store.Ref, q store.Query, fn func
 // Probe implements store.Backend, thread by thread.
 func (m *Memory) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
 	return store.ProbeEach(ctx, m, ps)
+}
+
+// Newest implements store.Backend: checkpoints ordered by id, every
+// thread's together when ref is nil.
+func (m *Memory) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+	m.mu.Lock()
+	if m.err != nil {
+		defer m.mu.Unlock()
+		return m.err
+	}
+	var cps []memCheckpoint
+	for r, thread := range m.threads {
+		if ref == nil || r == *ref {
+			cps = append(cps, thread...)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(cps, func(a, b memCheckpoint) int { return strings.Compare(b.id, a.id) })
+	for _, c := range cps[:min(len(cps), max(limit, 0))] {
+		head, err := json.Marshal(map[string]any{"ts": c.ts.Format(time.RFC3339Nano), "channel_versions": c.versions})
+		if err != nil {
+			return err
+		}
+		if err := fn(store.Row{ID: c.id, Parent: c.parent, Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: head},
+			Metadata: store.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // EachValue implements store.Backend. Each blob is handed over in a buffer

@@ -67,6 +67,7 @@ var Cases = []Case{
 	{"A deletion sparing the oldest checkpoint is counted", deletionCounted},
 	{"Reads while a writer appends turns", readsWhileWriting},
 	{"Shared probes never answer with what was there before the read began", probesNeverStale},
+	{"Newest checkpoints hold every channel's version", newest},
 	{"Ping", ping},
 }
 
@@ -182,6 +183,80 @@ func parentsListed(t *testing.T, open Open) {
 		if got, ok := parents[id]; !ok || got != want {
 			t.Errorf("parent of %s = %q (listed %v), want %q", id, got, ok, want)
 		}
+	}
+}
+
+// newest samples the newest checkpoints of one thread and of every
+// thread: newest first for a thread, only checkpoints that exist, as many
+// as asked at most, and each with every channel's version, also of
+// channels the store does not read.
+func newest(t *testing.T, open Open) {
+	b, w := open(t)
+	ctx := context.Background()
+	a, other := store.Ref{ThreadID: "suite-newest"}, store.Ref{ThreadID: "suite-newest-other"}
+	written := Build(w, a, Demo[:2])
+	Build(w, other, Demo[:1])
+	last := written[len(written)-1].End
+	w.Put(a, lgsaver.Checkpoint{ID: "1f0c-900000", Parent: last, TS: Base.Add(time.Hour),
+		Values:   lgwrite.Map{{Key: "messages", Value: []any{lgwrite.Human("h", "q")}}, {Key: "notes", Value: "kept apart"}},
+		Metadata: lgwrite.Map{{Key: "source", Value: "update"}, {Key: "step", Value: 99}}})
+	all := map[string]store.Ref{}
+	for _, ref := range []store.Ref{a, other} {
+		if _, err := b.List(ctx, ref, store.Query{}, func(r store.Row) error {
+			all[r.ID+"\x00"+ref.ThreadID] = ref
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sample := func(ref *store.Ref, limit int) (ids []string, channels map[string]int) {
+		t.Helper()
+		channels = map[string]int{}
+		err := b.Newest(ctx, ref, limit, func(r store.Row) error {
+			cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
+			if err != nil {
+				return fmt.Errorf("checkpoint %s: %w", r.ID, err)
+			}
+			for ch := range cp.Versions {
+				channels[ch]++
+			}
+			ids = append(ids, r.ID)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Newest(%v, %d): %v", ref, limit, err)
+		}
+		return ids, channels
+	}
+
+	ids, channels := sample(&a, 3)
+	if len(ids) != 3 || ids[0] != "1f0c-900000" || !slices.IsSortedFunc(ids, func(x, y string) int { return strings.Compare(y, x) }) {
+		t.Errorf("Newest of %s, 3 = %v; want its 3 newest, 1f0c-900000 first, newest first", a.ThreadID, ids)
+	}
+	for _, id := range ids {
+		if all[id+"\x00"+a.ThreadID] != a {
+			t.Errorf("Newest of %s lists %s, not one of its checkpoints", a.ThreadID, id)
+		}
+	}
+	if channels["notes"] != 1 || channels["messages"] != 3 {
+		t.Errorf("Newest of %s: channel counts %v; want notes in 1, messages in 3", a.ThreadID, channels)
+	}
+
+	ids, channels = sample(nil, 1000)
+	if len(ids) != len(all) {
+		t.Errorf("Newest of every thread, 1000: %d checkpoints, want all %d", len(ids), len(all))
+	}
+	if channels["notes"] != 1 || channels["tool_state"] == 0 || channels["messages"] != len(all) {
+		t.Errorf("Newest of every thread: channel counts %v; want notes in 1, tool_state in some, messages in all %d", channels, len(all))
+	}
+	if ids, _ := sample(nil, 2); len(ids) == 0 || len(ids) > 2 {
+		t.Errorf("Newest of every thread, 2: %v", ids)
+	}
+	if ids, _ := sample(&a, 0); len(ids) != 0 {
+		t.Errorf("Newest with limit 0: %v", ids)
+	}
+	if ids, _ := sample(&store.Ref{ThreadID: "suite-newest-unknown"}, 5); len(ids) != 0 {
+		t.Errorf("Newest of an unknown thread: %v", ids)
 	}
 }
 

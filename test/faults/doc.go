@@ -21,9 +21,29 @@
 //     --shutdown-grace (also when the grace period runs out first).
 //   - TestHundredThousandCheckpoints: a thread of 100,000 checkpoints is
 //     served within a bounded peak resident memory.
+//   - TestStoreStartingUpAtStart: the database answers every connection
+//     with 57P03 (a standby with hot_standby off); historyd serves
+//     NOT_SERVING and Unavailable, and once the standby is promoted, turns
+//     SERVING without a restart.
+//   - TestUnhealableAtStart: an unknown database, an unknown role, a wrong
+//     password, a missing grant, and through PgBouncer an unknown database,
+//     an unknown user and a refused startup parameter each stop historyd at
+//     once with a non-zero exit and one line naming the DSN (password
+//     masked) and what to fix.
+//   - TestThroughPgBouncer: Debian's PgBouncer, stock settings, in
+//     transaction and session mode, 8 concurrent clients making every kind
+//     of call; every answer is exactly the directly connected historyd's.
+//   - TestHotStandby: served from a real hot standby; a turn written on the
+//     primary appears once replayed, and with replay paused neither a new
+//     turn nor the pruning of an old one shows until it resumes.
+//   - TestStatusesNameNoDatabase: every status a caller can get, provoked
+//     against a database of its own; none names its host, port, role or
+//     database, and the log has the causes, one line each.
 //
-// Most tests need PostgreSQL: the ones that stop or restart it start their own
-// throwaway clusters with scripts/pg-test.sh; the others use a fresh schema in
-// the database HISTORYD_TEST_SUPERUSER_DSN (or HISTORYD_TEST_DSN) names, which
-// scripts/test.sh (`make test`) provides. With -short they are skipped.
+// Most tests need PostgreSQL: the ones that stop or restart it, or need a
+// standby or a pg_hba.conf of their own, start their own throwaway clusters
+// with scripts/pg-test.sh; the others use a fresh schema in the database
+// HISTORYD_TEST_SUPERUSER_DSN (or HISTORYD_TEST_DSN) names, and the
+// PgBouncer in front of it (HISTORYD_TEST_POOLER_*), which scripts/test.sh
+// (`make test`) provides. With -short they are skipped.
 package faults

@@ -288,6 +288,24 @@ func startCluster(t *testing.T, port int) *cluster {
 	return c
 }
 
+// env returns the value the cluster's env file gives the variable key
+// (scripts/pg-test.sh writes it; the standby and pooler commands add to
+// it), failing the test when it is not there.
+func (c *cluster) env(key string) string {
+	c.t.Helper()
+	env, err := os.ReadFile(c.envFile)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(env), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "="); ok && k == key {
+			return strings.Trim(v, "'\"")
+		}
+	}
+	c.t.Fatalf("scripts/pg-test.sh wrote no %s to %s:\n%s", key, c.envFile, env)
+	return ""
+}
+
 func (c *cluster) command(extraEnv []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(c.script, args...)
 	cmd.Env = append(append(os.Environ(), "PG_TEST_ENV_FILE="+c.envFile), extraEnv...)

@@ -2,8 +2,14 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/server"
 )
 
 // TestStoreDownAtStart starts historyd against a port where no PostgreSQL
@@ -171,6 +178,209 @@ func TestStoreSilentAtStart(t *testing.T) {
 	_, err := historydv1.NewThreadHistoryClient(conn).Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: "rivers", Turn: 1})
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("Snapshot with the store hung = %v, want Unavailable", err)
+	}
+	h.requireRunning(t)
+}
+
+// TestUnhealableAtStart starts historyd against databases that refuse it
+// in ways waiting cannot fix: an unknown database, an unknown role, a
+// wrong password, a role without the SELECT grant, and through PgBouncer
+// an unknown database, an unknown user and a startup parameter it refuses.
+// Each must stop historyd at once with a non-zero exit and one line naming
+// the DSN, its password masked, and what to fix.
+func TestUnhealableAtStart(t *testing.T) {
+	skipIfShort(t)
+	bin := buildHistoryd(t)
+	shared := sharedDSN(t)
+	pool := connect(t, shared)
+	u, err := url.Parse(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(user, password, db, extra string) string {
+		v := *u
+		if password != "" {
+			v.User = url.UserPassword(user, password)
+		} else {
+			v.User = url.User(user)
+		}
+		v.Path = "/" + db
+		if extra != "" {
+			v.RawQuery += "&" + extra
+		}
+		return v.String()
+	}
+	sharedDB := strings.TrimPrefix(u.Path, "/")
+
+	// A role that may log in and use the schema, but not read its tables.
+	schema := newSchema(t, pool, "nogrant")
+	role := schema + "_ro"
+	r := pgx.Identifier{role}.Sanitize()
+	for _, stmt := range []string{"CREATE ROLE " + r + " LOGIN", "GRANT USAGE ON SCHEMA " + pgx.Identifier{schema}.Sanitize() + " TO " + r} {
+		if _, err := pool.Exec(context.Background(), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP ROLE "+r) })
+
+	// A wrong password needs a server that asks for one: a cluster of the
+	// test's own whose pg_hba.conf asks this role for it.
+	c := startCluster(t, 0)
+	own := connect(t, c.DSN)
+	if _, err := own.Exec(context.Background(), "CREATE ROLE historyd_pw LOGIN PASSWORD 'the-right-one'"); err != nil {
+		t.Fatal(err)
+	}
+	hba := filepath.Join(c.env("HISTORYD_TEST_PGDIR"), "data", "pg_hba.conf")
+	rules, err := os.ReadFile(hba)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hba, append([]byte("host all historyd_pw 127.0.0.1/32 scram-sha-256\n"), rules...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, own, "SELECT pg_reload_conf()")
+	ownURL, err := url.Parse(c.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownURL.User = url.UserPassword("historyd_pw", "not-the-password")
+	wrongPassword := ownURL.String()
+
+	pooled := func(user, db, extra string) string {
+		t.Helper()
+		p, err := url.Parse(os.Getenv("HISTORYD_TEST_POOLER_TX_DSN"))
+		if err != nil || p.Host == "" {
+			t.Fatalf("HISTORYD_TEST_POOLER_TX_DSN is not set: run `make test` (scripts/test.sh starts PgBouncer): %v", err)
+		}
+		p.User, p.Path = url.User(user), "/"+db
+		if extra != "" {
+			p.RawQuery += "&" + extra
+		}
+		return p.String()
+	}
+
+	for _, tt := range []struct {
+		name, dsn string
+		args      []string
+		want      []string // in the line, besides the DSN
+	}{
+		{"unknown database", with("postgres", "s3cr3t-pw", "no_such_database", ""), nil,
+			[]string{`database "no_such_database" does not exist`, "point --dsn at the database"}},
+		{"unknown role", with("no_such_role", "", sharedDB, ""), nil,
+			[]string{`role "no_such_role" does not exist`, "check the user in --dsn"}},
+		{"wrong password", wrongPassword, nil,
+			[]string{`password authentication failed for user "historyd_pw"`, "check the password in --dsn"}},
+		{"no SELECT grant", with(role, "", sharedDB, ""), []string{"--schema", schema},
+			[]string{fmt.Sprintf("role %q may not SELECT", role), "GRANT SELECT ON"}},
+		{"PgBouncer: unknown database", pooled("postgres", "no_such_alias", ""), []string{"--pooler", "transaction"},
+			[]string{"no such database: no_such_alias", "point --dsn at the database"}},
+		{"PgBouncer: unknown user", pooled("no_such_role", sharedDB+"_tx", ""), []string{"--pooler", "transaction"},
+			[]string{"authentication failed", "check the user in --dsn"}},
+		{"PgBouncer: refused startup parameter", pooled("postgres", sharedDB+"_tx", "search_path=public"), []string{"--pooler", "transaction"},
+			[]string{"unsupported startup parameter: search_path", "ignore_startup_parameters"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--dsn", tt.dsn}, tt.args...)...)
+			cmd.Env = cleanEnv()
+			out, err := cmd.CombinedOutput()
+			took := time.Since(start)
+			var exitErr *exec.ExitError
+			if !errors.As(err, &exitErr) || exitErr.ExitCode() == 0 {
+				t.Fatalf("historyd ran on (%v) with %s:\n%s", err, tt.dsn, out)
+			}
+			line := strings.TrimSuffix(string(out), "\n")
+			t.Logf("exit %d after %v: %s", exitErr.ExitCode(), took.Round(time.Millisecond), line)
+			if strings.ContainsAny(line, "\n\r\t") {
+				t.Errorf("output is not one line:\n%s", out)
+			}
+			masked := server.RedactDSN(tt.dsn)
+			if !strings.Contains(line, "store "+masked+": ") {
+				t.Errorf("output does not name the DSN as %q", masked)
+			}
+			for _, secret := range []string{"s3cr3t-pw", "not-the-password"} {
+				if strings.Contains(line, secret) {
+					t.Errorf("output shows the password %q", secret)
+				}
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			if took > 10*time.Second {
+				t.Errorf("took %v to give up; want it at once", took)
+			}
+		})
+	}
+}
+
+// cleanEnv is the test's environment without HISTORYD_* variables, so that
+// only what a test passes configures historyd.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HISTORYD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// TestStoreStartingUpAtStart starts historyd against a PostgreSQL that
+// answers every connection with SQLSTATE 57P03, "not accepting
+// connections" (a standby replaying with hot_standby off, as a server
+// still starting up does): historyd must serve NOT_SERVING and Unavailable
+// and keep running, then, once the server accepts connections (the
+// standby promoted), turn SERVING and answer, without a restart.
+func TestStoreStartingUpAtStart(t *testing.T) {
+	skipIfShort(t)
+	bin := buildHistoryd(t)
+	c := startCluster(t, 0)
+	primary := connect(t, c.DSN)
+	public := pgx.Identifier{"public"}.Sanitize()
+	checkpointTables(t, primary, public)
+	th := writeThread(t, primary, public, "starting-up", rivers)
+	c.run("standby", "start", "--no-hot-standby")
+	dsn := c.env("HISTORYD_TEST_STANDBY_DSN")
+
+	h := startHistoryd(t, bin, "--dsn", dsn)
+	conn := dial(t, h.addr)
+	client := historydv1.NewThreadHistoryClient(conn)
+	for round := range 2 {
+		if st, err := health(conn, ""); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Errorf("round %d: health with the server not accepting connections = %v, %v; want NOT_SERVING", round, st, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := client.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: th.id, Turn: 1})
+		cancel()
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("round %d: Snapshot = %v, want Unavailable", round, err)
+		}
+		if round == 0 {
+			time.Sleep(2500 * time.Millisecond) // one health interval and then some
+		}
+		h.requireRunning(t)
+	}
+	if !strings.Contains(h.logs.String(), "57P03") {
+		t.Errorf("historyd's log does not show SQLSTATE 57P03:\n%s", h.logs)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	c.run("standby", "promote")
+	promoted := time.Now()
+	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 15*time.Second)
+	t.Logf("SERVING %v after the promotion", time.Since(promoted).Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	all, err := client.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: th.id})
+	if err != nil {
+		t.Fatalf("Snapshots once the server accepts connections: %v", err)
+	}
+	if err := th.checkSnapshots(all); err != nil {
+		t.Error(err)
 	}
 	h.requireRunning(t)
 }

@@ -3,7 +3,7 @@
 //	bench gen     --dsn DSN [--python PY] --turns T --checkpoints C --keys K --state-bytes S [--thread ID]
 //	bench gen     --deepagents --dsn DSN [--python PY] --turns T --files F --file-bytes B
 //	              [--snapshot-frequency N] [--state-keys K] [--thread ID]
-//	bench run     --dsn DSN [--python PY] [--full] [--concurrency N] [--work DIR] [--profile] [--out FILE]
+//	bench run     --dsn DSN [--python PY] [--full] [--concurrency N] [--work DIR] [--profile] [--out FILE] [--pooler-dsn DSN]
 //	bench profile --dsn DSN --thread ID [--op Snapshot] [--turn N] [--concurrency N]
 //	              [--seconds S | --requests N] [--cold] [--dir DIR] [--name NAME]
 //
@@ -136,12 +136,15 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Repo, "repo", ".", "historyd repository")
 	fs.StringVar(&cfg.Work, "work", "", "directory for the binary, logs, profiles and results (default: <repo>/var/bench)")
 	fs.StringVar(&cfg.PGBench, "pgbench", "", "pgbench binary (default: PATH, then /usr/lib/postgresql/*/bin)")
+	fs.StringVar(&cfg.PoolerDSN, "pooler-dsn", os.Getenv("HISTORYD_BENCH_POOLER_DSN"), "the --dsn database through PgBouncer in transaction mode, for the pooler row (env HISTORYD_BENCH_POOLER_DSN; default: that row measures direct connections only)")
 	fs.BoolVar(&cfg.Full, "full", false, "full mode: more threads, turns, repeats and time")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "driver and pgbench concurrency")
 	fs.BoolVar(&cfg.Regenerate, "regenerate", false, "rewrite threads that already exist")
 	fs.BoolVar(&cfg.Profile, "profile", false, "profile the path behind any missed floor (default: on with --full)")
+	fs.StringVar(&cfg.Baseline, "baseline", "", "historyd binary built from an earlier commit, which P7 times against this build")
+	fs.StringVar(&cfg.BaselineName, "baseline-name", "", "what --baseline was built from (a commit), for the table")
 	out := fs.String("out", "", "also write the table to this file")
-	fs.Func("only", "run only this step besides generating and building (anchors, operations, P1, P2, P3, P4, deepagents, profiles); repeatable", func(v string) error {
+	fs.Func("only", "run only this step besides generating and building (anchors, operations, P1, P2, P3, P4, P5, P7, deepagents, pooler, profiles); repeatable", func(v string) error {
 		cfg.Only = append(cfg.Only, v)
 		return nil
 	})

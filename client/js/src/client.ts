@@ -15,6 +15,7 @@ import {
   type StateEntry,
   type TurnState as WireTurnState,
 } from "./gen/historyd/v1/history_pb.js";
+import { traceContextInterceptor } from "./tracing.js";
 
 /**
  * How state values travel from historyd, and what an Entry holds:
@@ -95,10 +96,18 @@ export interface ThreadHistoryOptions {
   valueFormat?: ValueFormat;
   /**
    * A Connect transport to call through instead of the gRPC transport this
-   * client makes (tests, a custom HTTP/2 session). `plaintext`, `tls` and
-   * `maxReceiveBytes` then do not apply.
+   * client makes (tests, a custom HTTP/2 session). `plaintext`, `tls`,
+   * `maxReceiveBytes` and `traceContext` then do not apply: add
+   * `traceContextInterceptor()` to its interceptors for trace context.
    */
   transport?: Transport;
+  /**
+   * Send the caller's OpenTelemetry trace context (W3C `traceparent`,
+   * through the host's propagator) with every call when `@opentelemetry/api`
+   * is installed, so that historyd's spans join the host's traces; default
+   * true. Turn it off when something else already injects it.
+   */
+  traceContext?: boolean;
 }
 
 /** What one call may add: an abort signal and a deadline of its own. */
@@ -346,6 +355,7 @@ export class ThreadHistory {
         baseUrl: baseUrl(target, this.plaintext),
         readMaxBytes: o.maxReceiveBytes ?? DEFAULTS.maxReceiveBytes,
         nodeOptions: this.plaintext ? {} : { ...(o.tls ?? {}) },
+        interceptors: o.traceContext === false ? [] : [traceContextInterceptor()],
       });
     this.#rpc = createClient(ThreadHistoryService, transport);
   }

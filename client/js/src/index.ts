@@ -22,4 +22,5 @@ export {
   type TurnState,
   type ValueFormat,
 } from "./client.js";
+export { traceContextInterceptor } from "./tracing.js";
 export { Code } from "@connectrpc/connect";

@@ -198,12 +198,14 @@ class FakeHistory(pb_grpc.ThreadHistoryServicer):
         #: Every response's numbering: turns 1 and 2 were pruned.
         self.numbering = pb.TURN_NUMBERING_COUNTED
         self.authorization: list[str | None] = []
+        self.traceparent: list[str | None] = []
         self.user_agents: list[str] = []
 
     async def _enter(self, name, request, context):
         self.requests.append((name, request))
         md = dict(context.invocation_metadata())
         self.authorization.append(md.get("authorization"))
+        self.traceparent.append(md.get("traceparent"))
         self.user_agents.append(md.get("user-agent", ""))
         if request.thread_id == "slow":
             await asyncio.sleep(5)
@@ -419,6 +421,51 @@ class AuthTest(Served):
             self.fake.authorization, ["Bearer s3cret", "Bearer first", "Bearer second", None]
         )
         self.assertTrue(all(ua.startswith("historyd-python-client") for ua in self.fake.user_agents))
+
+    async def test_trace_context_without_opentelemetry(self) -> None:
+        # opentelemetry-api is optional: blocked, calls carry no trace context.
+        saved = {k: v for k, v in sys.modules.items() if k == "opentelemetry" or k.startswith("opentelemetry.")}
+        try:
+            sys.modules["opentelemetry"] = None  # import fails
+            async with self.client(token="s3cret") as h:
+                await h.snapshot("t", 3)
+        finally:
+            del sys.modules["opentelemetry"]
+            sys.modules.update(saved)
+        self.assertEqual(self.fake.traceparent, [None])
+        self.assertEqual(self.fake.authorization, ["Bearer s3cret"])
+
+    async def test_trace_context_from_the_propagator(self) -> None:
+        # What opentelemetry.propagate.inject writes is sent on every call,
+        # as it stands when the call is made (the real API is exercised
+        # against historyd by test/clients' TestTracePropagation).
+        import types
+
+        current = ["00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"]
+        api = types.ModuleType("opentelemetry")
+        api.propagate = types.ModuleType("opentelemetry.propagate")
+        api.propagate.inject = lambda carrier: carrier.update(traceparent=current[0])
+        saved = {k: v for k, v in sys.modules.items() if k == "opentelemetry" or k.startswith("opentelemetry.")}
+        try:
+            sys.modules.update({"opentelemetry": api, "opentelemetry.propagate": api.propagate})
+            traced, untraced = self.client(), self.client(trace_context=False)
+        finally:
+            for k in ("opentelemetry", "opentelemetry.propagate"):
+                del sys.modules[k]
+            sys.modules.update(saved)
+        async with traced as h, untraced as u:
+            await h.snapshot("t", 3)
+            current[0] = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+            await h.turns("t")
+            await u.snapshot("t", 3)
+        self.assertEqual(
+            self.fake.traceparent,
+            [
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
+                None,
+            ],
+        )
 
     def test_tls_unless_plaintext_is_asked_for(self) -> None:
         # TLS by default, as in the Go and TypeScript clients (nothing is

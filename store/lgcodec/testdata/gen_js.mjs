@@ -15,6 +15,11 @@
 // the mapping lgcodec documents, not by decoding the bytes. In "want", bytes
 // are {"$bytes": base64} and a value lgcodec must refuse is
 // {"$error": "unsupported"}.
+//
+// Each case but the refused ones also records "host": the JSON a JavaScript
+// host's own tools write for the same value (JSON.stringify), where the
+// parts historyd renders otherwise on purpose, because JSON.stringify loses
+// them, are {"$deviates": why}. The Go test holds the decoder to it.
 
 import { createRequire } from "node:module";
 import { writeFileSync } from "node:fs";
@@ -146,6 +151,28 @@ function messagesWant(list) {
     .filter((m) => isSerializable(m) && m.toJSON().id.at(-1) === "HumanMessage")
     .map((m) => messageText(m.content));
   return { count: list.length, humans };
+}
+
+// hostMarked is v as JSON.stringify would see it, with the parts historyd
+// renders otherwise on purpose replaced by {"$deviates": why}.
+function hostMarked(v) {
+  const deviates = (why) => ({ $deviates: why });
+  if (v === undefined) return deviates("undefined: JSON.stringify drops the field, historyd serves null");
+  if (typeof v === "number" && !Number.isFinite(v)) return deviates("NaN and infinities: JSON.stringify writes null, historyd the strings");
+  if (v === null || typeof v !== "object") return v;
+  if (v instanceof Date) return v;
+  if (v instanceof DeltaSnapshot) return deviates("DeltaSnapshot: a channel's whole stored value, served as the value it holds");
+  if (v instanceof Set) return deviates("Set: JSON.stringify writes {}, historyd lists the members");
+  if (v instanceof Map) return deviates("Map: JSON.stringify writes {}, historyd the entries");
+  if (v instanceof RegExp) return deviates("RegExp: JSON.stringify writes {}, historyd [source, flags]");
+  if (v instanceof Error) return deviates("Error: JSON.stringify writes {}, historyd the message");
+  if (v instanceof Uint8Array) return deviates("Uint8Array: JSON.stringify writes an index map, historyd the bytes");
+  if (isSerializable(v)) return deviates("LangChain objects: JSON.stringify writes their serialized record, historyd their fields, as for Python");
+  if (v.lg_name === "Send") return deviates("Send: historyd drops lg_name");
+  if (Array.isArray(v)) return v.map(hostMarked);
+  const out = {};
+  for (const [k, e] of Object.entries(v)) out[k] = hostMarked(e);
+  return out;
 }
 
 // --- the values ------------------------------------------------------------
@@ -291,6 +318,7 @@ for (const [name, value] of cases()) {
   const c = { name, type, data_b64: Buffer.from(data).toString("base64"), want: w };
   if (name.startsWith("messages")) c.messages = messagesWant(value);
   if (name === "delta_snapshot") c.messages = messagesWant(value.value);
+  if (!(w && typeof w === "object" && "$error" in w)) c.host = JSON.parse(JSON.stringify(hostMarked(value)) ?? "null");
   golden.push(c);
 }
 writeFileSync(outPath, JSON.stringify({ versions, cases: golden }, null, 1) + "\n");

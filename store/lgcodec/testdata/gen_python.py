@@ -21,6 +21,15 @@ NaN and infinities {"$float": "NaN" | "Infinity" | "-Infinity"}, and a value
 lgcodec must refuse {"$error": "unsupported" | "malformed"}. Floats are
 written with a '.' or an exponent and integers without, so the test can tell
 them apart.
+
+Each case written in msgpack (and the old-format values case) also records
+"pydantic": what pydantic_core.to_jsonable_python, the JSON rendering Python
+hosts (pydantic, FastAPI, LangGraph's API server) give their own values,
+makes of the same Python value, bytes in base64. Where pydantic cannot
+render a value it is {"$unsupported": type name}; where historyd renders one
+otherwise on purpose it is {"$deviates": why} (namedtuples, which the
+serializer stores exactly as it stores dataclasses, and maps with keys that
+are not strings). The Go test holds the decoder to it elsewhere.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ from zoneinfo import ZoneInfo
 
 import pydantic
 import pydantic.v1
+from pydantic_core import to_jsonable_python
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -178,15 +188,15 @@ def expect(o: Any) -> Any:
     if hasattr(o, "model_dump"):  # pydantic v2, LangChain messages
         return expect(o.model_dump())
     if hasattr(o, "get_secret_value"):
-        return None
+        return "**********" if o.get_secret_value() else ""
     if hasattr(o, "dict") and callable(o.dict):  # pydantic v1
         return expect(o.dict())
     if isinstance(o, pathlib.PurePath):
-        return list(o.parts)
+        return str(o)
     if isinstance(o, re.Pattern):
-        return [o.pattern, o.flags]
+        return o.pattern
     if isinstance(o, uuid.UUID):
-        return o.hex
+        return str(o)
     if isinstance(o, decimal.Decimal):
         return str(o)
     if isinstance(o, (set, frozenset, collections.deque)):
@@ -204,22 +214,17 @@ def expect(o: Any) -> Any:
     ):
         return str(o)
     if isinstance(o, dt.datetime):
-        return o.isoformat()
+        off = o.utcoffset()
+        return o.replace(tzinfo=None).isoformat() + ("" if off is None else py_offset(off))
     if isinstance(o, dt.timedelta):
-        return [o.days, o.seconds, o.microseconds]
+        return iso_duration(o)
     if isinstance(o, dt.date):
-        return [o.year, o.month, o.day]
+        return o.isoformat()
     if isinstance(o, dt.time):
-        return {
-            "hour": o.hour,
-            "minute": o.minute,
-            "second": o.second,
-            "microsecond": o.microsecond,
-            "tzinfo": expect(o.tzinfo),
-            "fold": o.fold,
-        }
+        off = o.utcoffset()
+        return o.replace(tzinfo=None).isoformat() + ("" if off is None else py_offset(off))
     if isinstance(o, dt.timezone):
-        return expect(list(o.__getinitargs__()))
+        return iso_offset(o.utcoffset(None))
     if isinstance(o, ZoneInfo):
         return o.key
     if Send is not None and isinstance(o, Send):
@@ -231,6 +236,100 @@ def expect(o: Any) -> Any:
     if isinstance(o, BaseException):
         return repr(o)
     raise TypeError(f"no expectation for {type(o)}")
+
+
+def py_offset(off: dt.timedelta) -> str:
+    """A UTC offset as pydantic writes it after a time: Z, or +HH:MM with
+    the seconds dropped."""
+    secs = int(off.total_seconds())
+    if secs == 0:
+        return "Z"
+    mins = abs(secs) // 60
+    return ("-" if secs < 0 else "+") + f"{mins // 60:02d}:{mins % 60:02d}"
+
+
+def iso_offset(off: dt.timedelta) -> str:
+    """A UTC offset as isoformat() writes it: +HH:MM, and :SS if any."""
+    secs = int(off.total_seconds())
+    sign, secs = ("-" if secs < 0 else "+"), abs(secs)
+    out = f"{sign}{secs // 3600:02d}:{secs % 3600 // 60:02d}"
+    return out + (f":{secs % 60:02d}" if secs % 60 else "")
+
+
+def iso_duration(d: dt.timedelta) -> str:
+    """A timedelta as the ISO-8601 duration pydantic writes: a sign and the
+    magnitude in years of 365 days, days, hours, minutes and seconds."""
+    neg = d < dt.timedelta(0)
+    d = -d if neg else d
+    days, secs, micros = d.days, d.seconds, d.microseconds
+    out = "-P" if neg else "P"
+    if days // 365:
+        out += f"{days // 365}Y"
+    if days % 365:
+        out += f"{days % 365}D"
+    if secs or micros:
+        out += "T"
+        if secs // 3600:
+            out += f"{secs // 3600}H"
+        if secs % 3600 // 60:
+            out += f"{secs % 3600 // 60}M"
+        if secs % 60 or micros:
+            out += f"{secs % 60}" + (("." + f"{micros:06d}".rstrip("0")) if micros else "") + "S"
+    if not (days or secs or micros):
+        out += "T0S"
+    return out
+
+
+class Deviates:
+    """Stands, in the value given to pydantic, for a part historyd renders
+    otherwise on purpose."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+STRING_LIKE_KEYS = (str, uuid.UUID, dt.date)  # the serializer writes them as their text
+
+
+def marked(o: Any) -> Any:
+    """o with the parts historyd renders otherwise on purpose replaced by a
+    Deviates."""
+    if hasattr(o, "_asdict") and isinstance(o, tuple):
+        return Deviates("namedtuple: stored as a dataclass is, so served as its field map")
+    if isinstance(o, dict):
+        if not all(isinstance(k, STRING_LIKE_KEYS) for k in o):
+            return Deviates("keys that are not strings: served as their JSON text")
+        return {k: marked(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [marked(e) for e in o]
+    if isinstance(o, tuple):
+        return tuple(marked(e) for e in o)
+    return o
+
+
+def pydantic_fallback(o: Any) -> Any:
+    if isinstance(o, Deviates):
+        return {"$deviates": o.why}
+    return {"$unsupported": type(o).__qualname__}
+
+
+def finite(o: Any) -> Any:
+    """o with NaN and infinities as the {"$float"} markers JSON can hold,
+    and text as the serializer writes it."""
+    if isinstance(o, float):
+        return float_want(o)
+    if isinstance(o, str):
+        return expect(o)  # lone surrogates as the serializer writes them
+    if isinstance(o, list):
+        return [finite(e) for e in o]
+    if isinstance(o, dict):
+        return {expect(k): finite(v) for k, v in o.items()}
+    return o
+
+
+def pydantic_want(o: Any) -> Any:
+    """What pydantic's to_jsonable_python gives for o, bytes in base64."""
+    return finite(to_jsonable_python(marked(o), fallback=pydantic_fallback, bytes_mode="base64"))
 
 
 def messages_want(msgs: list) -> dict:
@@ -352,6 +451,58 @@ def cases() -> list[tuple[str, Any]]:
                 "delta": dt.timedelta(days=1, seconds=5, microseconds=7),
                 "tz": dt.timezone(dt.timedelta(hours=2), "CEST"),
                 "zone": ZoneInfo("America/New_York"),
+            },
+        ),
+        (
+            "datetime_edges",
+            {
+                "london_winter": dt.datetime(2024, 1, 1, tzinfo=ZoneInfo("Europe/London")),
+                "offset_seconds": dt.datetime(2024, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1, seconds=30))),
+                "offset_negative": dt.datetime(2024, 1, 1, 23, 59, 59, 999999, tzinfo=dt.timezone(dt.timedelta(hours=-3, minutes=-30))),
+                "year_999": dt.datetime(999, 1, 1, 1, 1, 1),
+                "one_microsecond": dt.datetime(2024, 1, 1, 0, 0, 0, 1),
+                "date_year_9": dt.date(9, 3, 4),
+                "date_max": dt.date.max,
+                "time_zoneinfo": dt.time(1, 2, 3, tzinfo=ZoneInfo("Europe/Paris")),
+                "time_fold": dt.time(1, 2, 3, fold=1),
+                "time_offset": dt.time(23, 0, tzinfo=dt.timezone(dt.timedelta(hours=-5))),
+                "time_microseconds": dt.time(0, 0, 0, 10),
+                "tz_utc": dt.timezone.utc,
+                "tz_negative": dt.timezone(dt.timedelta(hours=-3, minutes=-30)),
+                "tz_seconds": dt.timezone(dt.timedelta(hours=5, seconds=45)),
+            },
+        ),
+        (
+            "timedeltas",
+            [
+                dt.timedelta(0),
+                dt.timedelta(days=1, seconds=5),
+                dt.timedelta(days=-1, seconds=3600),
+                dt.timedelta(seconds=-1),
+                dt.timedelta(microseconds=-1),
+                dt.timedelta(microseconds=1),
+                dt.timedelta(seconds=1, microseconds=120000),
+                dt.timedelta(days=365),
+                dt.timedelta(days=730, seconds=59, microseconds=100000),
+                dt.timedelta(days=400, hours=25, minutes=61, seconds=1.5),
+                dt.timedelta(hours=2),
+                dt.timedelta(minutes=-90),
+                dt.timedelta.max,
+                dt.timedelta.min,
+            ],
+        ),
+        (
+            "paths_patterns",
+            {
+                "relative": pathlib.Path("a/b"),
+                "empty": pathlib.Path(),
+                "root": pathlib.Path("/"),
+                "double_slash": pathlib.Path("//srv/x"),
+                "pattern_flags": re.compile(r"^\d+$", re.M | re.X),
+                "uuid_max": uuid.UUID(int=2**128 - 1),
+                "uuid_v4": uuid.UUID("4b3f8a4e-8c1d-4e6a-9f2b-1c2d3e4f5a6b"),
+                "secret_empty": pydantic.SecretStr(""),
+                "secret_bytes": pydantic.SecretBytes(b"pw"),
             },
         ),
         (
@@ -569,6 +720,8 @@ def old_json_cases(path: str) -> list[dict]:
         case = {"name": "oldjson_" + name, "type": "json", "data_b64": base64.b64encode(data).decode(), "want": want}
         if name.startswith("messages"):
             case["messages"] = messages_want(v)
+        if name == "values":
+            case["pydantic"] = pydantic_want(v)
         out.append(case)
     return out
 
@@ -587,6 +740,8 @@ def main() -> None:
         case = {"name": name, "type": typ, "data_b64": base64.b64encode(data).decode(), "want": expect(value)}
         if name.startswith("messages"):
             case["messages"] = messages_want(value)
+        if typ == "msgpack":
+            case["pydantic"] = pydantic_want(value)
         golden.append(case)
 
     # A DeltaChannel snapshot (ext 7) stores the channel's whole value:

@@ -36,6 +36,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
+from pydantic_core import to_jsonable_python
 
 STATE = "tool_state"
 MODEL = "model"
@@ -242,10 +243,10 @@ def wire(v: Any) -> Any:
         return v
     if isinstance(v, (bytes, bytearray)):
         return base64.b64encode(bytes(v)).decode("ascii")
-    if isinstance(v, dt.datetime):
-        return v.isoformat()
-    if isinstance(v, uuid.UUID):
-        return v.hex
+    if isinstance(v, (dt.datetime, dt.date, dt.time, dt.timedelta, uuid.UUID)):
+        # As a Python host's own JSON tools render them, which is what
+        # historyd serves.
+        return to_jsonable_python(v)
     if isinstance(v, decimal.Decimal):
         return str(v)
     if isinstance(v, enum.Enum):

@@ -73,7 +73,7 @@ export async function serve({ tls = false } = {}) {
   const values = { json: true, texts: {} };
   const encoder = new TextEncoder();
   const enter = async (method, req, ctx) => {
-    calls.push({ method, req, authorization: ctx.requestHeader.get("authorization"), timeout: ctx.timeoutMs() });
+    calls.push({ method, req, authorization: ctx.requestHeader.get("authorization"), traceparent: ctx.requestHeader.get("traceparent"), timeout: ctx.timeoutMs() });
     if (req.threadId === "slow") await new Promise((r) => setTimeout(r, 5000));
     if (req.threadId === "denied") throw new ConnectError("token may not read thread denied", Code.PermissionDenied);
     if (req.threadId === "") throw new ConnectError("thread_id: is required", Code.InvalidArgument);

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import grpc
 import grpc.aio
 
-from historyd_client import _compat, _convert
+from historyd_client import _compat, _convert, _tracing
 from historyd_client.gen.historyd.v1 import history_pb2, history_pb2_grpc
 
 #: The largest turn number the API can carry (``int32``).
@@ -294,7 +294,11 @@ class HistorydThreadHistory:
     text by default, ``"proto"`` for ``google.protobuf.Value``, ``"raw"`` for
     JSON text left unparsed); every read also takes ``value_format=``. The
     first two give the same values. ``options`` are extra gRPC channel
-    options.
+    options. ``trace_context`` sends the caller's OpenTelemetry trace
+    context on every call when ``opentelemetry-api`` is installed (the
+    ``[tracing]`` extra), so that historyd's spans join the host's traces;
+    turn it off when something else already injects it into this channel's
+    calls.
 
     The channel is opened on first use, in the event loop of that call, and
     opened again if a later call runs in another loop (``grpc.aio`` channels
@@ -317,6 +321,7 @@ class HistorydThreadHistory:
         options: Sequence[tuple[str, Any]] = (),
         channel: str = "",
         value_format: ValueFormat | str = ValueFormat.JSON,
+        trace_context: bool = True,
     ) -> None:
         if not isinstance(target, str) or not target:
             raise ValueError("historyd: target must be a non-empty gRPC target, such as 'host:port'")
@@ -361,6 +366,7 @@ class HistorydThreadHistory:
         # event loop.
         self._snapshot_type = _compat.snapshot_type()
         self._history_type, self._turn_type = _compat.history_types()
+        self._trace = _tracing.injector() if trace_context else None
 
     def __repr__(self) -> str:
         return (
@@ -645,12 +651,14 @@ class HistorydThreadHistory:
         return self.value_format if value_format is None else _value_format(value_format)
 
     def _metadata(self) -> tuple[tuple[str, str], ...]:
+        # Each attempt carries the context current when it is made.
+        trace = self._trace() if self._trace is not None else ()
         if self._token is None:
-            return ()
+            return trace
         token = self._token() if callable(self._token) else self._token
         if not isinstance(token, str) or not token:
             raise ValueError("historyd: the token callable returned no token")
-        return (("authorization", f"Bearer {token}"),)
+        return (("authorization", f"Bearer {token}"), *trace)
 
     def _deadline(self) -> float | None:
         return None if self.timeout is None else time.monotonic() + self.timeout

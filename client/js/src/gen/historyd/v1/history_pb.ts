@@ -637,10 +637,15 @@ export const TurnStateSchema: GenMessage<TurnState> = /*@__PURE__*/
  * numbers; larger ones become decimal strings, so no digit is lost. Floats
  * become numbers, except NaN and ±Infinity, which become the strings "NaN",
  * "Infinity" and "-Infinity". Bytes become base64 strings (standard alphabet,
- * padded). Python datetimes, dates, times, UUIDs, Decimals, enums and other
- * constructor-encoded objects become the argument they were rebuilt from
- * (ISO-8601 text for datetimes, hex text for UUIDs); sets and tuples become
- * lists. Pydantic models and LangChain messages become their field map
+ * padded). Python values are rendered as pydantic's to_jsonable_python (and
+ * so FastAPI and LangGraph's API server) renders them: datetimes as ISO-8601
+ * text with "Z" for UTC ("2026-03-14T09:28:27.577701Z"), dates as
+ * "2026-03-14", times as "09:28:27", timedeltas as ISO-8601 durations
+ * ("P1DT5S"), UUIDs in their dashed form, paths as their text, patterns as
+ * their pattern, secrets as "**********"; Decimals as their text, enums as
+ * their value; sets and tuples become lists. Other constructor-encoded
+ * objects become the argument they were rebuilt from. Pydantic models,
+ * dataclasses, namedtuples and LangChain messages become their field map
  * (LangChain messages keep their `type`, e.g. "human", "ai", "tool").
  * LangChain.js serialized objects ({"lc": 1, "type": "constructor", ...})
  * become their kwargs, with `type` derived from the class name for messages.
