@@ -248,15 +248,16 @@ func TestDefaults(t *testing.T) {
 		RetryCodes      []string `json:"retry_codes"`
 		BackoffMS       int64    `json:"backoff_ms"`
 		MaxReceiveBytes int      `json:"max_receive_bytes"`
+		ValueFormat     string   `json:"value_format"`
 	}
 	if err := json.Unmarshal(raw, &want); err != nil {
 		t.Fatal(err)
 	}
 	if client.DefaultTimeout != time.Duration(want.TimeoutMS)*time.Millisecond || client.DefaultRetries != want.Retries ||
 		client.DefaultBackoff != time.Duration(want.BackoffMS)*time.Millisecond || client.MaxResponseBytes != want.MaxReceiveBytes ||
-		!slices.Equal(want.RetryCodes, []string{"UNAVAILABLE"}) || !want.TLS {
-		t.Errorf("Go defaults (timeout %v, retries %d, backoff %v, receive limit %d) differ from testdata/defaults.json %+v",
-			client.DefaultTimeout, client.DefaultRetries, client.DefaultBackoff, client.MaxResponseBytes, want)
+		!slices.Equal(want.RetryCodes, []string{"UNAVAILABLE"}) || !want.TLS || (client.ReadConfig{}).ValueFormat.String() != want.ValueFormat {
+		t.Errorf("Go defaults (timeout %v, retries %d, backoff %v, receive limit %d, values %v) differ from testdata/defaults.json %+v",
+			client.DefaultTimeout, client.DefaultRetries, client.DefaultBackoff, client.MaxResponseBytes, (client.ReadConfig{}).ValueFormat, want)
 	}
 
 	deadline := make(chan time.Duration, 1)

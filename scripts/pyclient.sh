@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pyclient.sh: the client virtualenv, .cache/venv-client (HISTORYD_CLIENT_VENV
 # to put it elsewhere): the Python client's dependencies with its [langchain]
-# extra and nothing else — grpcio, protobuf, langchain-core and what that
-# pulls in, every one pinned in client/python/requirements-langchain.txt — on
-# the machine's default Python (3.11), without mcp-toolsets-runtime or
+# extra and nothing else — grpcio, protobuf, orjson, langchain-core and what
+# that pulls in, every one pinned in client/python/requirements-langchain.txt
+# — on the machine's default Python (3.11), without mcp-toolsets-runtime or
 # LangGraph. test/clients runs the Python client's tests and the shared
 # inspect_state cases in it, so what a LangChain host without
 # mcp-toolsets-runtime installs is what is tested. The client itself is
@@ -30,7 +30,7 @@ PYVER=$("$PY" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])') || die 
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "$PY is Python $PYVER; the client needs 3.10 or newer"
 
 want=$(cat "$REQ" <(echo "$PYVER") | sha256sum | cut -d' ' -f1)
-if [[ -f $STAMP && $(cat "$STAMP") == "$want" && -x $VENV/bin/python ]] && "$VENV/bin/python" -c 'import grpc, langchain_core' 2>/dev/null; then
+if [[ -f $STAMP && $(cat "$STAMP") == "$want" && -x $VENV/bin/python ]] && "$VENV/bin/python" -c 'import grpc, langchain_core, orjson' 2>/dev/null; then
   note "up to date: $VENV (Python $PYVER)"
   exit 0
 fi

@@ -29,8 +29,20 @@ Subcommands (each prints one JSON document on stdout):
   deepstate --dsn DSN --thread ID --checkpoints ID,ID [--repeat N] [--warm ID]
       Time get_state() at each checkpoint (the one read a host needs for a
       turn once it knows the checkpoint) and return its files and tool_state.
+  host      --side client|reference --thread ID --turns 1,25 [--repeat N]
+            [--memory-calls M] [--warm ID] (--dsn DSN | --target ADDR
+            --client-src DIR [--value-format json|proto|raw])
+      What a Python host sees answering "what did turn n hold": time
+      ThreadHistory.snapshot(thread, turn) of mcp-toolsets-runtime's host
+      protocol, either historyd's Python client (HistorydThreadHistory over
+      gRPC to historyd at ADDR, imported from DIR, the checkout's
+      client/python/src) or the reference (mcp_agent.history's
+      CheckpointHistory over an AsyncPostgresSaver), with this process's
+      CPU time and peak RSS growth per turn (over its first M calls, default
+      all, and over all of them), and a digest of the state returned (its
+      JSON, keys sorted) to check both sides answer alike.
 
-Memory, for `reference`, `deepwalk` and `deepstate`: after imports, the connection and one warm-up call
+Memory, for `reference`, `deepwalk`, `deepstate` and `host`: after imports, the connection and one warm-up call
 on a small thread (--warm), the script records VmRSS, resets the kernel's
 high-water mark (writing 5 to /proc/self/clear_refs) and runs the timed
 calls; `rss_growth_bytes` is VmHWM at the end minus that VmRSS. This is the
@@ -235,6 +247,115 @@ async def reference(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_reference(args: argparse.Namespace) -> dict[str, Any]:
     return asyncio.run(reference(args))
+
+
+# ---------------------------------------------------------------------------
+# host
+
+
+def state_digest(state: Any) -> str | None:
+    """The state as JSON with sorted keys, hashed: equal for equal values."""
+    import hashlib
+
+    if state is None:
+        return None
+    text = json.dumps(state, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def parsed(state: Any) -> Any:
+    """A state whose entries hold raw JSON text (value_json) with the text parsed, as the client parses it."""
+    if not state or not any("value_json" in e for e in state.values()):
+        return state
+    from historyd_client._convert import json_to_python
+
+    out = {}
+    for key, entry in state.items():
+        entry = dict(entry)
+        if "value_json" in entry:
+            entry = {"value": json_to_python(entry.pop("value_json")), **entry}
+        out[key] = entry
+    return out
+
+
+async def host_calls(history: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Times history.snapshot(thread, turn), turn by turn, as `reference` times turns_from.
+
+    Each turn's calls are measured from their own baseline: VmRSS after a
+    collection, the high-water mark reset to it; the peak is read after the
+    first --memory-calls calls (so that two sides making different numbers
+    of calls can be compared over the same number) and after all of them.
+    The digest is taken after that, so hashing the state is not counted.
+    """
+    turns = [int(x) for x in args.turns.split(",") if x]
+    out: dict[str, Any] = {"side": args.side, "thread": args.thread, "calls": [], "turns": {}}
+    if args.warm:
+        await history.snapshot(args.warm, 1)
+    for turn in turns:
+        gc.collect()
+        base = status_kb("VmRSS") * 1024
+        reset = reset_hwm()
+        snap = None
+        first = None
+        for i in range(args.repeat):
+            if i == args.memory_calls:
+                first = status_kb("VmHWM") * 1024
+            snap = None  # the last answer is not held through the next call
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            snap = await history.snapshot(args.thread, turn)
+            dt = time.perf_counter() - t0
+            cpu = time.process_time() - c0
+            out["calls"].append(
+                {
+                    "turn": turn,
+                    "seconds": dt,
+                    "cpu_seconds": cpu,
+                    "total": snap.total,
+                    "retained": len(snap.retained),
+                    "keys": None if snap.state is None else len(snap.state),
+                }
+            )
+        peak = status_kb("VmHWM") * 1024
+        if first is None:
+            first = peak
+        out["turns"][str(turn)] = {
+            "baseline_rss_bytes": base,
+            "memory_calls": min(args.memory_calls, args.repeat),
+            "rss_growth_bytes": first - base,
+            "all_calls_rss_growth_bytes": peak - base,
+            "hwm_reset": reset,
+            "digest": state_digest(parsed(snap.state) if snap else None),
+        }
+        del snap
+    return out
+
+
+async def host(args: argparse.Namespace) -> dict[str, Any]:
+    if args.side == "reference":
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from mcp_agent.history import CheckpointHistory
+
+        async with AsyncPostgresSaver.from_conn_string(args.dsn) as saver:
+            return await host_calls(CheckpointHistory(saver), args)
+    # The client as it is in the checkout, not an installed copy: the venv
+    # has what it needs (grpcio, protobuf, orjson, pinned as the
+    # conformance suite pins them).
+    sys.path.insert(0, args.client_src)
+    from historyd_client import HistorydThreadHistory
+
+    async with HistorydThreadHistory(args.target, plaintext=True, timeout=600, value_format=args.value_format) as history:
+        out = await host_calls(history, args)
+    out["value_format"] = args.value_format
+    return out
+
+
+def cmd_host(args: argparse.Namespace) -> dict[str, Any]:
+    if args.side == "reference" and not args.dsn:
+        raise SystemExit("host --side reference needs --dsn")
+    if args.side == "client" and not (args.target and args.client_src):
+        raise SystemExit("host --side client needs --target and --client-src")
+    return asyncio.run(host(args))
 
 
 # ---------------------------------------------------------------------------
@@ -451,6 +572,17 @@ def main() -> int:
     p.add_argument("--checkpoints", required=True)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--warm", default="")
+    p = sub.add_parser("host")
+    p.add_argument("--side", required=True, choices=["client", "reference"])
+    p.add_argument("--dsn", default="")
+    p.add_argument("--target", default="")
+    p.add_argument("--client-src", default="")
+    p.add_argument("--value-format", default="json", choices=["json", "proto", "raw"])
+    p.add_argument("--thread", required=True)
+    p.add_argument("--turns", required=True)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--memory-calls", type=int, default=1 << 30)
+    p.add_argument("--warm", default="")
     args = ap.parse_args()
     fn = {
         "versions": cmd_versions,
@@ -460,6 +592,7 @@ def main() -> int:
         "deepreadback": cmd_deepreadback,
         "deepwalk": cmd_deepwalk,
         "deepstate": cmd_deepstate,
+        "host": cmd_host,
     }[args.cmd]
     json.dump(fn(args), sys.stdout, separators=(",", ":"))
     sys.stdout.write("\n")

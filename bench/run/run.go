@@ -58,8 +58,8 @@ type Config struct {
 	// Only, when not empty, names the steps to run besides describing
 	// the machine, generating the threads and building historyd: any of
 	// anchors, operations, P1, P2, P3 (which needs anchors and
-	// operations), P4, deepagents, pooler, threads and profiles. For
-	// iterating on one measurement.
+	// operations), P4, P5, P6, P7, deepagents, pooler, threads and
+	// profiles. For iterating on one measurement.
 	Only []string
 	// Log receives progress lines.
 	Log io.Writer
@@ -219,6 +219,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"deepagents", r.deepagents},
 		{"pooler", r.pooler},
 		{"threads", r.threadsList},
+		{"P6", r.host},
 		{"profiles", r.profiles},
 	}
 	always := map[string]bool{"machine and versions": true, "generate threads": true, "build historyd": true}

@@ -14,10 +14,29 @@ import {
   ThreadsOrder,
   type DiffTurn as WireDiffTurn,
   TurnNumbering,
+  ValueFormat as WireValueFormat,
   type StateEntry,
   type TurnState as WireTurnState,
 } from "./gen/historyd/v1/history_pb.js";
 import { traceContextInterceptor } from "./tracing.js";
+
+/**
+ * How state values travel from historyd, and what an Entry holds:
+ *
+ * - "json", the default: historyd sends each value as JSON text
+ *   (StateEntry.value_json), written on the server straight from the stored
+ *   bytes, which the client reads with JSON.parse. Several times cheaper for
+ *   both sides than a google.protobuf.Value tree, and the same values.
+ * - "proto": historyd sends each value as a google.protobuf.Value
+ *   (StateEntry.value), as servers that predate value_json do.
+ * - "raw": JSON text on the wire, left unparsed: each Entry's `value` is
+ *   null and `json` holds the text, as historyd sent it (keys in stored
+ *   order). For a host that hands values on as text or parses them itself;
+ *   the cheapest way to read a large state.
+ */
+export type ValueFormat = "json" | "proto" | "raw";
+
+const VALUE_FORMATS: readonly ValueFormat[] = ["json", "proto", "raw"];
 
 /**
  * The defaults of every historyd client (Go, Python, TypeScript), as
@@ -36,6 +55,8 @@ export const DEFAULTS = Object.freeze({
   backoffJitter: 0.2,
   /** The largest response accepted: historyd's default --max-response-bytes. */
   maxReceiveBytes: 64 * 1024 * 1024,
+  /** How values travel (ValueFormat). */
+  valueFormat: "json" as ValueFormat,
 });
 
 /** The largest turn number the API can carry (int32). */
@@ -72,6 +93,11 @@ export interface ThreadHistoryOptions {
   /** The largest response accepted, in bytes. */
   maxReceiveBytes?: number;
   /**
+   * How values travel: "json" (the default), "proto" or "raw" (ValueFormat).
+   * Each read may name its own (ReadOpts.valueFormat).
+   */
+  valueFormat?: ValueFormat;
+  /**
    * A Connect transport to call through instead of the gRPC transport this
    * client makes (tests, a custom HTTP/2 session). `plaintext`, `tls`,
    * `maxReceiveBytes` and `traceContext` then do not apply: add
@@ -103,6 +129,8 @@ export interface ReadOpts extends CallOpts {
   namespace?: string;
   /** The state channel, instead of the client's. */
   channel?: string;
+  /** How values travel, instead of the client's (ValueFormat). */
+  valueFormat?: ValueFormat;
 }
 
 /**
@@ -118,8 +146,17 @@ export type Numbering = "complete" | "counted" | "estimated" | "unspecified";
 
 /** One session-state key's entry: the published value and the bookkeeping the host recorded with it. */
 export interface Entry {
-  /** The published value, as plain JSON (history.proto's StateEntry documents the mapping). */
+  /**
+   * The published value, as plain JSON (history.proto's StateEntry documents
+   * the mapping); null with valueFormat "raw", which leaves it in `json`.
+   */
   value: JsonValue;
+  /**
+   * With valueFormat "raw" only: the value's JSON text, as historyd sent it
+   * (or, from a server that sent a google.protobuf.Value, as JSON.stringify
+   * writes it).
+   */
+  json?: string;
   /** The tool that wrote the value, when recorded. */
   tool?: string;
   /** The entry's write order within the thread, when recorded. */
@@ -364,6 +401,7 @@ export class ThreadHistory {
   readonly retries: number;
   readonly backoffMs: number;
   readonly plaintext: boolean;
+  readonly valueFormat: ValueFormat;
   readonly #rpc: Client<typeof ThreadHistoryService>;
   readonly #token: ThreadHistoryOptions["token"];
   #closed = false;
@@ -382,6 +420,7 @@ export class ThreadHistory {
     check(o.backoffMs === undefined || (Number.isFinite(o.backoffMs) && o.backoffMs >= 0), "backoffMs must be 0 or more ms", o.backoffMs);
     check(o.maxReceiveBytes === undefined || (Number.isInteger(o.maxReceiveBytes) && o.maxReceiveBytes > 0), "maxReceiveBytes must be a positive whole number", o.maxReceiveBytes);
     check(o.channel === undefined || typeof o.channel === "string", "channel must be a string", typeof o.channel);
+    this.valueFormat = valueFormat(o.valueFormat ?? DEFAULTS.valueFormat);
     check(o.token === undefined || typeof o.token === "function" || (typeof o.token === "string" && o.token !== ""), "token must be a non-empty string or a function returning one", o.token === "" ? '""' : typeof o.token);
     if (o.plaintext && o.tls) throw new TypeError("historyd: plaintext and tls contradict each other");
     this.target = target;
@@ -412,13 +451,17 @@ export class ThreadHistory {
   async snapshot(threadId: string, turn: number, opts: ReadOpts = {}): Promise<Snapshot> {
     if (!Number.isInteger(turn)) throw new TypeError(`historyd: turn must be a whole number, not ${turn}`);
     const asked = turn >= 1 && turn <= MAX_TURN ? turn : 0;
+    const read = this.#read("Snapshot", threadId, opts);
     const resp = await this.#unary("Snapshot", threadId, opts, (call) =>
-      this.#rpc.snapshot({ threadId, turn: asked, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], channel: opts.channel ?? this.channel }, call),
+      this.#rpc.snapshot(
+        { threadId, turn: asked, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], channel: opts.channel ?? this.channel, valueFormat: read.wire },
+        call,
+      ),
     );
     const common = { turn, total: resp.total, retained: [...resp.retainedTurns], numbering: fromNumbering(resp.numbering) };
     switch (resp.result.case) {
       case "state":
-        return { ...fromTurnState(resp.result.value, resp.numbering), ...common, outcome: "found" };
+        return { ...fromTurnState(resp.result.value, resp.numbering, read), ...common, outcome: "found" };
       case "noSuchTurn":
         return { ...common, outcome: "no_such_turn" };
       case "noLongerRetained":
@@ -431,10 +474,14 @@ export class ThreadHistory {
 
   /** The state at the end of every retained turn, ascending, and the thread's total, in one response. */
   async snapshots(threadId: string, opts: ReadOpts = {}): Promise<History> {
+    const read = this.#read("Snapshots", threadId, opts);
     const resp = await this.#unary("Snapshots", threadId, opts, (call) =>
-      this.#rpc.snapshots({ threadId, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], channel: opts.channel ?? this.channel }, call),
+      this.#rpc.snapshots(
+        { threadId, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], channel: opts.channel ?? this.channel, valueFormat: read.wire },
+        call,
+      ),
     );
-    const turns = Object.entries(resp.turns).map(([n, t]) => ({ ...fromTurnState(t, resp.numbering), turn: Number(n) }));
+    const turns = Object.entries(resp.turns).map(([n, t]) => ({ ...fromTurnState(t, resp.numbering, read), turn: Number(n) }));
     turns.sort((a, b) => a.turn - b.turn);
     return { total: resp.total, turns, numbering: fromNumbering(resp.numbering) };
   }
@@ -451,6 +498,7 @@ export class ThreadHistory {
   async *streamSnapshots(threadId: string, opts: ReadOpts & { fromTurn?: number } = {}): AsyncGenerator<TurnState, void, undefined> {
     const method = "StreamSnapshots";
     this.#open(method, threadId);
+    const read = this.#read(method, threadId, opts);
     const deadline = this.#deadline(opts);
     const stop = new AbortController();
     const signal = opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal;
@@ -461,14 +509,14 @@ export class ThreadHistory {
         try {
           const call = { signal, timeoutMs: remaining(method, threadId, deadline), headers: await this.#headers() };
           const stream = this.#rpc.streamSnapshots(
-            { threadId, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], fromTurn: from, channel: opts.channel ?? this.channel },
+            { threadId, checkpointNs: opts.namespace ?? this.namespace, keys: opts.keys ?? [], fromTurn: from, channel: opts.channel ?? this.channel, valueFormat: read.wire },
             call,
           );
           for await (const msg of stream) {
             if (!msg.turn) continue; // the one message of a thread with no retained turn
             failures = 0;
             from = Math.min(msg.turn.turn, MAX_TURN - 1) + 1;
-            yield fromTurnState(msg.turn, msg.numbering);
+            yield fromTurnState(msg.turn, msg.numbering, read);
           }
           return;
         } catch (err) {
@@ -605,6 +653,12 @@ export class ThreadHistory {
     this.#closed = true;
   }
 
+  /** What a read asks for and how its values are read. */
+  #read(method: string, threadId: string, opts: ReadOpts): ValueRead {
+    const format = opts.valueFormat === undefined ? this.valueFormat : valueFormat(opts.valueFormat);
+    return { method, threadId, format, wire: format === "proto" ? WireValueFormat.PROTO : WireValueFormat.JSON };
+  }
+
   #open(method: string, threadId: string): void {
     if (this.#closed) throw new HistorydError(method, threadId, Code.FailedPrecondition, "client is closed");
   }
@@ -657,6 +711,21 @@ export class ThreadHistory {
   }
 }
 
+/** A read's value format, and the call it is for (named in its errors). */
+interface ValueRead {
+  method: string;
+  threadId: string;
+  format: ValueFormat;
+  wire: WireValueFormat;
+}
+
+function valueFormat(f: unknown): ValueFormat {
+  if (!VALUE_FORMATS.includes(f as ValueFormat)) {
+    throw new TypeError(`historyd: valueFormat must be one of ${VALUE_FORMATS.map((v) => JSON.stringify(v)).join(", ")}, not ${JSON.stringify(f)}`);
+  }
+  return f as ValueFormat;
+}
+
 function check(ok: boolean, what: string, got: unknown): void {
   if (!ok) throw new TypeError(`historyd: ${what}, not ${String(got)}`);
 }
@@ -681,9 +750,16 @@ function fail(method: string, threadId: string, e: ConnectError): HistorydError 
 }
 
 /** A wire turn, read from a response whose numbering was `numbering`. */
-function fromTurnState(t: WireTurnState, numbering: TurnNumbering): TurnState {
+function fromTurnState(t: WireTurnState, numbering: TurnNumbering, read: ValueRead): TurnState {
   const state: Record<string, Entry> = {};
-  for (const [key, e] of Object.entries(t.entries)) state[key] = fromEntry(e);
+  for (const [key, e] of Object.entries(t.entries)) {
+    try {
+      state[key] = fromEntry(e, read.format);
+    } catch (err) {
+      // The server's fault, not the caller's: nothing the call could change.
+      throw new HistorydError(read.method, read.threadId, Code.Internal, `turn ${t.turn}: the value_json of key ${JSON.stringify(key)} is not JSON: ${(err as Error).message}`, err);
+    }
+  }
   return {
     turn: t.turn,
     checkpointId: t.checkpointId,
@@ -711,9 +787,32 @@ function fromNumbering(n: TurnNumbering): Numbering {
   return "unspecified";
 }
 
-/** A wire entry as an Entry. A missing value reads as null, as protobuf's JSON mapping does. */
-function fromEntry(e: StateEntry): Entry {
-  const out: Entry = { value: e.value ? toJson(ValueSchema, e.value) : null, inputs: { ...e.inputs } };
+/** Reads value_json, which historyd writes as UTF-8; anything else is refused, not repaired. */
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A wire entry as an Entry, its value read from value_json when the server
+ * sent it, else from value. A missing value reads as null, as protobuf's
+ * JSON mapping does.
+ */
+function fromEntry(e: StateEntry, format: ValueFormat): Entry {
+  let value: JsonValue = null;
+  let json: string | undefined;
+  if (e.valueJson.length > 0) {
+    const text = utf8.decode(e.valueJson);
+    if (format === "raw") json = text;
+    else value = JSON.parse(text) as JsonValue;
+  } else if (e.value) {
+    value = toJson(ValueSchema, e.value);
+    if (format === "raw") {
+      json = JSON.stringify(value);
+      value = null;
+    }
+  } else if (format === "raw") {
+    json = "null";
+  }
+  const out: Entry = { value, inputs: { ...e.inputs } };
+  if (json !== undefined) out.json = json;
   if (e.tool !== undefined) out.tool = e.tool;
   if (e.seq !== undefined) out.seq = Number(e.seq);
   if (e.turn !== undefined) out.turn = e.turn;

@@ -27,6 +27,7 @@ export {
   type TurnIndex,
   type TurnInfo,
   type TurnState,
+  type ValueFormat,
 } from "./client.js";
 export { traceContextInterceptor } from "./tracing.js";
 export { Code } from "@connectrpc/connect";

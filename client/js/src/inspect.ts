@@ -122,6 +122,10 @@ export class Inspector {
   readonly maxLineChars: number;
 
   constructor(o: InspectorOptions = {}) {
+    if ((o.history as { valueFormat?: unknown } | undefined)?.valueFormat === "raw") {
+      // Entries would come without their value, which every answer reads.
+      throw new TypeError(`inspect: the history's valueFormat is "raw", which leaves values unparsed; inspect_state reads them: use "json" (the default) or "proto"`);
+    }
     this.history = o.history;
     this.present = o.present;
     this.declaredKeys = [...(o.declaredKeys ?? [])];

@@ -37,6 +37,7 @@ class DefaultsTest(unittest.TestCase):
         self.assertEqual(historyd_client.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH, want["max_receive_bytes"])
         self.assertEqual(want["retry_codes"], ["UNAVAILABLE"])
         h = HistorydThreadHistory("127.0.0.1:1")
+        self.assertEqual(h.value_format, want["value_format"])
         self.assertEqual((h.timeout, h.retries, h.backoff), (10.0, 3, 0.1))
         self.assertIn("plaintext=False", repr(h))
         self.assertIn(("grpc.max_receive_message_length", 64 << 20), h._options)

@@ -7,8 +7,8 @@ Plain unittest, no pytest: from the repository root,
 The server is a Python implementation of historyd.v1.ThreadHistory serving
 canned answers on 127.0.0.1, so these need neither historyd nor PostgreSQL
 (test/e2e runs the client against the real service). What they pin down:
-the conversion of StateEntry back to tool_state entries, the three
-Snapshot outcomes, the result types (mcp-toolsets-runtime's own when it
+the conversion of StateEntry back to tool_state entries (from value_json,
+the default, and from value, the same), the three Snapshot outcomes, the result types (mcp-toolsets-runtime's own when it
 imports, look-alikes when it does not), the bearer token, deadlines, error
 codes, StreamSnapshots with its Snapshots fallback, and use from more than one
 event loop.
@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import decimal
 import importlib.abc
+import math
 import os
 import subprocess
 import sys
@@ -77,6 +79,45 @@ def value(x) -> struct_pb2.Value:
     else:
         v.string_value = x
     return v
+
+
+def historyd_json(v: struct_pb2.Value) -> bytes:
+    """A Value as historyd writes value_json: compact, numbers as JavaScript
+    writes them (shortest digits, no fraction when integral below 1e21,
+    exponents below 1e-6 and from 1e21), and each map's keys in reverse
+    order, so that a client keeping the text's order would be caught."""
+    kind = v.WhichOneof("kind")
+    if kind == "struct_value":
+        fields = v.struct_value.fields
+        items = (f"{js_string(k)}:{historyd_json(fields[k]).decode()}" for k in sorted(fields, reverse=True))
+        return ("{" + ",".join(items) + "}").encode()
+    if kind == "list_value":
+        return ("[" + ",".join(historyd_json(x).decode() for x in v.list_value.values) + "]").encode()
+    if kind == "string_value":
+        return js_string(v.string_value).encode()
+    if kind == "bool_value":
+        return b"true" if v.bool_value else b"false"
+    if kind == "number_value":
+        return js_number(v.number_value).encode()
+    return b"null"
+
+
+def js_string(s: str) -> str:
+    import json
+
+    return json.dumps(s, ensure_ascii=False)
+
+
+def js_number(x: float) -> str:
+    """A double as JavaScript's Number.prototype.toString (and historyd) writes it."""
+    if x == 0:
+        return "-0" if math.copysign(1, x) < 0 else "0"
+    shortest = decimal.Decimal(repr(x))
+    if 1e-6 <= abs(x) < 1e21:
+        if x.is_integer():
+            shortest = shortest.to_integral_value()
+        return format(shortest, "f")
+    return repr(x)  # "1e-07", "1.5e+300": valid JSON as it is
 
 
 def extra(d: dict) -> struct_pb2.Struct:
@@ -146,8 +187,13 @@ QUESTIONS = ["q1", "q2", TURN3.question, TURN4.question, "q5"]
 class FakeHistory(pb_grpc.ThreadHistoryServicer):
     """Canned answers for thread "t"; "slow" sleeps, "denied" is refused."""
 
-    def __init__(self, *, stream: bool = True) -> None:
+    def __init__(self, *, stream: bool = True, json: bool = True) -> None:
         self.stream = stream
+        #: Whether value_format JSON is honoured; a server older than
+        #: value_json ignores it and sends every value as a Value.
+        self.json = json
+        #: Each key's value_json instead of historyd_json's, when set here.
+        self.texts: dict[str, bytes] = {}
         self.requests: list[tuple[str, object]] = []
         #: Every response's numbering: turns 1 and 2 were pruned.
         self.numbering = pb.TURN_NUMBERING_COUNTED
@@ -185,7 +231,18 @@ class FakeHistory(pb_grpc.ThreadHistoryServicer):
                     if key not in request.keys:
                         del cut.entries[key]
                 turns[n] = cut
+        if self.json and getattr(request, "value_format", None) == pb.VALUE_FORMAT_JSON:
+            turns = {n: self._as_json(state) for n, state in turns.items()}
         return turns, TOTAL
+
+    def _as_json(self, state: pb.TurnState) -> pb.TurnState:
+        out = pb.TurnState()
+        out.CopyFrom(state)
+        for key, e in out.entries.items():
+            if e.HasField("value"):
+                e.value_json = self.texts.get(key) or historyd_json(e.value)
+                e.ClearField("value")
+        return out
 
     async def Snapshot(self, request, context):
         await self._enter("Snapshot", request, context)

@@ -10,6 +10,8 @@
 //    ToolNode) asks inspect_state for the area key at turn 2, now, and at a
 //    turn the thread never had; then, after turn 1's checkpoints are deleted
 //    as a retention job would, at turn 1.
+// 4. Every turn, read with values as JSON text (the default) and as
+//    google.protobuf.Value, is the same, key order and all, and LangGraph's.
 //
 // Needs HISTORYD_BIN, HISTORYD_TEST_DSN and HISTORYD_TEST_NODE (the
 // conformance writer's directory, with its node_modules); test/clients sets
@@ -31,6 +33,7 @@ import pg from "pg";
 
 import { ThreadHistory } from "../../dist/index.js";
 import { inspectState } from "../../dist/langchain.js";
+import { sameValues } from "../support/same.mjs";
 
 const AREA = "sketch-ops/sketch_area/area";
 const env = (name, why) => {
@@ -156,6 +159,21 @@ test("the agent reads an earlier turn, the present and a turn never had", async 
     reason: `Turns are the user's questions, counted from 1; this conversation has had ${total} so far.`,
   });
   assert.ok(answer.includes(value2) && answer.includes(valueNow), "the model's answer rests on what the tool returned");
+});
+
+test("both value formats read every turn alike, and as LangGraph holds it", async () => {
+  const asJson = await history.snapshots(threadId);
+  const asProto = await history.snapshots(threadId, { valueFormat: "proto" });
+  assert.equal(asJson.turns.length, expected.total);
+  sameValues(asJson, asProto);
+  for (const t of asJson.turns) {
+    const one = await history.snapshot(threadId, t.turn);
+    const oneProto = await history.snapshot(threadId, t.turn, { valueFormat: "proto" });
+    sameValues(one, oneProto);
+    for (const [key, e] of Object.entries(expected.turns[String(t.turn)].tool_state)) {
+      assert.deepEqual(t.state[key].value, e.value, `turn ${t.turn} ${key}`);
+    }
+  }
 });
 
 test("a pruned turn is no longer retained, never another turn's value", async () => {

@@ -3,7 +3,11 @@
 // adapter), so calls cross a real connection. Thread "t" has 5 turns, of
 // which 3..5 are retained, 4 and 5 asked in one input (answered_with), its
 // numbering counted; "slow" answers after 5 s; "denied" is refused. The
-// channels served are tool_state and files; any other is refused.
+// channels served are tool_state and files; any other is refused. Asked for
+// VALUE_FORMAT_JSON, it sends each value as JSON text, in the order the
+// Value holds its keys, as historyd writes both from the stored order;
+// `values.json = false` makes it a server older than value_json, which
+// ignores the field; `values.texts[key]` replaces a key's text.
 
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -11,12 +15,12 @@ import http2 from "node:http2";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { create, fromJson } from "@bufbuild/protobuf";
+import { create, fromJson, toJson } from "@bufbuild/protobuf";
 import { ValueSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 
-import { StateEntrySchema, ThreadHistory, TurnNumbering, TurnStateSchema } from "../../dist/gen/historyd/v1/history_pb.js";
+import { StateEntrySchema, ThreadHistory, TurnNumbering, TurnStateSchema, ValueFormat } from "../../dist/gen/historyd/v1/history_pb.js";
 
 export const AREA = "sketch-ops/sketch_area/area";
 export const TOTAL = 5;
@@ -26,10 +30,18 @@ export const ANSWERED_WITH = { 4: [5], 5: [4] };
 
 const entry = (value, fields = {}) => create(StateEntrySchema, { value: fromJson(ValueSchema, value), ...fields });
 
+/** Values awkward to carry: numbers, -0, nesting, keys JavaScript orders its own way. */
+export const AWKWARD = {
+  numbers: [0, -0, 1, -3, 2 ** 53, 2 ** 53 + 2, 1e20, 1e21, 0.1 + 0.2, 5e-324, 1.7976931348623157e308, -2.5e-7],
+  keys: { z: 1, "10": 2, "2": 3, é: 4, "😀": 5, "\uffff": 6, "": 7 },
+  nested: { b: [{ y: null, x: true }, [], {}], a: "text with \u2028 and \"quotes\"" },
+};
+
 function turnState(n) {
   const entries = {
     [AREA]: entry({ amount: 14000 + n, unit: "km2" }, { tool: "sketch_area", seq: BigInt(n), turn: n, turnsWritten: n - 2, inputs: { unit: "model" } }),
     other: entry({ n }, { extra: { source: "test" } }),
+    awkward: entry(AWKWARD),
   };
   return create(TurnStateSchema, {
     turn: n,
@@ -46,9 +58,20 @@ function turnState(n) {
  * UNAVAILABLE (streams after `flaky.cut` messages). It records each call's
  * method, request and authorization header.
  */
+/** JSON text as historyd writes it: JSON.stringify's, but for -0, which it writes "-0". */
+function historydJson(v) {
+  if (Array.isArray(v)) return `[${v.map(historydJson).join(",")}]`;
+  if (v !== null && typeof v === "object") {
+    return `{${Object.keys(v).map((k) => `${JSON.stringify(k)}:${historydJson(v[k])}`).join(",")}}`;
+  }
+  return Object.is(v, -0) ? "-0" : JSON.stringify(v);
+}
+
 export async function serve({ tls = false } = {}) {
   const calls = [];
   const flaky = { fail: 0, cut: null };
+  const values = { json: true, texts: {} };
+  const encoder = new TextEncoder();
   const enter = async (method, req, ctx) => {
     calls.push({ method, req, authorization: ctx.requestHeader.get("authorization"), traceparent: ctx.requestHeader.get("traceparent"), timeout: ctx.timeoutMs() });
     if (req.threadId === "slow") await new Promise((r) => setTimeout(r, 5000));
@@ -66,8 +89,14 @@ export async function serve({ tls = false } = {}) {
     }
   };
   const turnsOf = (req) => (req.threadId === "t" ? RETAINED : []);
-  const project = (t, keys) => {
-    if (keys.length) for (const k of Object.keys(t.entries)) if (!keys.includes(k)) delete t.entries[k];
+  const project = (t, req) => {
+    if (req.keys.length) for (const k of Object.keys(t.entries)) if (!req.keys.includes(k)) delete t.entries[k];
+    if (values.json && req.valueFormat === ValueFormat.JSON) {
+      for (const [k, e] of Object.entries(t.entries)) {
+        e.valueJson = values.texts[k] ?? encoder.encode(historydJson(toJson(ValueSchema, e.value)));
+        e.value = undefined;
+      }
+    }
     return t;
   };
   const impl = {
@@ -79,7 +108,7 @@ export async function serve({ tls = false } = {}) {
       const n = req.turn;
       let result;
       if (n < 1 || n > total) result = { case: "noSuchTurn", value: { turn: n, total } };
-      else if (retained.includes(n)) result = { case: "state", value: project(turnState(n), req.keys) };
+      else if (retained.includes(n)) result = { case: "state", value: project(turnState(n), req) };
       else result = { case: "noLongerRetained", value: { turn: n, question: QUESTIONS[n - 1] } };
       return { result, total, retainedTurns: retained, numbering: numbering(req) };
     },
@@ -87,7 +116,7 @@ export async function serve({ tls = false } = {}) {
       await enter("Snapshots", req, ctx);
       flake();
       const turns = {};
-      for (const n of turnsOf(req)) turns[n] = project(turnState(n), req.keys);
+      for (const n of turnsOf(req)) turns[n] = project(turnState(n), req);
       return { turns, total: req.threadId === "t" ? TOTAL : 0, numbering: numbering(req) };
     },
     async *streamSnapshots(req, ctx) {
@@ -101,7 +130,7 @@ export async function serve({ tls = false } = {}) {
       let sent = 0;
       for (const n of turns) {
         if (failing && sent === flaky.cut) throw new ConnectError("server going away", Code.Unavailable);
-        yield { turn: project(turnState(n), req.keys), total, numbering: numbering(req) };
+        yield { turn: project(turnState(n), req), total, numbering: numbering(req) };
         sent++;
       }
     },
@@ -190,6 +219,7 @@ export async function serve({ tls = false } = {}) {
     target: `127.0.0.1:${server.address().port}`,
     calls,
     flaky,
+    values,
     ca,
     close: () =>
       new Promise((resolve) => {

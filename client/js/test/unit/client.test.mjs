@@ -3,7 +3,9 @@ import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 
 import { Code, DEFAULTS, HistorydError, ThreadHistory } from "../../dist/index.js";
-import { ANSWERED_WITH, AREA, QUESTIONS, RETAINED, TOTAL, serve } from "../support/server.mjs";
+import { ANSWERED_WITH, AREA, AWKWARD, QUESTIONS, RETAINED, TOTAL, serve } from "../support/server.mjs";
+import { Inspector } from "../../dist/inspect.js";
+import { sameValues } from "../support/same.mjs";
 
 const defaultsFile = new URL("../../../testdata/defaults.json", import.meta.url);
 
@@ -18,9 +20,10 @@ describe("defaults", () => {
     assert.equal(DEFAULTS.maxBackoffMs, want.max_backoff_ms);
     assert.equal(DEFAULTS.backoffJitter, want.backoff_jitter);
     assert.equal(DEFAULTS.maxReceiveBytes, want.max_receive_bytes);
+    assert.equal(DEFAULTS.valueFormat, want.value_format);
     const h = new ThreadHistory("127.0.0.1:1");
     assert.equal(h.plaintext, false);
-    assert.deepEqual([h.timeoutMs, h.retries, h.backoffMs], [10_000, 3, 100]);
+    assert.deepEqual([h.timeoutMs, h.retries, h.backoffMs, h.valueFormat], [10_000, 3, 100, "json"]);
   });
 
   test("bad options name the field", () => {
@@ -30,6 +33,7 @@ describe("defaults", () => {
     assert.throws(() => new ThreadHistory("h:1", { timeoutMs: -5 }), /timeoutMs/);
     assert.throws(() => new ThreadHistory("h:1", { token: "" }), /token/);
     assert.throws(() => new ThreadHistory("h:1", { plaintext: true, tls: { ca: "x" } }), /contradict/);
+    assert.throws(() => new ThreadHistory("h:1", { valueFormat: "xml" }), /valueFormat must be one of "json", "proto", "raw", not "xml"/);
   });
 });
 
@@ -126,6 +130,88 @@ describe("over plaintext", () => {
     await assert.rejects(h.snapshot("t", 3, { channel: "nope" }), (e) => e instanceof HistorydError && e.code === Code.InvalidArgument && /"nope"/.test(e.details));
     assert.equal(client().channel, "");
     assert.throws(() => new ThreadHistory("h:1", { channel: 1 }), /channel/);
+  });
+
+  test("values: JSON text by default, the same as google.protobuf.Value", async () => {
+    const h = client();
+    const read = async (opts) => [
+      (await h.snapshot("t", 3, opts)).state,
+      (await h.snapshots("t", opts)).turns.map((t) => t.state),
+      await (async () => {
+        const out = [];
+        for await (const t of h.streamSnapshots("t", opts)) out.push(t.state);
+        return out;
+      })(),
+    ];
+    const start = srv.calls.length;
+    const asJson = await read({});
+    const asProto = await read({ valueFormat: "proto" });
+    assert.deepEqual(srv.calls.slice(start).map((c) => c.req.valueFormat), [2, 2, 2, 1, 1, 1], "VALUE_FORMAT_JSON (2), then VALUE_FORMAT_PROTO (1)");
+    sameValues(asJson, asProto);
+    const awkward = asJson[0].awkward.value;
+    assert.deepEqual(awkward, AWKWARD);
+    assert.ok(Object.is(awkward.numbers[1], -0));
+    // Keys in the text's order, as JavaScript orders an object's keys:
+    // integer-like ones first.
+    assert.deepEqual(Object.keys(awkward.keys), ["2", "10", "z", "é", "😀", "\uffff", ""]);
+
+    const proto = client({ valueFormat: "proto" });
+    assert.equal(proto.valueFormat, "proto");
+    await proto.snapshot("t", 3);
+    await proto.snapshot("t", 3, { valueFormat: "json" });
+    assert.deepEqual(srv.calls.slice(-2).map((c) => c.req.valueFormat), [1, 2]);
+    await assert.rejects(h.snapshot("t", 3, { valueFormat: "JSON" }), /valueFormat must be one of/);
+  });
+
+  test("values: raw leaves the JSON text unparsed", async () => {
+    const raw = await client({ valueFormat: "raw" }).snapshot("t", 3);
+    const parsed = await client().snapshot("t", 3);
+    assert.equal(srv.calls.at(-2).req.valueFormat, 2, "raw is JSON on the wire");
+    for (const [key, e] of Object.entries(raw.state)) {
+      assert.equal(e.value, null);
+      assert.equal(typeof e.json, "string");
+      sameValues(JSON.parse(e.json), parsed.state[key].value);
+      const { value: _v, json: _j, ...rest } = e;
+      const { value: _w, ...want } = parsed.state[key];
+      assert.deepEqual(rest, want);
+    }
+    assert.equal(raw.state.other.json, '{"n":3}');
+    assert.equal(parsed.state.other.json, undefined);
+    assert.throws(() => new Inspector({ history: client({ valueFormat: "raw" }) }), /valueFormat is "raw"/);
+    new Inspector({ history: client({ valueFormat: "proto" }) });
+  });
+
+  test("values: a server without value_json sends Values, read as before", async () => {
+    srv.values.json = false;
+    try {
+      const old = await client().snapshot("t", 3);
+      const raw = await client({ valueFormat: "raw" }).snapshot("t", 3);
+      srv.values.json = true;
+      const now = await client().snapshot("t", 3);
+      sameValues(old.state, now.state);
+      assert.equal(raw.state.other.json, '{"n":3}');
+      assert.equal(raw.state.other.value, null);
+    } finally {
+      srv.values.json = true;
+    }
+  });
+
+  test("values: JSON text that does not parse fails the read", async () => {
+    srv.values.texts.other = new TextEncoder().encode('{"n": 3,');
+    try {
+      const err = await client().snapshot("t", 3).catch((e) => e);
+      assert.ok(err instanceof HistorydError);
+      assert.equal(err.code, Code.Internal);
+      assert.match(err.details, /^turn 3: the value_json of key "other" is not JSON: /);
+      const streamed = await (async () => {
+        for await (const _ of client().streamSnapshots("t")) return "no error";
+      })().catch((e) => e);
+      assert.equal(streamed.code, Code.Internal);
+      assert.equal((await client({ valueFormat: "raw" }).snapshot("t", 3)).state.other.json, '{"n": 3,');
+      assert.equal((await client({ valueFormat: "proto" }).snapshot("t", 3)).state.other.value.n, 3);
+    } finally {
+      delete srv.values.texts.other;
+    }
   });
 
   test("UNAVAILABLE is retried, other codes are not", async () => {

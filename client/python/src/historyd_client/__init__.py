@@ -16,7 +16,10 @@ no_longer_retained it is, with ``answered_with`` (the turns whose questions
 came in the same input, sharing its state) and ``numbering``
 (:class:`Numbering`: how sure the turn numbers are). ``channel=`` (on the
 client, or per call) reads another state channel, such as deepagents'
-``files``. The client also implements the host protocol of
+``files``. Values travel as JSON text, parsed with orjson, unless
+``value_format`` (:class:`ValueFormat`, on the client or per call) asks for
+``"proto"`` (``google.protobuf.Value``, the same values) or ``"raw"`` (the
+text, unparsed). The client also implements the host protocol of
 mcp-toolsets-runtime's ``mcp_state.history.ThreadHistory`` (Python 3.12+,
 the ``[mcp]`` extra)::
 
@@ -49,6 +52,7 @@ from historyd_client.client import (
     TurnInfo,
     TurnResult,
     TurnState,
+    ValueFormat,
 )
 
 __version__ = "0.1.0"
@@ -78,6 +82,7 @@ __all__ = [
     "TurnInfo",
     "TurnResult",
     "TurnState",
+    "ValueFormat",
 ]
 
 

@@ -12,7 +12,8 @@ LangChain host.
 The defaults are the Go and TypeScript clients' (client/testdata/defaults.json
 records them): TLS unless ``plaintext=True``, a 10 s deadline per call,
 UNAVAILABLE retried 3 times after 0.1 s, 0.2 s and 0.4 s (each ±20%, at most
-2 s), and responses up to 64 MiB.
+2 s), responses up to 64 MiB, and values sent as JSON text
+(:class:`ValueFormat`).
 """
 
 from __future__ import annotations
@@ -220,6 +221,45 @@ class TurnResult(NamedTuple):
         return self.outcome is Outcome.FOUND
 
 
+class ValueFormat(str, enum.Enum):
+    """How state values travel from historyd, and what an entry holds.
+
+    The values are the Go and TypeScript clients' spelling; a plain string
+    (``"proto"``) is taken wherever a ``ValueFormat`` is.
+    """
+
+    #: The default: historyd sends each value as JSON text
+    #: (``StateEntry.value_json``), written on the server straight from the
+    #: stored bytes, which the client reads with orjson. Several times cheaper
+    #: for both sides than a ``google.protobuf.Value`` tree, and the same
+    #: values, ``int`` and ``float`` and key order alike.
+    JSON = "json"
+    #: historyd sends each value as a ``google.protobuf.Value``
+    #: (``StateEntry.value``), as servers that predate ``value_json`` do.
+    PROTO = "proto"
+    #: JSON text on the wire, left unparsed: each entry holds ``value_json``,
+    #: the value's JSON text as ``bytes`` (UTF-8, keys in stored order),
+    #: instead of ``value``. For a host that hands values on as text or parses
+    #: them itself; the cheapest way to read a large state. A server that sent
+    #: a Value instead has it written as JSON text by the client.
+    RAW = "raw"
+
+
+_WIRE_FORMAT = {
+    ValueFormat.JSON: history_pb2.VALUE_FORMAT_JSON,
+    ValueFormat.PROTO: history_pb2.VALUE_FORMAT_PROTO,
+    ValueFormat.RAW: history_pb2.VALUE_FORMAT_JSON,
+}
+
+
+def _value_format(value: ValueFormat | str) -> ValueFormat:
+    try:
+        return ValueFormat(value)
+    except ValueError:
+        names = ", ".join(repr(f.value) for f in ValueFormat)
+        raise ValueError(f"historyd: value_format must be one of {names}, not {value!r}") from None
+
+
 Token = str | Callable[[], str]
 
 
@@ -250,11 +290,15 @@ class HistorydThreadHistory:
     default (the first of its ``--state-channels``), e.g. deepagents'
     ``"files"``; every call also takes ``channel=`` for one read. A channel the
     server does not serve fails with ``INVALID_ARGUMENT`` naming the ones it
-    does. ``options`` are extra gRPC channel options. ``trace_context``
-    sends the caller's OpenTelemetry trace context on every call when
-    ``opentelemetry-api`` is installed (the ``[tracing]`` extra), so that
-    historyd's spans join the host's traces; turn it off when something else
-    already injects it into this channel's calls.
+    does. ``value_format`` is how values travel (:class:`ValueFormat`: JSON
+    text by default, ``"proto"`` for ``google.protobuf.Value``, ``"raw"`` for
+    JSON text left unparsed); every read also takes ``value_format=``. The
+    first two give the same values. ``options`` are extra gRPC channel
+    options. ``trace_context`` sends the caller's OpenTelemetry trace
+    context on every call when ``opentelemetry-api`` is installed (the
+    ``[tracing]`` extra), so that historyd's spans join the host's traces;
+    turn it off when something else already injects it into this channel's
+    calls.
 
     The channel is opened on first use, in the event loop of that call, and
     opened again if a later call runs in another loop (``grpc.aio`` channels
@@ -276,6 +320,7 @@ class HistorydThreadHistory:
         max_receive_message_length: int = DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH,
         options: Sequence[tuple[str, Any]] = (),
         channel: str = "",
+        value_format: ValueFormat | str = ValueFormat.JSON,
         trace_context: bool = True,
     ) -> None:
         if not isinstance(target, str) or not target:
@@ -298,6 +343,7 @@ class HistorydThreadHistory:
             raise ValueError("historyd: plaintext=True and credentials contradict each other")
         if not plaintext and credentials is None:
             credentials = grpc.ssl_channel_credentials()
+        self.value_format = _value_format(value_format)
         self.target = target
         self.namespace = namespace
         self.channel = channel
@@ -325,13 +371,20 @@ class HistorydThreadHistory:
     def __repr__(self) -> str:
         return (
             f"HistorydThreadHistory({self.target!r}, namespace={self.namespace!r}, channel={self.channel!r}, "
-            f"plaintext={self._credentials is None}, token={'set' if self._token else 'none'})"
+            f"value_format={self.value_format.value!r}, plaintext={self._credentials is None}, "
+            f"token={'set' if self._token else 'none'})"
         )
 
     # -- the host protocol -------------------------------------------------
 
     async def snapshot(
-        self, thread_id: str, turn: int, *, keys: Sequence[str] | None = None, channel: str | None = None
+        self,
+        thread_id: str,
+        turn: int,
+        *,
+        keys: Sequence[str] | None = None,
+        channel: str | None = None,
+        value_format: ValueFormat | str | None = None,
     ) -> Any:
         """``turn``'s state, which turns are retained, and how many there were.
 
@@ -341,7 +394,8 @@ class HistorydThreadHistory:
         entry dict as the turn ended, or is ``None`` when the thread never had
         the turn or no longer retains it; ``snapshot.never_had(turn)`` says
         which. ``keys`` restricts the state to those keys; ``channel`` reads
-        that state channel instead of the client's. :meth:`turn` reads the
+        that state channel instead of the client's; ``value_format`` overrides
+        the client's (:class:`ValueFormat`). :meth:`turn` reads the
         same and says which of the three answers it got, which other turns
         share the state, and how sure the numbering is: the protocol's
         ``Snapshot`` has no field for them.
@@ -350,7 +404,7 @@ class HistorydThreadHistory:
         turn past the total, with ``state`` ``None`` and the thread's real
         ``total`` and ``retained``, as the protocol expects, not an error.
         """
-        result = await self.turn(thread_id, turn, keys=keys, channel=channel)
+        result = await self.turn(thread_id, turn, keys=keys, channel=channel, value_format=value_format)
         return self._snapshot_type(
             state=result.state if result.found else None,
             retained=frozenset(result.retained),
@@ -360,12 +414,19 @@ class HistorydThreadHistory:
     # -- beyond the protocol -----------------------------------------------
 
     async def turn(
-        self, thread_id: str, turn: int, *, keys: Sequence[str] | None = None, channel: str | None = None
+        self,
+        thread_id: str,
+        turn: int,
+        *,
+        keys: Sequence[str] | None = None,
+        channel: str | None = None,
+        value_format: ValueFormat | str | None = None,
     ) -> TurnResult:
         """The state at the end of ``turn``, or which of the two misses it is.
 
         Only that turn's state is read. ``keys`` restricts it to those keys;
-        ``channel`` reads that state channel instead of the client's. A turn
+        ``channel`` reads that state channel instead of the client's;
+        ``value_format`` overrides the client's (:class:`ValueFormat`). A turn
         below 1, or beyond what the API can number, is asked as turn 0, so the
         answer is :attr:`Outcome.NO_SUCH_TURN` with the thread's real total and
         retained turns, and ``turn`` the number asked for.
@@ -373,12 +434,14 @@ class HistorydThreadHistory:
         if isinstance(turn, bool) or not isinstance(turn, int):
             raise TypeError(f"historyd: turn must be an int, not {type(turn).__name__}")
         asked = turn if 1 <= turn <= _MAX_TURN else 0  # 0 is answered no_such_turn
+        fmt = self._format_of(value_format)
         request = history_pb2.SnapshotRequest(
             thread_id=thread_id,
             turn=asked,
             checkpoint_ns=self.namespace,
             keys=_keys(keys),
             channel=self._channel_of(channel),
+            value_format=_WIRE_FORMAT[fmt],
         )
         response = await self._unary("Snapshot", request)
         result = response.WhichOneof("result")
@@ -392,7 +455,7 @@ class HistorydThreadHistory:
             return TurnResult(
                 outcome=Outcome.FOUND,
                 question=response.state.question,
-                state=_convert.entries_to_python(response.state),
+                state=_entries("Snapshot", response.state, fmt),
                 checkpoint_id=response.state.checkpoint_id or None,
                 ended_at=_convert.timestamp_to_datetime(response.state, "ended_at"),
                 answered_with=tuple(response.state.answered_with),
@@ -417,6 +480,7 @@ class HistorydThreadHistory:
         keys: Sequence[str] | None = None,
         from_turn: int = 0,
         channel: str | None = None,
+        value_format: ValueFormat | str | None = None,
     ) -> AsyncIterator[Any]:
         """Every retained turn from ``from_turn`` on, one at a time, ascending.
 
@@ -430,9 +494,10 @@ class HistorydThreadHistory:
         which ``Turn`` has no field for.
         """
         turn_type = self._turn_type
-        async for message in self._resumed(thread_id, keys, from_turn, channel):
+        fmt = self._format_of(value_format)
+        async for message in self._resumed(thread_id, keys, from_turn, channel, fmt):
             if message.HasField("turn"):
-                yield _turn(turn_type, message.turn)
+                yield _turn(turn_type, "StreamSnapshots", message.turn, fmt)
 
     async def stream_turns(
         self,
@@ -441,27 +506,34 @@ class HistorydThreadHistory:
         keys: Sequence[str] | None = None,
         from_turn: int = 0,
         channel: str | None = None,
+        value_format: ValueFormat | str | None = None,
     ) -> AsyncIterator[TurnState]:
         """What :meth:`stream_snapshots` reads, as :class:`TurnState` items.
 
         Each carries its end time, the turns answered with it, and the
         numbering the message was sent with.
         """
-        async for message in self._resumed(thread_id, keys, from_turn, channel):
+        fmt = self._format_of(value_format)
+        async for message in self._resumed(thread_id, keys, from_turn, channel, fmt):
             if message.HasField("turn"):
                 t = message.turn
                 yield TurnState(
                     n=t.turn,
                     question=t.question,
                     checkpoint_id=t.checkpoint_id or None,
-                    state=_convert.entries_to_python(t),
+                    state=_entries("StreamSnapshots", t, fmt),
                     ended_at=_convert.timestamp_to_datetime(t, "ended_at"),
                     answered_with=tuple(t.answered_with),
                     numbering=_numbering(message.numbering),
                 )
 
     async def snapshots(
-        self, thread_id: str, *, keys: Sequence[str] | None = None, channel: str | None = None
+        self,
+        thread_id: str,
+        *,
+        keys: Sequence[str] | None = None,
+        channel: str | None = None,
+        value_format: ValueFormat | str | None = None,
     ) -> Any:
         """Every retained turn's state, and how many turns the thread has had.
 
@@ -475,25 +547,31 @@ class HistorydThreadHistory:
 
         Read with ``StreamSnapshots``, one turn per message, so no response
         has to hold the whole thread; a server without it is read with
-        ``Snapshots``.
+        ``Snapshots``. ``value_format`` overrides the client's
+        (:class:`ValueFormat`), as in every read.
         """
         history_type, turn_type = self._history_type, self._turn_type
+        fmt = self._format_of(value_format)
         turns: dict[int, Any] = {}
         total = 0
         try:
-            async for message in self._resumed(thread_id, keys, 0, channel):
+            async for message in self._resumed(thread_id, keys, 0, channel, fmt):
                 total = max(total, message.total)
                 if message.HasField("turn"):
-                    turns[message.turn.turn] = _turn(turn_type, message.turn)
+                    turns[message.turn.turn] = _turn(turn_type, "StreamSnapshots", message.turn, fmt)
         except HistorydError as exc:
             if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
             request = history_pb2.SnapshotsRequest(
-                thread_id=thread_id, checkpoint_ns=self.namespace, keys=_keys(keys), channel=self._channel_of(channel)
+                thread_id=thread_id,
+                checkpoint_ns=self.namespace,
+                keys=_keys(keys),
+                channel=self._channel_of(channel),
+                value_format=_WIRE_FORMAT[fmt],
             )
             response = await self._unary("Snapshots", request)
             total = response.total
-            turns = {n: _turn(turn_type, state) for n, state in response.turns.items()}
+            turns = {n: _turn(turn_type, "Snapshots", state, fmt) for n, state in response.turns.items()}
         return history_type(turns=[turns[n] for n in sorted(turns)], total=total)
 
     async def turns(
@@ -632,6 +710,10 @@ class HistorydThreadHistory:
             raise TypeError("historyd: channel must be a string")
         return channel
 
+    def _format_of(self, value_format: ValueFormat | str | None) -> ValueFormat:
+        """The value format a read asks for: its own, else the client's."""
+        return self.value_format if value_format is None else _value_format(value_format)
+
     def _metadata(self) -> tuple[tuple[str, str], ...]:
         # Each attempt carries the context current when it is made.
         trace = self._trace() if self._trace is not None else ()
@@ -676,7 +758,12 @@ class HistorydThreadHistory:
             await self._wait(method, failures, deadline)
 
     async def _resumed(
-        self, thread_id: str, keys: Sequence[str] | None, from_turn: int, channel: str | None
+        self,
+        thread_id: str,
+        keys: Sequence[str] | None,
+        from_turn: int,
+        channel: str | None,
+        value_format: ValueFormat,
     ) -> AsyncIterator[Any]:
         """``StreamSnapshots`` messages, the stream resumed after the last turn on UNAVAILABLE."""
         method = "StreamSnapshots"
@@ -686,7 +773,12 @@ class HistorydThreadHistory:
         wanted = self._channel_of(channel)
         while True:
             request = history_pb2.StreamSnapshotsRequest(
-                thread_id=thread_id, checkpoint_ns=self.namespace, keys=keys, from_turn=from_turn, channel=wanted
+                thread_id=thread_id,
+                checkpoint_ns=self.namespace,
+                keys=keys,
+                from_turn=from_turn,
+                channel=wanted,
+                value_format=_WIRE_FORMAT[value_format],
             )
             call = self._stub(method).StreamSnapshots(
                 request, timeout=self._remaining(method, deadline), metadata=self._metadata()
@@ -726,10 +818,19 @@ def _keys(keys: Sequence[str] | None) -> list[str]:
     return list(keys)
 
 
-def _turn(turn_type: type, state: history_pb2.TurnState) -> Any:
+def _turn(turn_type: type, method: str, state: history_pb2.TurnState, value_format: ValueFormat) -> Any:
     return turn_type(
         n=state.turn,
         question=state.question,
         checkpoint_id=state.checkpoint_id or None,
-        state=_convert.entries_to_python(state),
+        state=_entries(method, state, value_format),
     )
+
+
+def _entries(method: str, state: history_pb2.TurnState, value_format: ValueFormat) -> dict[str, dict[str, Any]]:
+    """A turn's entries as dicts; a value whose JSON text does not parse fails the call."""
+    try:
+        return _convert.entries_to_python(state, raw=value_format is ValueFormat.RAW)
+    except ValueError as exc:
+        # The server's fault, not the caller's: nothing the call could change.
+        raise HistorydError(method, grpc.StatusCode.INTERNAL, f"turn {state.turn}: {exc}") from exc

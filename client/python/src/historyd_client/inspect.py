@@ -175,6 +175,12 @@ class Inspector:
     ) -> None:
         if not isinstance(channel, str):
             raise TypeError("inspect: channel must be a string")
+        if getattr(history, "value_format", None) == "raw":
+            # Entries would come without their value, which every answer reads.
+            raise ValueError(
+                "inspect: the history's value_format is 'raw', which leaves values unparsed; "
+                "inspect_state reads them: use 'json' (the default) or 'proto'"
+            )
         self.history = history
         self.channel = channel
         self.present = present
