@@ -121,7 +121,7 @@ fuzz:
 	scripts/fuzz.sh $(FUZZTIME)
 
 ## bench: the benchmark's small mode (a few minutes) against a throwaway
-## PostgreSQL; prints one table with the floors P1-P4 met or missed. See
+## PostgreSQL; prints one table with the floors P1-P7 met or missed. See
 ## docs/benchmarks.md.
 bench:
 	scripts/bench.sh

@@ -8,7 +8,7 @@
 # with a freshly built historyd (a separate process on 127.0.0.1), times the
 # reference implementation (mcp-toolsets-runtime's turns_from) on the same
 # threads, measures pgbench -S and a no-op gRPC call as ceilings, and prints
-# one Markdown table with the floors P1-P4 met or missed. See
+# one Markdown table with the floors P1-P7 met or missed. See
 # docs/benchmarks.md for what each row measures.
 #
 # - PostgreSQL: HISTORYD_BENCH_DSN when set (its user must be able to create

@@ -1,7 +1,7 @@
 // Package run is the benchmark suite: it generates the threads, runs
 // historyd as a separate process against them, times the Python reference
 // on the same threads and the same database, measures the machine's
-// anchors, and reports one table with the project's floors (P1–P4) met or
+// anchors, and reports one table with the project's floors (P1–P7) met or
 // missed.
 package run
 
