@@ -635,11 +635,13 @@ export class ThreadHistory {
       changes: resp.changes.map((c) => {
         const change = CHANGE_KINDS[c.kind];
         if (change === undefined) throw new HistorydError("Diff", threadId, Code.Internal, `key ${JSON.stringify(c.key)}: unknown change kind ${c.kind}`);
+        // Diff answers carry proto Values (the RPC has no value_format); they
+        // are parsed like any "json" read so before/after read the same way.
         return {
           key: c.key,
           change,
-          ...(c.fromEntry ? { before: fromEntry(c.fromEntry) } : {}),
-          ...(c.toEntry ? { after: fromEntry(c.toEntry) } : {}),
+          ...(c.fromEntry ? { before: fromEntry(c.fromEntry, "json") } : {}),
+          ...(c.toEntry ? { after: fromEntry(c.toEntry, "json") } : {}),
           patch: c.patch.map((op): PatchOp =>
             op.op === "remove" ? { op: "remove", path: op.path ?? "" } : { op: op.op as "add" | "replace", path: op.path ?? "", value: op.value ? toJson(ValueSchema, op.value) : null },
           ),
