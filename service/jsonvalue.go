@@ -25,9 +25,22 @@ func appendJSONValue(b []byte, v any) ([]byte, error) {
 	return w.b, err
 }
 
+// jsonValueSize is the length of appendJSONValue's text for v, found by
+// writing it a token at a time into a small scratch buffer: the entry is
+// then written once into a buffer of exactly its size (see encodeEntry).
+func jsonValueSize(v any) (int, error) {
+	w := jsonWriter{sizing: true}
+	err := lgcodec.Walk(v, &w)
+	return w.n, err
+}
+
 // jsonWriter is the lgcodec.Visitor that writes a walked value as JSON.
 type jsonWriter struct {
 	b []byte
+	// sizing says only to count: each method's text is added to n and
+	// dropped from b.
+	sizing bool
+	n      int
 	// first says, per open list or map, that no element was written yet.
 	first []bool
 	// keyed says the next value follows a key just written.
@@ -35,6 +48,16 @@ type jsonWriter struct {
 }
 
 var _ lgcodec.Visitor = (*jsonWriter)(nil)
+
+// done ends a Visitor method: when sizing, what it wrote is counted and
+// dropped.
+func (w *jsonWriter) done() error {
+	if w.sizing {
+		w.n += len(w.b)
+		w.b = w.b[:0]
+	}
+	return nil
+}
 
 // element writes the separator before a value inside a list; a map's value
 // follows its key, which wrote the separator.
@@ -73,21 +96,21 @@ func (w *jsonWriter) quoteString(s string) {
 func (w *jsonWriter) Null() error {
 	w.element()
 	w.b = append(w.b, "null"...)
-	return nil
+	return w.done()
 }
 
 // Bool implements lgcodec.Visitor.
 func (w *jsonWriter) Bool(v bool) error {
 	w.element()
 	w.b = strconv.AppendBool(w.b, v)
-	return nil
+	return w.done()
 }
 
 // String implements lgcodec.Visitor.
 func (w *jsonWriter) String(s []byte) error {
 	w.element()
 	w.quote(s)
-	return nil
+	return w.done()
 }
 
 // number writes f as the shortest text that parses back to it, in the
@@ -115,7 +138,7 @@ func (w *jsonWriter) number(f float64) {
 func (w *jsonWriter) Float(f float64) error {
 	w.element()
 	w.number(f)
-	return nil
+	return w.done()
 }
 
 // Int implements lgcodec.Visitor.
@@ -123,12 +146,12 @@ func (w *jsonWriter) Int(i int64) error {
 	w.element()
 	if i >= -maxExactInt && i <= maxExactInt {
 		w.b = strconv.AppendInt(w.b, i, 10)
-		return nil
+		return w.done()
 	}
 	w.b = append(w.b, '"')
 	w.b = strconv.AppendInt(w.b, i, 10)
 	w.b = append(w.b, '"')
-	return nil
+	return w.done()
 }
 
 // Uint implements lgcodec.Visitor.
@@ -136,12 +159,12 @@ func (w *jsonWriter) Uint(u uint64) error {
 	w.element()
 	if u <= maxExactInt {
 		w.b = strconv.AppendUint(w.b, u, 10)
-		return nil
+		return w.done()
 	}
 	w.b = append(w.b, '"')
 	w.b = strconv.AppendUint(w.b, u, 10)
 	w.b = append(w.b, '"')
-	return nil
+	return w.done()
 }
 
 // Bytes implements lgcodec.Visitor: bytes are sent as standard base64.
@@ -150,7 +173,7 @@ func (w *jsonWriter) Bytes(p []byte) error {
 	w.b = append(w.b, '"')
 	w.b = base64.StdEncoding.AppendEncode(w.b, p)
 	w.b = append(w.b, '"')
-	return nil
+	return w.done()
 }
 
 // BeginList implements lgcodec.Visitor.
@@ -158,14 +181,14 @@ func (w *jsonWriter) BeginList(int) error {
 	w.element()
 	w.b = append(w.b, '[')
 	w.first = append(w.first, true)
-	return nil
+	return w.done()
 }
 
 // EndList implements lgcodec.Visitor.
 func (w *jsonWriter) EndList() error {
 	w.first = w.first[:len(w.first)-1]
 	w.b = append(w.b, ']')
-	return nil
+	return w.done()
 }
 
 // BeginMap implements lgcodec.Visitor.
@@ -173,7 +196,7 @@ func (w *jsonWriter) BeginMap(int) error {
 	w.element()
 	w.b = append(w.b, '{')
 	w.first = append(w.first, true)
-	return nil
+	return w.done()
 }
 
 // Key implements lgcodec.Visitor.
@@ -182,12 +205,12 @@ func (w *jsonWriter) Key(k string) error {
 	w.quoteString(k)
 	w.b = append(w.b, ':')
 	w.keyed = true
-	return nil
+	return w.done()
 }
 
 // EndMap implements lgcodec.Visitor.
 func (w *jsonWriter) EndMap() error {
 	w.first = w.first[:len(w.first)-1]
 	w.b = append(w.b, '}')
-	return nil
+	return w.done()
 }

@@ -69,16 +69,13 @@ func encodeEntry(e store.Entry, asJSON bool) ([]byte, error) {
 
 	var (
 		valueSize int
-		valueJSON []byte
 		err       error
 	)
 	if asJSON {
-		// JSON has no cheap sizing pass: the text is written once, then
-		// copied into place.
-		if valueJSON, err = appendJSONValue(nil, e.Value); err != nil {
+		// Sized like the Value: one pass counting, one writing in place.
+		if valueSize, err = jsonValueSize(e.Value); err != nil {
 			return nil, err
 		}
-		valueSize = len(valueJSON)
 	} else if valueSize, err = protoValueSize(e.Value); err != nil {
 		return nil, err
 	}
@@ -108,7 +105,14 @@ func encodeEntry(e store.Entry, asJSON bool) ([]byte, error) {
 
 	b := make([]byte, 0, size)
 	if asJSON {
-		b = append(appendHeader(b, stateEntryValueJSON, valueSize), valueJSON...)
+		b = appendHeader(b, stateEntryValueJSON, valueSize)
+		start := len(b)
+		if b, err = appendJSONValue(b, e.Value); err != nil {
+			return nil, err
+		}
+		if len(b)-start != valueSize {
+			return nil, fmt.Errorf("value_json: sized %d bytes, wrote %d", valueSize, len(b)-start)
+		}
 	} else {
 		b = appendHeader(b, stateEntryValue, valueSize)
 		if b, err = appendProtoValue(b, e.Value); err != nil {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Checkpoint is what historyd reads of a serialized checkpoint besides its
@@ -130,30 +132,15 @@ func ParseVersions(data []byte, keep func(channel string) bool) (map[string]stri
 	if len(data) == 0 || string(data) == "null" {
 		return map[string]string{}, nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, jsonMalformed("channel_versions", err)
-	}
-	return jsonVersions(m, keep)
-}
-
-func jsonVersions(m map[string]json.RawMessage, keep func(string) bool) (map[string]string, error) {
-	out := make(map[string]string, len(m))
-	for ch, raw := range m {
-		if !keep(ch) {
-			continue
+	out := map[string]string{}
+	err := withJSONDecoder(data, func(d *jsontext.Decoder) error {
+		if err := readJSONVersions(d, keep, out); err != nil {
+			return err
 		}
-		v, err := decodeJSON(raw, Limits{}.withDefaults())
-		if err != nil {
-			return nil, &MalformedError{Format: TypeJSON, Offset: -1, Reason: fmt.Sprintf("channel_versions[%q]: %v", ch, err)}
-		}
-		version, ok, err := NormalizeVersion(v)
-		if err != nil {
-			return nil, &MalformedError{Format: TypeJSON, Offset: -1, Reason: fmt.Sprintf("channel_versions[%q]: %v", ch, err)}
-		}
-		if ok {
-			out[ch] = version
-		}
+		return fieldsEnd(d, "channel_versions")
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -194,24 +181,20 @@ func ParseMetadata(blobType string, data []byte) (Metadata, error) {
 	var fields map[string]any
 	switch blobType {
 	case TypeJSON:
-		var raw map[string]json.RawMessage
-		if err := json.Unmarshal(data, &raw); err != nil {
-			return Metadata{}, jsonMalformed("metadata", err)
-		}
 		fields = make(map[string]any, 4)
-		for _, k := range []string{"step", "source"} {
-			if r, ok := raw[k]; ok {
-				v, err := decodeJSON(r, Limits{}.withDefaults())
-				if err != nil {
-					return Metadata{}, &MalformedError{Format: TypeJSON, Offset: -1, Reason: fmt.Sprintf("metadata %q: %v", k, err)}
-				}
-				fields[k] = v
+		err := eachJSONField(data, "metadata", func(d *jsontext.Decoder, name string) (bool, error) {
+			switch name {
+			case "step", "source":
+				v, err := readJSONValue(d, fmt.Sprintf("metadata %q", name))
+				fields[name] = v
+				return false, err
+			case deltaMarkers[0], deltaMarkers[1]:
+				fields[name] = true
 			}
-		}
-		for _, k := range deltaMarkers {
-			if _, ok := raw[k]; ok {
-				fields[k] = true
-			}
+			return true, nil
+		})
+		if err != nil {
+			return Metadata{}, err
 		}
 	case TypeMsgpack:
 		var err error
@@ -269,27 +252,35 @@ func parseTS(s string) time.Time {
 // --- JSON ---
 
 func jsonCheckpoint(data []byte, keep func(string) bool) (Checkpoint, error) {
-	// channel_values has no field here, so the decoder steps over it
-	// without keeping any of it.
-	var c struct {
-		TS              json.RawMessage            `json:"ts"`
-		ChannelVersions map[string]json.RawMessage `json:"channel_versions"`
-		Updated         json.RawMessage            `json:"updated_channels"`
+	// channel_values is stepped over unread.
+	out := Checkpoint{Versions: map[string]string{}}
+	err := eachJSONField(data, "checkpoint", func(d *jsontext.Decoder, name string) (bool, error) {
+		switch name {
+		case "ts":
+			out.TS = time.Time{}
+			if d.PeekKind() != '"' {
+				return true, nil
+			}
+			tok, err := d.ReadToken()
+			if err != nil {
+				return false, fieldsMalformed("checkpoint ts", err)
+			}
+			out.TS = parseTS(tok.String())
+			return false, nil
+		case "channel_versions":
+			clear(out.Versions)
+			return false, readJSONVersions(d, keep, out.Versions)
+		case "updated_channels":
+			list, ok, err := readJSONStrings(d, "updated_channels")
+			out.Updated, out.UpdatedKnown = list, ok
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		return Checkpoint{}, err
 	}
-	if err := json.Unmarshal(data, &c); err != nil {
-		return Checkpoint{}, jsonMalformed("checkpoint", err)
-	}
-	var out Checkpoint
-	var ts string
-	if json.Unmarshal(c.TS, &ts) == nil {
-		out.TS = parseTS(ts)
-	}
-	if len(c.Updated) > 0 && json.Unmarshal(c.Updated, &out.Updated) == nil && out.Updated != nil {
-		out.UpdatedKnown = true
-	}
-	var err error
-	out.Versions, err = jsonVersions(c.ChannelVersions, keep)
-	return out, err
+	return out, nil
 }
 
 // jsonMalformed turns a decoding failure of part what into the error the

@@ -318,9 +318,10 @@ func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn fun
 		}
 		for rows.Next() {
 			var r rowCols
-			if err := rows.Scan(&r.id, &r.parent, &r.checkpoint, &r.metadata); err != nil {
+			if err := rows.Scan(&r.id, &r.parent, nil, nil); err != nil {
 				return store.Census{}, b.classify(ctx, err)
 			}
+			r.rawJSON(rows, 2)
 			census.Count++
 			if census.MinID == "" || r.id < census.MinID {
 				census.MinID = r.id
@@ -379,9 +380,10 @@ func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn fun
 			r     rowCols
 			id    *string
 		)
-		if err := rows.Scan(&n, &lo, &found, &id, &r.parent, &r.checkpoint, &r.metadata); err != nil {
+		if err := rows.Scan(&n, &lo, &found, &id, &r.parent, nil, nil); err != nil {
 			return store.Census{}, b.classify(ctx, err)
 		}
+		r.rawJSON(rows, 5)
 		census.Count = n
 		if census.Present == nil {
 			census.Present = found
@@ -408,6 +410,15 @@ type rowCols struct {
 	id                   string
 	parent               *string
 	checkpoint, metadata []byte
+}
+
+// rawJSON points r's checkpoint and metadata at the columns from i on as
+// the row buffer holds them, without a copy: both are text (JSON), whose
+// text and binary formats are the same bytes, and a row is only valid
+// while List's callback runs.
+func (r *rowCols) rawJSON(rows pgx.Rows, i int) {
+	raw := rows.RawValues()
+	r.checkpoint, r.metadata = raw[i], raw[i+1]
 }
 
 func (r rowCols) row() store.Row {
