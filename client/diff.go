@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -31,6 +32,9 @@ type DiffQuery struct {
 	// IncludeUnchanged also lists the keys whose entry is the same in both
 	// turns, as Unchanged.
 	IncludeUnchanged bool
+	// ValueFormat is how values travel (entries' and patches'); the zero
+	// value is JSONValues.
+	ValueFormat ValueFormat
 }
 
 // DiffEnd is one turn of a Diff and what became of it, with the same
@@ -155,8 +159,9 @@ func (c *Client) Diff(ctx context.Context, threadID string, q DiffQuery) (*Diff,
 		}
 		return int32(n)
 	}
+	rc := ReadConfig{ValueFormat: q.ValueFormat}
 	resp, err := c.rpc.Diff(ctx, &historydv1.DiffRequest{ThreadId: threadID, CheckpointNs: q.Namespace, ToTurn: wire(q.To), FromTurn: wire(q.From),
-		Keys: q.Keys, Channel: q.Channel, IncludeUnchanged: q.IncludeUnchanged})
+		Keys: q.Keys, Channel: q.Channel, IncludeUnchanged: q.IncludeUnchanged, ValueFormat: rc.wireFormat()})
 	if err != nil {
 		return nil, c.fail("Diff", threadID, err)
 	}
@@ -191,14 +196,20 @@ func (c *Client) Diff(ctx context.Context, threadID string, q DiffQuery) (*Diff,
 			if side.wire == nil {
 				continue
 			}
-			e, err := fromEntry(side.wire, ReadConfig{})
+			e, err := fromEntry(side.wire, rc)
 			if err != nil {
 				return nil, c.fail("Diff", threadID, status.Errorf(codes.Internal, "key %q: %v", ch.GetKey(), err))
 			}
 			*side.into = &e
 		}
 		for _, op := range ch.GetPatch() {
-			kc.Patch = append(kc.Patch, PatchOp{Op: op.GetOp(), Path: op.GetPath(), Value: op.GetValue().AsInterface()})
+			p := PatchOp{Op: op.GetOp(), Path: op.GetPath(), Value: op.GetValue().AsInterface()}
+			if raw := op.GetValueJson(); raw != nil {
+				if err := gojson.Unmarshal(raw, &p.Value); err != nil {
+					return nil, c.fail("Diff", threadID, status.Errorf(codes.Internal, "key %q: patch value at %q: %v", ch.GetKey(), op.GetPath(), err))
+				}
+			}
+			kc.Patch = append(kc.Patch, p)
 		}
 		d.Changes = append(d.Changes, kc)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -88,6 +89,21 @@ func TestDiff(t *testing.T) {
 	}
 	if len(d.Changes) != 2 {
 		t.Errorf("changes 1 → 2: %+v; want the area and the name", d.Changes)
+	}
+	// The same answer with values as google.protobuf.Value.
+	pd, err := c.Diff(ctx, "demo", client.DiffQuery{To: 2, ValueFormat: client.ProtoValues})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pd.Changes) != len(d.Changes) {
+		t.Fatalf("Values: %d changes, JSON text %d", len(pd.Changes), len(d.Changes))
+	}
+	for i, p := range pd.Changes {
+		j := d.Changes[i]
+		if p.Key != j.Key || p.Kind != j.Kind || !reflect.DeepEqual(p.From.Value, j.From.Value) || !reflect.DeepEqual(p.To.Value, j.To.Value) ||
+			!reflect.DeepEqual(p.Patch, j.Patch) || j.To.JSON == nil || p.To.JSON != nil {
+			t.Errorf("key %q: as Values %+v, as JSON text %+v", p.Key, p, j)
+		}
 	}
 
 	// Turn 4 added a key; with its unchanged keys listed too.

@@ -27,6 +27,8 @@ type WatchQuery struct {
 	// Checkpoints also yields the state at each new checkpoint as it is
 	// written.
 	Checkpoints bool
+	// ValueFormat is how values travel; the zero value is JSONValues.
+	ValueFormat ValueFormat
 }
 
 // WatchEvent is one event of a watched thread.
@@ -69,9 +71,11 @@ func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) 
 			ctx = context.Background()
 		}
 		after := int32(min(max(q.AfterTurn, -1), math.MaxInt32))
+		rc := ReadConfig{ValueFormat: q.ValueFormat}
 		failures := 0
 		for {
-			err := c.watch(ctx, &historydv1.WatchTurnsRequest{ThreadId: threadID, CheckpointNs: q.Namespace, AfterTurn: after, Keys: q.Keys, Channel: q.Channel, Checkpoints: q.Checkpoints},
+			err := c.watch(ctx, &historydv1.WatchTurnsRequest{ThreadId: threadID, CheckpointNs: q.Namespace, AfterTurn: after, Keys: q.Keys, Channel: q.Channel, Checkpoints: q.Checkpoints,
+				ValueFormat: rc.wireFormat()}, rc,
 				func(ev *WatchEvent) bool {
 					failures = 0
 					if !ev.Checkpoint {
@@ -103,7 +107,7 @@ func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) 
 
 // watch makes one WatchTurns call and hands each event to fn until the
 // stream ends (nil), fails (its error) or fn returns false (errStopped).
-func (c *Client) watch(ctx context.Context, req *historydv1.WatchTurnsRequest, fn func(*WatchEvent) bool) error {
+func (c *Client) watch(ctx context.Context, req *historydv1.WatchTurnsRequest, rc ReadConfig, fn func(*WatchEvent) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := c.rpc.WatchTurns(ctx, req)
@@ -128,7 +132,7 @@ func (c *Client) watch(ctx context.Context, req *historydv1.WatchTurnsRequest, f
 		default:
 			continue // an event this client does not know
 		}
-		if ev.State, err = fromTurnState(ts, msg.GetNumbering(), ReadConfig{}); err != nil {
+		if ev.State, err = fromTurnState(ts, msg.GetNumbering(), rc); err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
 		if !fn(ev) {

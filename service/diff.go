@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -21,7 +22,8 @@ const diffAdvice = "ask for fewer keys with `keys`"
 // isolation reach it too, over an empty store (see handlers.go).
 func (s *Server) Diff(ctx context.Context, req *historydv1.DiffRequest) (*historydv1.DiffResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurnField("to_turn", req.GetToTurn()),
-		checkTurnField("from_turn", req.GetFromTurn()), checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel())); err != nil {
+		checkTurnField("from_turn", req.GetFromTurn()), checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()),
+		checkValueFormat(req.GetValueFormat())); err != nil {
 		return nil, s.fail(ctx, "Diff", err)
 	}
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
@@ -35,7 +37,7 @@ func (s *Server) Diff(ctx context.Context, req *historydv1.DiffRequest) (*histor
 			}
 		}
 		return out
-	}, req.GetKeys(), entryEncoder{})
+	}, req.GetKeys(), encoderFor(req.GetValueFormat()))
 	if err != nil {
 		return nil, s.fail(ctx, "Diff", err)
 	}
@@ -54,7 +56,7 @@ func (s *Server) Diff(ctx context.Context, req *historydv1.DiffRequest) (*histor
 	fromState, okFrom := read[from]
 	toState, okTo := read[to]
 	if okFrom && okTo {
-		if resp.Changes, err = changes(fromState, toState, req.GetIncludeUnchanged()); err != nil {
+		if resp.Changes, err = changes(fromState, toState, req.GetIncludeUnchanged(), req.GetValueFormat() == historydv1.ValueFormat_VALUE_FORMAT_JSON); err != nil {
 			return nil, s.fail(ctx, "Diff", err)
 		}
 	}
@@ -100,8 +102,9 @@ func diffTurn(h *store.History, n int, read map[int]store.EncodedState) *history
 
 // changes compares two states key by key. Entries are compared as their
 // encodings first (equal bytes are an equal entry) and decoded only where
-// those differ.
-func changes(from, to store.EncodedState, unchanged bool) ([]*historydv1.KeyChange, error) {
+// those differ. asJSON says the entries carry value_json, and the patch
+// values are sent the same way.
+func changes(from, to store.EncodedState, unchanged, asJSON bool) ([]*historydv1.KeyChange, error) {
 	at := func(st store.EncodedState) map[string][]byte {
 		m := make(map[string][]byte, len(st.Entries))
 		for _, e := range st.Entries {
@@ -131,7 +134,7 @@ func changes(from, to store.EncodedState, unchanged bool) ([]*historydv1.KeyChan
 		case !inTo:
 			c.Kind, c.FromEntry = historydv1.KeyChangeKind_KEY_CHANGE_KIND_REMOVED, encodedEntry(b)
 		default:
-			patch, same, err := entryPatch(k, b, a)
+			patch, same, err := entryPatch(k, b, a, asJSON)
 			if err != nil {
 				return nil, err
 			}
@@ -158,8 +161,9 @@ func encodedEntry(data []byte) *historydv1.StateEntry {
 
 // entryPatch compares two encoded entries of key k: same when they are
 // equal, and otherwise the JSON Patch from the first's value to the
-// second's (empty when only the bookkeeping differs).
-func entryPatch(k string, before, after []byte) (patch []*historydv1.JsonPatchOperation, same bool, err error) {
+// second's (empty when only the bookkeeping differs), its values as JSON
+// text when asJSON.
+func entryPatch(k string, before, after []byte, asJSON bool) (patch []*historydv1.JsonPatchOperation, same bool, err error) {
 	if bytes.Equal(before, after) {
 		return nil, true, nil
 	}
@@ -173,20 +177,58 @@ func entryPatch(k string, before, after []byte) (patch []*historydv1.JsonPatchOp
 	if proto.Equal(&b, &a) {
 		return nil, true, nil
 	}
-	ops, err := jsondiff.CompareWithoutMarshal(b.GetValue().AsInterface(), a.GetValue().AsInterface())
+	bv, err := entryValueOf(&b)
+	if err != nil {
+		return nil, false, fmt.Errorf("key %q: %w", k, err)
+	}
+	av, err := entryValueOf(&a)
+	if err != nil {
+		return nil, false, fmt.Errorf("key %q: %w", k, err)
+	}
+	ops, err := jsondiff.CompareWithoutMarshal(bv, av)
 	if err != nil {
 		return nil, false, fmt.Errorf("key %q: compare values: %w", k, err)
 	}
 	for _, op := range ops {
 		p := &historydv1.JsonPatchOperation{Op: op.Type, Path: proto.String(op.Path)}
 		if op.Type != jsondiff.OperationRemove {
-			if p.Value, err = structpb.NewValue(op.Value); err != nil {
+			if asJSON {
+				p.ValueJson, err = patchJSON(op.Value)
+			} else {
+				p.Value, err = structpb.NewValue(op.Value)
+			}
+			if err != nil {
 				return nil, false, fmt.Errorf("key %q: patch value at %q: %w", k, op.Path, err)
 			}
 		}
 		patch = append(patch, p)
 	}
 	return patch, false, nil
+}
+
+// entryValueOf is an entry's value as encoding/json's generic types, from
+// whichever form it was encoded in: value_json, or value.
+func entryValueOf(e *historydv1.StateEntry) (any, error) {
+	if raw := e.GetValueJson(); raw != nil {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("decode value_json: %w", err)
+		}
+		return v, nil
+	}
+	return e.GetValue().AsInterface(), nil
+}
+
+// patchJSON writes a patch value as JSON text, without the HTML escaping
+// encoding/json applies by default (the text is data, not markup).
+func patchJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func checkTurnField(field string, turn int32) *FieldError {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/lgsaver"
@@ -147,6 +148,93 @@ func TestDiff(t *testing.T) {
 	}
 }
 
+// asProtoValues rewrites a Diff answer's JSON text (entries' and patch
+// operations' value_json) as the google.protobuf.Values it parses to,
+// counting how many it rewrote.
+func asProtoValues(t *testing.T, resp *historydv1.DiffResponse) (n int) {
+	t.Helper()
+	value := func(raw []byte) *structpb.Value {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatalf("value_json %q: %v", raw, err)
+		}
+		pv, err := structpb.NewValue(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		return pv
+	}
+	for _, ch := range resp.Changes {
+		for _, e := range []*historydv1.StateEntry{ch.FromEntry, ch.ToEntry} {
+			if e == nil {
+				continue
+			}
+			// Re-read from the wire: the server hands entries over encoded.
+			b, err := proto.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proto.Reset(e)
+			if err := proto.Unmarshal(b, e); err != nil {
+				t.Fatal(err)
+			}
+			if e.Value != nil {
+				t.Errorf("key %q: a JSON answer's entry holds a Value", ch.Key)
+			}
+			e.Value, e.ValueJson = value(e.ValueJson), nil
+		}
+		for _, op := range ch.Patch {
+			if op.Value != nil {
+				t.Errorf("key %q: a JSON answer's patch holds a Value", ch.Key)
+			}
+			if op.ValueJson != nil {
+				op.Value, op.ValueJson = value(op.ValueJson), nil
+			}
+		}
+	}
+	return n
+}
+
+// TestDiffValueFormats holds Diff's JSON text to its Values: the same
+// answer once parsed, entries and patches alike.
+func TestDiffValueFormats(t *testing.T) {
+	m := storetest.NewMemory()
+	entry := func(v any, seq int) map[string]any { return map[string]any{"value": v, "seq": seq} }
+	stateThread(m, store.Ref{ThreadID: "d"},
+		map[string]any{"area": entry(11420.0, 1), "shape": entry(shape("Severn <&>", 20), 2), "gone": entry("x", 3), "odd": entry(map[string]any{"big": int64(1) << 60, "f": 0.1}, 4)},
+		map[string]any{"area": entry(12935.0, 5), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "odd": entry(map[string]any{"big": int64(1)<<60 + 1, "f": 1e-9}, 8)},
+	)
+	c := startServer(t, m)
+	for _, req := range []*historydv1.DiffRequest{
+		{ThreadId: "d", ToTurn: 2},
+		{ThreadId: "d", FromTurn: 2, ToTurn: 1, IncludeUnchanged: true},
+	} {
+		asValue, err := c.Diff(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req = proto.CloneOf(req)
+		req.ValueFormat = historydv1.ValueFormat_VALUE_FORMAT_JSON
+		asJSON, err := c.Diff(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := asProtoValues(t, asJSON); n < 8 {
+			t.Errorf("%v: %d values as JSON text; want every entry's and patch's", req, n)
+		}
+		// The Value answer's entries, re-read from the wire too.
+		b, _ := proto.Marshal(asValue)
+		asValue = &historydv1.DiffResponse{}
+		if err := proto.Unmarshal(b, asValue); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(asJSON, asValue) {
+			t.Errorf("%v: JSON text parsed\n%v\nValues\n%v", req, asJSON, asValue)
+		}
+	}
+}
+
 func TestDiffRetention(t *testing.T) {
 	m := storetest.NewMemory()
 	ref := store.Ref{ThreadID: "pruned"}
@@ -174,6 +262,7 @@ func TestDiffValidation(t *testing.T) {
 		{&historydv1.DiffRequest{ThreadId: "t", FromTurn: -2}, "from_turn: is -2"},
 		{&historydv1.DiffRequest{ThreadId: "t", Keys: []string{""}}, "keys[0]: is required"},
 		{&historydv1.DiffRequest{ThreadId: "t", Channel: "files"}, `channel: "files" is not a channel this server serves`},
+		{&historydv1.DiffRequest{ThreadId: "t", ValueFormat: 9}, "value_format: is 9"},
 	} {
 		_, err := c.Diff(context.Background(), tt.req)
 		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), tt.want) {

@@ -243,7 +243,7 @@ func (p *poller) run(ctx context.Context) {
 func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1.ThreadHistory_WatchTurnsServer) error {
 	ctx := stream.Context()
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurnField("after_turn", req.GetAfterTurn()),
-		checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel())); err != nil {
+		checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat())); err != nil {
 		return s.fail(ctx, "WatchTurns", err)
 	}
 	tenant := ""
@@ -351,7 +351,7 @@ func (w *watcher) send(ctx context.Context) error {
 		}
 		return out
 	}
-	h, turns, states, err := w.s.store.ReadEncoded(ctx, w.ref, w.req.GetChannel(), pick, w.req.GetKeys(), entryEncoder{})
+	h, turns, states, err := w.s.store.ReadEncoded(ctx, w.ref, w.req.GetChannel(), pick, w.req.GetKeys(), encoderFor(w.req.GetValueFormat()))
 	if err != nil {
 		return err
 	}

@@ -180,6 +180,27 @@ func TestWatchTurns(t *testing.T) {
 		t.Fatalf("after turn 1: %v", te)
 	}
 	e2.quiet(t, 50*time.Millisecond)
+
+	// Values as JSON text: the same turns, each value as its text.
+	e3 := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "w", Keys: []string{"k"}, ValueFormat: historydv1.ValueFormat_VALUE_FORMAT_JSON})
+	for _, want := range []string{"1", "2"} {
+		te := e3.next(t).GetTurnEnded()
+		if e := te.GetEntries()["k"]; string(e.GetValueJson()) != want || e.GetValue() != nil {
+			t.Fatalf("turn %d as JSON text: entry %v, want value_json %s", te.GetTurn(), e, want)
+		}
+	}
+	// A format this server does not know: refused, as the stream's status.
+	bad := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "w", ValueFormat: 7})
+	select {
+	case err := <-bad.end:
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "value_format: is 7") {
+			t.Errorf("value_format 7: %v", err)
+		}
+	case m := <-bad.ch:
+		t.Errorf("value_format 7 answered %v", m)
+	case <-time.After(2 * time.Second):
+		t.Error("value_format 7: no refusal within 2s")
+	}
 }
 
 // Without updated_channels (LangGraph.js) a turn is known to have ended

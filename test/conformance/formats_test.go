@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -52,6 +54,71 @@ func checkValueFormats(t *testing.T, ctx context.Context, c historydv1.ThreadHis
 	}
 	if entries == 0 && len(asProto.GetTurns()) > 0 {
 		t.Logf("%s: no entries to compare in %d turns", channel, len(asProto.GetTurns()))
+	}
+	checkDiffFormats(t, ctx, c, thread, channel, slices.Sorted(maps.Keys(asProto.GetTurns())))
+}
+
+// checkDiffFormats holds Diff's two value formats equal the same way, for
+// each retained turn against the one before it (at most maxDiffs pairs a
+// thread): the same changes, entries as sameEntry compares them, and each
+// patch value's JSON text, parsed, its Value.
+func checkDiffFormats(t *testing.T, ctx context.Context, c historydv1.ThreadHistoryClient, thread, channel string, retained []int32) {
+	t.Helper()
+	const maxDiffs = 12
+	for i, n := range retained {
+		if i >= maxDiffs {
+			break
+		}
+		req := &historydv1.DiffRequest{ThreadId: thread, Channel: channel, ToTurn: n, FromTurn: max(n-1, 1), IncludeUnchanged: true}
+		asProto, err := c.Diff(ctx, req)
+		if err != nil {
+			t.Fatalf("Diff %d: %v", n, err)
+		}
+		req.ValueFormat = historydv1.ValueFormat_VALUE_FORMAT_JSON
+		asJSON, err := c.Diff(ctx, req)
+		if err != nil {
+			t.Fatalf("Diff %d (value_format: JSON): %v", n, err)
+		}
+		if len(asJSON.GetChanges()) != len(asProto.GetChanges()) {
+			t.Errorf("Diff %d: %d changes with value_format JSON, %d without", n, len(asJSON.GetChanges()), len(asProto.GetChanges()))
+			continue
+		}
+		for j, want := range asProto.GetChanges() {
+			got := asJSON.GetChanges()[j]
+			if got.GetKey() != want.GetKey() || got.GetKind() != want.GetKind() || len(got.GetPatch()) != len(want.GetPatch()) {
+				t.Errorf("Diff %d: change %v with value_format JSON, %v without", n, got, want)
+				continue
+			}
+			for _, side := range [][2]*historydv1.StateEntry{{got.GetFromEntry(), want.GetFromEntry()}, {got.GetToEntry(), want.GetToEntry()}} {
+				if side[1] == nil {
+					if side[0] != nil {
+						t.Errorf("Diff %d key %q: an entry with value_format JSON only", n, want.GetKey())
+					}
+					continue
+				}
+				if err := sameEntry(side[0], side[1]); err != nil {
+					t.Errorf("Diff %d key %q: %v", n, want.GetKey(), err)
+				}
+			}
+			for k, wop := range want.GetPatch() {
+				gop := got.GetPatch()[k]
+				if gop.GetOp() != wop.GetOp() || gop.GetPath() != wop.GetPath() || gop.GetValue() != nil {
+					t.Errorf("Diff %d key %q: patch %v with value_format JSON, %v without", n, want.GetKey(), gop, wop)
+					continue
+				}
+				if wop.GetValue() == nil {
+					continue // remove
+				}
+				var parsed any
+				if err := json.Unmarshal(gop.GetValueJson(), &parsed); err != nil {
+					t.Errorf("Diff %d key %q: patch value_json %q: %v", n, want.GetKey(), shorten(string(gop.GetValueJson())), err)
+					continue
+				}
+				if v, err := structpb.NewValue(parsed); err != nil || !proto.Equal(v, wop.GetValue()) {
+					t.Errorf("Diff %d key %q: patch value_json %s, value %v", n, want.GetKey(), shorten(string(gop.GetValueJson())), shorten(wop.GetValue().String()))
+				}
+			}
+		}
 	}
 }
 

@@ -4,7 +4,7 @@
 import type { SecureContextOptions } from "node:tls";
 
 import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { ValueSchema, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { ValueSchema, timestampDate, timestampFromDate, type Value } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type CallOptions, type Client, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
@@ -602,6 +602,7 @@ export class ThreadHistory {
       if (!Number.isInteger(n)) throw new TypeError(`historyd: ${what} must be a whole number, not ${n}`);
       return Math.max(-1, Math.min(n, MAX_TURN)); // below 0: refused by the server, naming the field
     };
+    const read = this.#read("Diff", threadId, opts);
     const req = {
       threadId,
       checkpointNs: opts.namespace ?? this.namespace,
@@ -610,6 +611,7 @@ export class ThreadHistory {
       keys: opts.keys ?? [],
       channel: opts.channel ?? this.channel,
       includeUnchanged: opts.includeUnchanged ?? false,
+      valueFormat: read.wire,
     };
     const resp = await this.#unary("Diff", threadId, opts, (call) => this.#rpc.diff(req, call));
     const end = (d: WireDiffTurn | undefined): DiffTurn => {
@@ -635,15 +637,15 @@ export class ThreadHistory {
       changes: resp.changes.map((c) => {
         const change = CHANGE_KINDS[c.kind];
         if (change === undefined) throw new HistorydError("Diff", threadId, Code.Internal, `key ${JSON.stringify(c.key)}: unknown change kind ${c.kind}`);
-        // Diff answers carry proto Values (the RPC has no value_format); they
-        // are parsed like any "json" read so before/after read the same way.
+        // Entries read as the client's value format asks; patch values are
+        // always parsed, whichever form they came in.
         return {
           key: c.key,
           change,
-          ...(c.fromEntry ? { before: fromEntry(c.fromEntry, "json") } : {}),
-          ...(c.toEntry ? { after: fromEntry(c.toEntry, "json") } : {}),
+          ...(c.fromEntry ? { before: fromEntry(c.fromEntry, read.format) } : {}),
+          ...(c.toEntry ? { after: fromEntry(c.toEntry, read.format) } : {}),
           patch: c.patch.map((op): PatchOp =>
-            op.op === "remove" ? { op: "remove", path: op.path ?? "" } : { op: op.op as "add" | "replace", path: op.path ?? "", value: op.value ? toJson(ValueSchema, op.value) : null },
+            op.op === "remove" ? { op: "remove", path: op.path ?? "" } : { op: op.op as "add" | "replace", path: op.path ?? "", value: patchValue(op) },
           ),
         };
       }),
@@ -797,6 +799,12 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * sent it, else from value. A missing value reads as null, as protobuf's
  * JSON mapping does.
  */
+/** A patch operation's value: its JSON text when sent, else its Value. */
+function patchValue(op: { valueJson: Uint8Array; value?: Value }): JsonValue {
+  if (op.valueJson.length > 0) return JSON.parse(utf8.decode(op.valueJson)) as JsonValue;
+  return op.value ? toJson(ValueSchema, op.value) : null;
+}
+
 function fromEntry(e: StateEntry, format: ValueFormat): Entry {
   let value: JsonValue = null;
   let json: string | undefined;

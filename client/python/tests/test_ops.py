@@ -8,6 +8,7 @@ converts what comes back.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import unittest
 
 import grpc
@@ -60,6 +61,21 @@ class FakeOps(pb_grpc.ThreadHistoryServicer):
                 total=2,
                 retained_turns=[2],
             )
+        as_json = request.value_format == pb.VALUE_FORMAT_JSON
+
+        # As a server answers: values as JSON text only when asked for it.
+        def entry(x, **kw):
+            if as_json:
+                return pb.StateEntry(value_json=json.dumps(x).encode(), **kw)
+            return pb.StateEntry(value=value(x), **kw)
+
+        def op(name, path, *x):
+            if not x:
+                return pb.JsonPatchOperation(op=name, path=path)
+            if as_json:
+                return pb.JsonPatchOperation(op=name, path=path, value_json=json.dumps(x[0]).encode())
+            return pb.JsonPatchOperation(op=name, path=path, value=value(x[0]))
+
         return pb.DiffResponse(
             from_turn=pb.DiffTurn(found=pb.TurnInfo(number=1, question="q1", retained=True, checkpoint_id="c1")),
             to_turn=pb.DiffTurn(found=pb.TurnInfo(number=2, question="q2", retained=True, checkpoint_id="c2", ended_at=AT)),
@@ -67,17 +83,17 @@ class FakeOps(pb_grpc.ThreadHistoryServicer):
                 pb.KeyChange(
                     key="area",
                     kind=pb.KEY_CHANGE_KIND_CHANGED,
-                    from_entry=pb.StateEntry(value=value(11420), seq=1),
-                    to_entry=pb.StateEntry(value=value(12935), seq=4),
-                    patch=[pb.JsonPatchOperation(op="replace", path="", value=value(12935))],
+                    from_entry=entry(11420, seq=1),
+                    to_entry=entry(12935, seq=4),
+                    patch=[op("replace", "", 12935)],
                 ),
-                pb.KeyChange(key="gone", kind=pb.KEY_CHANGE_KIND_REMOVED, from_entry=pb.StateEntry(value=value("x"))),
+                pb.KeyChange(key="gone", kind=pb.KEY_CHANGE_KIND_REMOVED, from_entry=entry("x")),
                 pb.KeyChange(
                     key="note",
                     kind=pb.KEY_CHANGE_KIND_CHANGED,
-                    from_entry=pb.StateEntry(value=value("a")),
-                    to_entry=pb.StateEntry(value=value(None)),
-                    patch=[pb.JsonPatchOperation(op="replace", path="/x", value=value(None)), pb.JsonPatchOperation(op="remove", path="/y")],
+                    from_entry=entry("a"),
+                    to_entry=entry(None),
+                    patch=[op("replace", "/x", None), op("remove", "/y")],
                 ),
             ],
             total=3,
@@ -153,6 +169,19 @@ class DiffTest(Served):
         self.assertEqual((gone.change, gone.before, gone.after, gone.patch), ("removed", {"value": "x"}, None, []))
         # A null value is sent, and removes carry none, as RFC 6902 writes them.
         self.assertEqual(note.patch, [{"op": "replace", "path": "/x", "value": None}, {"op": "remove", "path": "/y"}])
+
+    async def test_value_formats(self) -> None:
+        # JSON text (the default), Values and raw text: the same changes.
+        as_json = await self.history.diff("t", to_turn=2)
+        self.assertEqual(self.fake.requests[-1].value_format, pb.VALUE_FORMAT_JSON)
+        as_proto = await self.history.diff("t", to_turn=2, value_format="proto")
+        self.assertEqual(self.fake.requests[-1].value_format, pb.VALUE_FORMAT_PROTO)
+        self.assertEqual(as_json.changes, as_proto.changes)
+        self.assertIs(type(as_json.changes[0].after["value"]), int)
+        raw = await self.history.diff("t", to_turn=2, value_format="raw")
+        self.assertEqual(self.fake.requests[-1].value_format, pb.VALUE_FORMAT_JSON)
+        self.assertEqual(raw.changes[0].after, {"value_json": b"12935", "seq": 4})
+        self.assertEqual(raw.changes[0].patch, as_json.changes[0].patch)
 
     async def test_a_pruned_end(self) -> None:
         d = await self.history.diff("pruned", to_turn=2)

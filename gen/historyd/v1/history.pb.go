@@ -1765,8 +1765,12 @@ type DiffRequest struct {
 	// include_unchanged also lists the keys whose entry is the same at both
 	// ends, as UNCHANGED. Off by default.
 	IncludeUnchanged bool `protobuf:"varint,7,opt,name=include_unchanged,json=includeUnchanged,proto3" json:"include_unchanged,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// value_format picks how values travel, as in SnapshotsRequest: with
+	// VALUE_FORMAT_JSON each entry's value is StateEntry.value_json and each
+	// patch operation's JsonPatchOperation.value_json.
+	ValueFormat   ValueFormat `protobuf:"varint,8,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DiffRequest) Reset() {
@@ -1846,6 +1850,13 @@ func (x *DiffRequest) GetIncludeUnchanged() bool {
 		return x.IncludeUnchanged
 	}
 	return false
+}
+
+func (x *DiffRequest) GetValueFormat() ValueFormat {
+	if x != nil {
+		return x.ValueFormat
+	}
+	return ValueFormat_VALUE_FORMAT_UNSPECIFIED
 }
 
 // DiffResponse says what became of each of the two turns and, when both
@@ -2150,8 +2161,12 @@ type JsonPatchOperation struct {
 	// changes; "" is the whole value. Always set, "" included, so that JSON
 	// printers that leave out empty fields still print it.
 	Path *string `protobuf:"bytes,2,opt,name=path,proto3,oneof" json:"path,omitempty"`
-	// value is the value added or put in place; unset for "remove".
-	Value         *structpb.Value `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// value is the value added or put in place; unset for "remove", and
+	// when the request asked for VALUE_FORMAT_JSON.
+	Value *structpb.Value `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// value_json is value as UTF-8 JSON text, set instead of value when the
+	// request asked for VALUE_FORMAT_JSON; unset for "remove".
+	ValueJson     []byte `protobuf:"bytes,4,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2207,6 +2222,13 @@ func (x *JsonPatchOperation) GetValue() *structpb.Value {
 	return nil
 }
 
+func (x *JsonPatchOperation) GetValueJson() []byte {
+	if x != nil {
+		return x.ValueJson
+	}
+	return nil
+}
+
 // WatchTurnsRequest names a thread to watch.
 type WatchTurnsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2229,7 +2251,10 @@ type WatchTurnsRequest struct {
 	// checkpoints also sends, as `checkpoint`, the state at each checkpoint
 	// of the thread written from the time of the call on, labelled with the
 	// turn it belongs to. Off by default.
-	Checkpoints   bool `protobuf:"varint,6,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	Checkpoints bool `protobuf:"varint,6,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// value_format picks how each entry's value travels; see
+	// SnapshotsRequest.value_format.
+	ValueFormat   ValueFormat `protobuf:"varint,7,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2304,6 +2329,13 @@ func (x *WatchTurnsRequest) GetCheckpoints() bool {
 		return x.Checkpoints
 	}
 	return false
+}
+
+func (x *WatchTurnsRequest) GetValueFormat() ValueFormat {
+	if x != nil {
+		return x.ValueFormat
+	}
+	return ValueFormat_VALUE_FORMAT_UNSPECIFIED
 }
 
 // WatchTurnsResponse is one event of a watched thread.
@@ -2549,7 +2581,7 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\vtotal_turns\x18\x06 \x01(\x05H\x00R\n" +
 	"totalTurns\x88\x01\x01\x128\n" +
 	"\tnumbering\x18\a \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumberingB\x0e\n" +
-	"\f_total_turns\"\xe0\x01\n" +
+	"\f_total_turns\"\x9d\x02\n" +
 	"\vDiffRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x17\n" +
@@ -2557,7 +2589,8 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\tfrom_turn\x18\x04 \x01(\x05R\bfromTurn\x12\x12\n" +
 	"\x04keys\x18\x05 \x03(\tR\x04keys\x12\x18\n" +
 	"\achannel\x18\x06 \x01(\tR\achannel\x12+\n" +
-	"\x11include_unchanged\x18\a \x01(\bR\x10includeUnchanged\"\x9b\x02\n" +
+	"\x11include_unchanged\x18\a \x01(\bR\x10includeUnchanged\x12;\n" +
+	"\fvalue_format\x18\b \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\"\x9b\x02\n" +
 	"\fDiffResponse\x122\n" +
 	"\tfrom_turn\x18\x01 \x01(\v2\x15.historyd.v1.DiffTurnR\bfromTurn\x12.\n" +
 	"\ato_turn\x18\x02 \x01(\v2\x15.historyd.v1.DiffTurnR\x06toTurn\x120\n" +
@@ -2577,12 +2610,14 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\n" +
 	"from_entry\x18\x03 \x01(\v2\x17.historyd.v1.StateEntryR\tfromEntry\x122\n" +
 	"\bto_entry\x18\x04 \x01(\v2\x17.historyd.v1.StateEntryR\atoEntry\x125\n" +
-	"\x05patch\x18\x05 \x03(\v2\x1f.historyd.v1.JsonPatchOperationR\x05patch\"t\n" +
+	"\x05patch\x18\x05 \x03(\v2\x1f.historyd.v1.JsonPatchOperationR\x05patch\"\x93\x01\n" +
 	"\x12JsonPatchOperation\x12\x0e\n" +
 	"\x02op\x18\x01 \x01(\tR\x02op\x12\x17\n" +
 	"\x04path\x18\x02 \x01(\tH\x00R\x04path\x88\x01\x01\x12,\n" +
-	"\x05value\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05valueB\a\n" +
-	"\x05_path\"\xc4\x01\n" +
+	"\x05value\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05value\x12\x1d\n" +
+	"\n" +
+	"value_json\x18\x04 \x01(\fR\tvalueJsonB\a\n" +
+	"\x05_path\"\x81\x02\n" +
 	"\x11WatchTurnsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1d\n" +
@@ -2590,7 +2625,8 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"after_turn\x18\x03 \x01(\x05R\tafterTurn\x12\x12\n" +
 	"\x04keys\x18\x04 \x03(\tR\x04keys\x12\x18\n" +
 	"\achannel\x18\x05 \x01(\tR\achannel\x12 \n" +
-	"\vcheckpoints\x18\x06 \x01(\bR\vcheckpoints\"\xe0\x01\n" +
+	"\vcheckpoints\x18\x06 \x01(\bR\vcheckpoints\x12;\n" +
+	"\fvalue_format\x18\a \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\"\xe0\x01\n" +
 	"\x12WatchTurnsResponse\x127\n" +
 	"\n" +
 	"turn_ended\x18\x01 \x01(\v2\x16.historyd.v1.TurnStateH\x00R\tturnEnded\x128\n" +
@@ -2706,42 +2742,44 @@ var file_historyd_v1_history_proto_depIdxs = []int32{
 	30, // 23: historyd.v1.ThreadInfo.first_checkpoint_at:type_name -> google.protobuf.Timestamp
 	30, // 24: historyd.v1.ThreadInfo.last_checkpoint_at:type_name -> google.protobuf.Timestamp
 	0,  // 25: historyd.v1.ThreadInfo.numbering:type_name -> historyd.v1.TurnNumbering
-	22, // 26: historyd.v1.DiffResponse.from_turn:type_name -> historyd.v1.DiffTurn
-	22, // 27: historyd.v1.DiffResponse.to_turn:type_name -> historyd.v1.DiffTurn
-	23, // 28: historyd.v1.DiffResponse.changes:type_name -> historyd.v1.KeyChange
-	0,  // 29: historyd.v1.DiffResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	14, // 30: historyd.v1.DiffTurn.found:type_name -> historyd.v1.TurnInfo
-	10, // 31: historyd.v1.DiffTurn.no_such_turn:type_name -> historyd.v1.NoSuchTurn
-	11, // 32: historyd.v1.DiffTurn.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
-	3,  // 33: historyd.v1.KeyChange.kind:type_name -> historyd.v1.KeyChangeKind
-	16, // 34: historyd.v1.KeyChange.from_entry:type_name -> historyd.v1.StateEntry
-	16, // 35: historyd.v1.KeyChange.to_entry:type_name -> historyd.v1.StateEntry
-	24, // 36: historyd.v1.KeyChange.patch:type_name -> historyd.v1.JsonPatchOperation
-	31, // 37: historyd.v1.JsonPatchOperation.value:type_name -> google.protobuf.Value
-	15, // 38: historyd.v1.WatchTurnsResponse.turn_ended:type_name -> historyd.v1.TurnState
-	15, // 39: historyd.v1.WatchTurnsResponse.checkpoint:type_name -> historyd.v1.TurnState
-	0,  // 40: historyd.v1.WatchTurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	15, // 41: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
-	16, // 42: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
-	4,  // 43: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
-	8,  // 44: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
-	12, // 45: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
-	6,  // 46: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
-	17, // 47: historyd.v1.ThreadHistory.Threads:input_type -> historyd.v1.ThreadsRequest
-	20, // 48: historyd.v1.ThreadHistory.Diff:input_type -> historyd.v1.DiffRequest
-	25, // 49: historyd.v1.ThreadHistory.WatchTurns:input_type -> historyd.v1.WatchTurnsRequest
-	5,  // 50: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
-	9,  // 51: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
-	13, // 52: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
-	7,  // 53: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
-	18, // 54: historyd.v1.ThreadHistory.Threads:output_type -> historyd.v1.ThreadsResponse
-	21, // 55: historyd.v1.ThreadHistory.Diff:output_type -> historyd.v1.DiffResponse
-	26, // 56: historyd.v1.ThreadHistory.WatchTurns:output_type -> historyd.v1.WatchTurnsResponse
-	50, // [50:57] is the sub-list for method output_type
-	43, // [43:50] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	1,  // 26: historyd.v1.DiffRequest.value_format:type_name -> historyd.v1.ValueFormat
+	22, // 27: historyd.v1.DiffResponse.from_turn:type_name -> historyd.v1.DiffTurn
+	22, // 28: historyd.v1.DiffResponse.to_turn:type_name -> historyd.v1.DiffTurn
+	23, // 29: historyd.v1.DiffResponse.changes:type_name -> historyd.v1.KeyChange
+	0,  // 30: historyd.v1.DiffResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	14, // 31: historyd.v1.DiffTurn.found:type_name -> historyd.v1.TurnInfo
+	10, // 32: historyd.v1.DiffTurn.no_such_turn:type_name -> historyd.v1.NoSuchTurn
+	11, // 33: historyd.v1.DiffTurn.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
+	3,  // 34: historyd.v1.KeyChange.kind:type_name -> historyd.v1.KeyChangeKind
+	16, // 35: historyd.v1.KeyChange.from_entry:type_name -> historyd.v1.StateEntry
+	16, // 36: historyd.v1.KeyChange.to_entry:type_name -> historyd.v1.StateEntry
+	24, // 37: historyd.v1.KeyChange.patch:type_name -> historyd.v1.JsonPatchOperation
+	31, // 38: historyd.v1.JsonPatchOperation.value:type_name -> google.protobuf.Value
+	1,  // 39: historyd.v1.WatchTurnsRequest.value_format:type_name -> historyd.v1.ValueFormat
+	15, // 40: historyd.v1.WatchTurnsResponse.turn_ended:type_name -> historyd.v1.TurnState
+	15, // 41: historyd.v1.WatchTurnsResponse.checkpoint:type_name -> historyd.v1.TurnState
+	0,  // 42: historyd.v1.WatchTurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	15, // 43: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
+	16, // 44: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
+	4,  // 45: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
+	8,  // 46: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
+	12, // 47: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
+	6,  // 48: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
+	17, // 49: historyd.v1.ThreadHistory.Threads:input_type -> historyd.v1.ThreadsRequest
+	20, // 50: historyd.v1.ThreadHistory.Diff:input_type -> historyd.v1.DiffRequest
+	25, // 51: historyd.v1.ThreadHistory.WatchTurns:input_type -> historyd.v1.WatchTurnsRequest
+	5,  // 52: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
+	9,  // 53: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
+	13, // 54: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
+	7,  // 55: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
+	18, // 56: historyd.v1.ThreadHistory.Threads:output_type -> historyd.v1.ThreadsResponse
+	21, // 57: historyd.v1.ThreadHistory.Diff:output_type -> historyd.v1.DiffResponse
+	26, // 58: historyd.v1.ThreadHistory.WatchTurns:output_type -> historyd.v1.WatchTurnsResponse
+	52, // [52:59] is the sub-list for method output_type
+	45, // [45:52] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_proto_init() }

@@ -178,6 +178,14 @@ export async function serve({ tls = false } = {}) {
       if (req.threadId === "pruned") {
         return { fromTurn: { result: { case: "noLongerRetained", value: { turn: 1, question: "q1" } } }, toTurn: found(2), total: 2, retainedTurns: [2] };
       }
+      const text = (v) => encoder.encode(historydJson(toJson(ValueSchema, v)));
+      const asText = (ch) => {
+        // As a server answers asking for JSON text: value_json only.
+        if (!(values.json && req.valueFormat === ValueFormat.JSON)) return ch;
+        for (const e of [ch.fromEntry, ch.toEntry]) if (e) [e.valueJson, e.value] = [text(e.value), undefined];
+        for (const op of ch.patch) if (op.value) [op.valueJson, op.value] = [text(op.value), undefined];
+        return ch;
+      };
       return {
         fromTurn: found(3),
         toTurn: found(4),
@@ -193,7 +201,7 @@ export async function serve({ tls = false } = {}) {
           },
           { key: "gone", kind: 2, fromEntry: entry("x"), patch: [] },
           { key: "root", kind: 3, fromEntry: entry(1), toEntry: entry(2), patch: [{ op: "replace", path: "", value: fromJson(ValueSchema, 2) }, { op: "remove", path: "/x" }] },
-        ],
+        ].map(asText),
       };
     },
   };

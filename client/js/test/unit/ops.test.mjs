@@ -53,6 +53,19 @@ describe("threads and diff", () => {
     assert.deepEqual(root.patch, [{ op: "replace", path: "", value: 2 }, { op: "remove", path: "/x" }]);
   });
 
+  test("diff reads the same in every value format", async () => {
+    const h = client();
+    const asJson = await h.diff("t", { toTurn: 4 });
+    assert.equal(srv.calls.at(-1).req.valueFormat, 2);
+    const asProto = await h.diff("t", { toTurn: 4, valueFormat: "proto" });
+    assert.equal(srv.calls.at(-1).req.valueFormat, 1);
+    assert.deepEqual(asJson.changes, asProto.changes);
+    const raw = await h.diff("t", { toTurn: 4, valueFormat: "raw" });
+    assert.equal(srv.calls.at(-1).req.valueFormat, 2);
+    assert.deepEqual(raw.changes[0].after, { value: null, json: '{"amount":14004}', seq: 4, inputs: {} });
+    assert.deepEqual(raw.changes[0].patch, asJson.changes[0].patch);
+  });
+
   test("diff of a pruned end, and turns out of range", async () => {
     const h = client();
     const d = await h.diff("pruned", { toTurn: 2 });

@@ -121,11 +121,14 @@ def _diff_turn(end: history_pb2.DiffTurn) -> DiffTurn:
 def _op(op: history_pb2.JsonPatchOperation) -> dict[str, Any]:
     out: dict[str, Any] = {"op": op.op, "path": op.path}
     if op.op != "remove":
-        out["value"] = _convert.value_to_python(op.value)
+        if op.value_json:
+            out["value"] = _convert.json_to_python(op.value_json)
+        else:
+            out["value"] = _convert.value_to_python(op.value)
     return out
 
 
-def diff(response: history_pb2.DiffResponse) -> Diff:
+def diff(response: history_pb2.DiffResponse, *, raw: bool = False) -> Diff:
     changes = []
     for ch in response.changes:
         if ch.kind not in _KINDS:
@@ -134,8 +137,8 @@ def diff(response: history_pb2.DiffResponse) -> Diff:
             KeyChange(
                 key=ch.key,
                 change=_KINDS[ch.kind],
-                before=_convert.entry_to_python(ch.from_entry) if ch.HasField("from_entry") else None,
-                after=_convert.entry_to_python(ch.to_entry) if ch.HasField("to_entry") else None,
+                before=_convert.entry_to_python(ch.from_entry, raw=raw) if ch.HasField("from_entry") else None,
+                after=_convert.entry_to_python(ch.to_entry, raw=raw) if ch.HasField("to_entry") else None,
                 patch=[_op(op) for op in ch.patch],
             )
         )

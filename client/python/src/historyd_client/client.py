@@ -651,13 +651,17 @@ class HistorydThreadHistory:
         keys: Sequence[str] | None = None,
         include_unchanged: bool = False,
         channel: str | None = None,
+        value_format: ValueFormat | str | None = None,
     ) -> _ops.Diff:
         """What changed in the thread's state between the ends of two turns.
 
         ``to_turn`` 0 is the newest turn, ``from_turn`` 0 the one before
         ``to_turn``. Either end may be a miss, which its ``outcome`` says;
-        nothing is compared then. ``channel`` is the state channel compared.
+        nothing is compared then. ``channel`` is the state channel compared;
+        ``value_format`` overrides the client's for the entries (patch
+        values are always parsed).
         """
+        fmt = self._format_of(value_format)
         request = history_pb2.DiffRequest(
             thread_id=thread_id,
             checkpoint_ns=self.namespace,
@@ -666,8 +670,9 @@ class HistorydThreadHistory:
             keys=_keys(keys),
             include_unchanged=include_unchanged,
             channel=self._channel_of(channel),
+            value_format=_WIRE_FORMAT[fmt],
         )
-        return _ops.diff(await self._unary("Diff", request))
+        return _ops.diff(await self._unary("Diff", request), raw=fmt is ValueFormat.RAW)
 
     # -- lifecycle -----------------------------------------------------------
 

@@ -295,7 +295,7 @@ class ThreadInfo(_message.Message):
     def __init__(self, thread_id: _Optional[str] = ..., checkpoint_count: _Optional[int] = ..., first_checkpoint_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_checkpoint_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_checkpoint_id: _Optional[str] = ..., total_turns: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
 
 class DiffRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "to_turn", "from_turn", "keys", "channel", "include_unchanged")
+    __slots__ = ("thread_id", "checkpoint_ns", "to_turn", "from_turn", "keys", "channel", "include_unchanged", "value_format")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     TO_TURN_FIELD_NUMBER: _ClassVar[int]
@@ -303,6 +303,7 @@ class DiffRequest(_message.Message):
     KEYS_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     to_turn: int
@@ -310,7 +311,8 @@ class DiffRequest(_message.Message):
     keys: _containers.RepeatedScalarFieldContainer[str]
     channel: str
     include_unchanged: bool
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., to_turn: _Optional[int] = ..., from_turn: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., include_unchanged: _Optional[bool] = ...) -> None: ...
+    value_format: ValueFormat
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., to_turn: _Optional[int] = ..., from_turn: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., include_unchanged: _Optional[bool] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ...) -> None: ...
 
 class DiffResponse(_message.Message):
     __slots__ = ("from_turn", "to_turn", "changes", "total", "retained_turns", "numbering")
@@ -353,30 +355,34 @@ class KeyChange(_message.Message):
     def __init__(self, key: _Optional[str] = ..., kind: _Optional[_Union[KeyChangeKind, str]] = ..., from_entry: _Optional[_Union[StateEntry, _Mapping]] = ..., to_entry: _Optional[_Union[StateEntry, _Mapping]] = ..., patch: _Optional[_Iterable[_Union[JsonPatchOperation, _Mapping]]] = ...) -> None: ...
 
 class JsonPatchOperation(_message.Message):
-    __slots__ = ("op", "path", "value")
+    __slots__ = ("op", "path", "value", "value_json")
     OP_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
     op: str
     path: str
     value: _struct_pb2.Value
-    def __init__(self, op: _Optional[str] = ..., path: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+    value_json: bytes
+    def __init__(self, op: _Optional[str] = ..., path: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., value_json: _Optional[bytes] = ...) -> None: ...
 
 class WatchTurnsRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "after_turn", "keys", "channel", "checkpoints")
+    __slots__ = ("thread_id", "checkpoint_ns", "after_turn", "keys", "channel", "checkpoints", "value_format")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     AFTER_TURN_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     after_turn: int
     keys: _containers.RepeatedScalarFieldContainer[str]
     channel: str
     checkpoints: bool
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., after_turn: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., checkpoints: _Optional[bool] = ...) -> None: ...
+    value_format: ValueFormat
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., after_turn: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., checkpoints: _Optional[bool] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ...) -> None: ...
 
 class WatchTurnsResponse(_message.Message):
     __slots__ = ("turn_ended", "checkpoint", "total", "numbering")
