@@ -174,9 +174,6 @@ func entryPatch(k string, before, after []byte, asJSON bool) (patch []*historydv
 	if err := proto.Unmarshal(after, &a); err != nil {
 		return nil, false, fmt.Errorf("key %q: decode entry: %w", k, err)
 	}
-	if proto.Equal(&b, &a) {
-		return nil, true, nil
-	}
 	bv, err := entryValueOf(&b)
 	if err != nil {
 		return nil, false, fmt.Errorf("key %q: %w", k, err)
@@ -188,6 +185,12 @@ func entryPatch(k string, before, after []byte, asJSON bool) (patch []*historydv
 	ops, err := jsondiff.CompareWithoutMarshal(bv, av)
 	if err != nil {
 		return nil, false, fmt.Errorf("key %q: compare values: %w", k, err)
+	}
+	// Equal values need not be equal bytes: JSON text keeps a map's keys in
+	// the order they were stored, which two versions of a value may not
+	// share. The values are compared as values, the rest field by field.
+	if len(ops) == 0 && sameBookkeeping(&b, &a) {
+		return nil, true, nil
 	}
 	for _, op := range ops {
 		p := &historydv1.JsonPatchOperation{Op: op.Type, Path: proto.String(op.Path)}
@@ -204,6 +207,14 @@ func entryPatch(k string, before, after []byte, asJSON bool) (patch []*historydv
 		patch = append(patch, p)
 	}
 	return patch, false, nil
+}
+
+// sameBookkeeping reports whether two entries agree on everything but
+// their values.
+func sameBookkeeping(b, a *historydv1.StateEntry) bool {
+	b, a = proto.CloneOf(b), proto.CloneOf(a)
+	b.Value, b.ValueJson, a.Value, a.ValueJson = nil, nil, nil, nil
+	return proto.Equal(b, a)
 }
 
 // entryValueOf is an entry's value as encoding/json's generic types, from

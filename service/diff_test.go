@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -202,12 +204,16 @@ func TestDiffValueFormats(t *testing.T) {
 	m := storetest.NewMemory()
 	entry := func(v any, seq int) map[string]any { return map[string]any{"value": v, "seq": seq} }
 	stateThread(m, store.Ref{ThreadID: "d"},
-		map[string]any{"area": entry(11420.0, 1), "shape": entry(shape("Severn <&>", 20), 2), "gone": entry("x", 3), "odd": entry(map[string]any{"big": int64(1) << 60, "f": 0.1}, 4)},
-		map[string]any{"area": entry(12935.0, 5), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "odd": entry(map[string]any{"big": int64(1)<<60 + 1, "f": 1e-9}, 8)},
+		map[string]any{"area": entry(11420.0, 1), "shape": entry(shape("Severn <&>", 20), 2), "gone": entry("x", 3), "odd": entry(map[string]any{"big": int64(1) << 60, "f": 0.1}, 4),
+			"ordered": entry(lgwrite.Map{{Key: "a", Value: 1.0}, {Key: "b", Value: 2.0}}, 9)},
+		map[string]any{"area": entry(12935.0, 5), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "odd": entry(map[string]any{"big": int64(1)<<60 + 1, "f": 1e-9}, 8),
+			// The same value stored with its keys in another order: its JSON
+			// text differs, the value does not.
+			"ordered": entry(lgwrite.Map{{Key: "b", Value: 2.0}, {Key: "a", Value: 1.0}}, 9)},
 	)
 	c := startServer(t, m)
 	for _, req := range []*historydv1.DiffRequest{
-		{ThreadId: "d", ToTurn: 2},
+		{ThreadId: "d", ToTurn: 2, IncludeUnchanged: true},
 		{ThreadId: "d", FromTurn: 2, ToTurn: 1, IncludeUnchanged: true},
 	} {
 		asValue, err := c.Diff(context.Background(), req)
@@ -231,6 +237,11 @@ func TestDiffValueFormats(t *testing.T) {
 		}
 		if !proto.Equal(asJSON, asValue) {
 			t.Errorf("%v: JSON text parsed\n%v\nValues\n%v", req, asJSON, asValue)
+		}
+		for _, ch := range asJSON.Changes {
+			if ch.Key == "ordered" && ch.Kind != historydv1.KeyChangeKind_KEY_CHANGE_KIND_UNCHANGED {
+				t.Errorf("%v: a value stored in another key order is %v", req, ch.Kind)
+			}
 		}
 	}
 }
@@ -293,5 +304,44 @@ func TestDiffIsolation(t *testing.T) {
 	}
 	if n := b.asked("b/1"); n != asked {
 		t.Errorf("the store was asked about b/1 %d times", n-asked)
+	}
+}
+
+// TestDiffKeyOrder: a value stored again with its keys in another order
+// (msgpack keeps the order; the JSON text follows it) is unchanged in
+// both value formats.
+func TestDiffKeyOrder(t *testing.T) {
+	m := storetest.NewMemory()
+	ref := store.Ref{ThreadID: "o"}
+	var msgs []any
+	for i, v := range []lgwrite.Map{{{Key: "a", Value: 1.0}, {Key: "b", Value: 2.0}}, {{Key: "b", Value: 2.0}, {Key: "a", Value: 1.0}}} {
+		msgs = append(msgs, lgwrite.HumanMessage(fmt.Sprintf("q%d", i), "question"))
+		mb, err := lgwrite.EncodeMsgpack(slices.Clone(msgs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := lgwrite.EncodeMsgpack(lgwrite.Map{{Key: "k", Value: lgwrite.Map{{Key: "value", Value: v}, {Key: "seq", Value: 1}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.PutBlobs(ref, fmt.Sprintf("1f0e-00000%d", i), storetest.Base.Add(time.Duration(i)*time.Second),
+			map[string]store.Blob{"messages": {Type: lgcodec.TypeMsgpack, Data: mb}, "tool_state": {Type: lgcodec.TypeMsgpack, Data: sb}})
+	}
+	c := startServer(t, m)
+	for _, f := range []historydv1.ValueFormat{historydv1.ValueFormat_VALUE_FORMAT_PROTO, historydv1.ValueFormat_VALUE_FORMAT_JSON} {
+		resp, err := c.Diff(context.Background(), &historydv1.DiffRequest{ThreadId: "o", ToTurn: 2, IncludeUnchanged: true, ValueFormat: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Changes) != 1 || resp.Changes[0].Kind != historydv1.KeyChangeKind_KEY_CHANGE_KIND_UNCHANGED {
+			t.Errorf("%v: %v; want k unchanged", f, resp.Changes)
+		}
+		if f == historydv1.ValueFormat_VALUE_FORMAT_JSON && len(resp.Changes) == 1 {
+			b, _ := proto.Marshal(resp.Changes[0])
+			var ch historydv1.KeyChange
+			if err := proto.Unmarshal(b, &ch); err != nil || string(ch.FromEntry.GetValueJson()) == string(ch.ToEntry.GetValueJson()) {
+				t.Errorf("the two texts should differ in key order: %s, %s (%v)", ch.FromEntry.GetValueJson(), ch.ToEntry.GetValueJson(), err)
+			}
+		}
 	}
 }
