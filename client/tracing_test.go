@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -50,6 +52,18 @@ func TestDialTracesWithTheGlobals(t *testing.T) {
 		}
 	}
 	parent.End()
+	// A server span ends after the call's status is sent, so the client
+	// can be done before it is: wait for both.
+	serverSpan := func(name string) func(sdktrace.ReadOnlySpan) bool {
+		return func(s sdktrace.ReadOnlySpan) bool {
+			return s.Name() == "historyd.v1.ThreadHistory/"+name && s.SpanKind() == trace.SpanKindServer
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if ended := rec.Ended(); slices.ContainsFunc(ended, serverSpan("Turns")) && slices.ContainsFunc(ended, serverSpan("StreamSnapshots")) {
+			break
+		}
+	}
 	srv.Close()
 
 	turns := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
