@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/server"
@@ -20,23 +20,12 @@ import (
 )
 
 // logBuffer collects JSON log records from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logBuffer struct{ syncbuf.Buffer }
 
 // warnings returns the warning records logged so far.
 func (l *logBuffer) warnings(t *testing.T) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	text := l.b.String()
-	l.mu.Unlock()
+	text := l.String()
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		if line == "" {

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
@@ -81,7 +80,7 @@ func TestStartupProbe(t *testing.T) {
 	}
 
 	mem.SetErr(store.ErrUnavailable)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	srv := servertest.Start(t, server.Config{
 		Store:          store.Config{Backend: mem},
 		Service:        service.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
@@ -229,24 +228,6 @@ func TestRedactDSN(t *testing.T) {
 			t.Errorf("RedactDSN(%q) = %q, want %q", in, got, want)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func eventually(t *testing.T, what string, ok func() bool) {

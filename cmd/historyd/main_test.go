@@ -5,10 +5,10 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/historyd/historyd/auth/authtest"
+	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -23,24 +23,6 @@ func runCLIContext(ctx context.Context, args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
 	code := run(ctx, args, &out, &errOut)
 	return code, out.String(), errOut.String()
-}
-
-// syncBuffer is a bytes.Buffer the server's goroutines may log to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Asked for, help goes to stdout and exits 0: at the top and for every
@@ -156,7 +138,7 @@ func TestServeWarnsAboutIgnoredSettings(t *testing.T) {
 // serves, and returns its log.
 func serveBriefly(t *testing.T, args ...string) string {
 	t.Helper()
-	var log syncBuffer
+	var log syncbuf.Buffer
 	old := logOutput
 	logOutput = &log
 	t.Cleanup(func() { logOutput = old })

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
 
+	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
@@ -97,24 +97,6 @@ func writeFixture(t testing.TB, bin string) string {
 	return path
 }
 
-// lockedBuffer collects a child's output from its writer goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startHistoryd runs `historyd serve --listen 127.0.0.1:PORT args...`, waits
 // until its health check answers SERVING and returns its address. The
 // process is stopped at the end of the test, and its log shown when the
@@ -134,7 +116,7 @@ func startHistoryd(t testing.TB, bin string, args ...string) string {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/syncbuf"
 )
 
 // The live thread: how many turns the writer appends and how long it waits
@@ -77,7 +78,7 @@ func TestConformanceSQLiteConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -499,23 +500,4 @@ func (o *observations) check(t *testing.T, fin *expectation) {
 	if !slices.ContainsFunc(o.served, func(s servedState) bool { return s.total < liveTurns }) {
 		t.Errorf("no turn was served while the thread was still growing (totals seen: %v): the reads did not overlap the writes", totals)
 	}
-}
-
-// lockedBuffer is a strings.Builder safe for the writer's stderr copier
-// and the test to use at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/server"
 )
 
@@ -63,7 +64,7 @@ func watchLive(t *testing.T, s setup, f checkpointStore) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start the writer: %v", err)

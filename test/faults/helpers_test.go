@@ -14,7 +14,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
@@ -84,29 +84,11 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// lockedBuffer collects a child's output from its writer goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // historyd is one running `historyd serve` process.
 type historyd struct {
 	cmd    *exec.Cmd
 	addr   string
-	logs   *lockedBuffer
+	logs   *syncbuf.Buffer
 	exited chan struct{} // closed once the process has exited
 	err    error         // what Wait returned; read only after exited
 	exitAt time.Time     // when Wait returned
@@ -125,7 +107,7 @@ func startHistoryd(t *testing.T, bin string, args ...string) *historyd {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	h := &historyd{cmd: cmd, addr: addr, logs: &lockedBuffer{}, exited: make(chan struct{})}
+	h := &historyd{cmd: cmd, addr: addr, logs: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = h.logs, h.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
