@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -73,40 +74,10 @@ func TestConformanceSQLiteConcurrent(t *testing.T) {
 
 	writeCtx, stopWriter := context.WithTimeout(ctx, liveMaxWrite)
 	defer stopWriter()
-	cmd := writerCmd(writeCtx, argv)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncbuf.Buffer
-	cmd.Stderr = &stderr
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the writer: %v", err)
-	}
 	// The writer prints "ready" once the saver has created its tables;
 	// historyd opens the file then, before any turn is written.
-	ready := make(chan bool, 1)
-	writerDone := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		said := false
-		for sc.Scan() {
-			if !said && strings.TrimSpace(sc.Text()) == "ready" {
-				said = true
-				ready <- true
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		if !said {
-			ready <- false
-		}
-		writerDone <- cmd.Wait()
-	}()
-	if !<-ready {
-		err := <-writerDone
-		t.Fatalf("the writer ended without saying ready: %v\n%s", err, tail(stderr.String(), 4000))
-	}
+	stderr, writerDone := startReadyWriter(t, writerCmd(writeCtx, argv))
 	t.Logf("writer ready after %s", time.Since(start).Round(10*time.Millisecond))
 
 	client := serve(t, f, &expectation{})
@@ -500,4 +471,43 @@ func (o *observations) check(t *testing.T, fin *expectation) {
 	if !slices.ContainsFunc(o.served, func(s servedState) bool { return s.total < liveTurns }) {
 		t.Errorf("no turn was served while the thread was still growing (totals seen: %v): the reads did not overlap the writes", totals)
 	}
+}
+
+// startReadyWriter starts a writer that prints "ready" on a line of its
+// own once the saver has created its tables, and returns when it has. It
+// returns the writer's stderr as it grows and a channel that gets the
+// writer's exit; a writer that ends without saying ready fails the test
+// with its stderr.
+func startReadyWriter(t *testing.T, cmd *exec.Cmd) (*syncbuf.Buffer, <-chan error) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncbuf.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the writer: %v", err)
+	}
+	ready, done := make(chan bool, 1), make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		said := false
+		for sc.Scan() {
+			if !said && strings.TrimSpace(sc.Text()) == "ready" {
+				said = true
+				ready <- true
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		if !said {
+			ready <- false
+		}
+		done <- cmd.Wait()
+	}()
+	if !<-ready {
+		err := <-done
+		t.Fatalf("the writer ended without saying ready: %v\n%s", err, tail(stderr.String(), 4000))
+	}
+	return stderr, done
 }

@@ -1,17 +1,14 @@
 package conformance
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/server"
 )
 
@@ -59,36 +56,7 @@ func watchLive(t *testing.T, s setup, f checkpointStore) {
 	}
 	argv := w.command(s, f, thread, filepath.Join(dir, "expected.json"), false,
 		"--turns", fmt.Sprint(watchTurns), "--pause", watchPause, "--ready", "--no-reference", "--vertices", fmt.Sprint(watchVertices))
-	cmd := writerCmd(ctx, argv)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncbuf.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the writer: %v", err)
-	}
-	ready, writerDone := make(chan bool, 1), make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		said := false
-		for sc.Scan() {
-			if !said && strings.TrimSpace(sc.Text()) == "ready" {
-				said = true
-				ready <- true
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		if !said {
-			ready <- false
-		}
-		writerDone <- cmd.Wait()
-	}()
-	if !<-ready {
-		err := <-writerDone
-		t.Fatalf("the writer ended without saying ready: %v\n%s", err, tail(stderr.String(), 4000))
-	}
+	stderr, writerDone := startReadyWriter(t, writerCmd(ctx, argv))
 
 	client := serveConfig(t, f, &expectation{}, server.Config{})
 	wctx, stopWatch := context.WithCancel(ctx)
