@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -19,21 +18,8 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/postgres"
+	"github.com/historyd/historyd/store/storetest"
 )
-
-// testDSN is the PostgreSQL these tests write to; scripts/pg-test.sh
-// starts a throwaway one and `make test` sets it.
-func testDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("HISTORYD_TEST_DSN")
-	if dsn == "" {
-		if testing.Short() {
-			t.Skip("HISTORYD_TEST_DSN not set (-short)")
-		}
-		t.Fatal("HISTORYD_TEST_DSN is not set: run `make test`, which starts a throwaway PostgreSQL (scripts/pg-test.sh), or point it at a database you can create schemas in")
-	}
-	return dsn
-}
 
 // pgDemo is a schema name no other test uses, dropped (with the check's
 // copies of it) when the test ends, and a pool to look into it.
@@ -44,7 +30,7 @@ type pgDemo struct {
 
 func newPGDemo(t *testing.T) pgDemo {
 	t.Helper()
-	dsn := testDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,13 +67,7 @@ func writeTracedThread(w storetest.Writer) {
 // database HISTORYD_TEST_DSN names and writes the traced thread into it.
 func pgTraceBackend(t *testing.T) (dsn, schema string) {
 	t.Helper()
-	dsn = os.Getenv("HISTORYD_TEST_DSN")
-	if dsn == "" {
-		if testing.Short() {
-			t.Skip("HISTORYD_TEST_DSN not set (-short)")
-		}
-		t.Fatal("HISTORYD_TEST_DSN is not set: run `make test`, which starts a throwaway PostgreSQL, or point it at a database you can create schemas in")
-	}
+	dsn = storetest.PostgresDSN(t)
 	ctx := context.Background()
 	admin, err := pgxpool.New(ctx, dsn)
 	if err != nil {

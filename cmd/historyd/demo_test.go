@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/historyd/historyd/store/storetest"
 )
 
 // runDemoCLI is runCLI for demo, whose report goes to demoOutput.
@@ -54,13 +56,7 @@ func TestDemoRefusesIgnoredFlags(t *testing.T) {
 // historyd demo --dsn postgres://… writes the threads once, refuses to
 // write them again, and replaces them with --force.
 func TestDemoPostgres(t *testing.T) {
-	dsn := os.Getenv("HISTORYD_TEST_DSN")
-	if dsn == "" {
-		if testing.Short() {
-			t.Skip("HISTORYD_TEST_DSN not set (-short)")
-		}
-		t.Fatal("HISTORYD_TEST_DSN is not set: run `make test`, which starts a throwaway PostgreSQL (scripts/pg-test.sh), or point it at a database you can create schemas in")
-	}
+	dsn := storetest.PostgresDSN(t)
 	schema := fmt.Sprintf("cli_demo_%d", rand.Uint64())
 	t.Cleanup(func() {
 		conn, err := pgx.Connect(context.Background(), dsn)

@@ -24,20 +24,6 @@ import (
 	"github.com/historyd/historyd/store/storetest"
 )
 
-// testDSN returns the PostgreSQL the integration tests use. `make test`
-// starts one; without it these tests fail rather than pass unrun.
-func testDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("HISTORYD_TEST_DSN")
-	if dsn == "" {
-		if testing.Short() {
-			t.Skip("HISTORYD_TEST_DSN not set (-short)")
-		}
-		t.Fatal("HISTORYD_TEST_DSN is not set: run `make test`, which starts a throwaway PostgreSQL, or point it at a database you can create schemas in")
-	}
-	return dsn
-}
-
 // newWriter writes checkpoints into schema in saver's layout, through the
 // admin connection, failing t on errors.
 func newWriter(t *testing.T, admin *pgxpool.Pool, schema string, saver lgsaver.Saver) *storetest.SaverWriter {
@@ -59,7 +45,7 @@ func newSchema(t *testing.T) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 // them.
 func newSchemaFor(t *testing.T, saver lgsaver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	t.Helper()
-	dsn := testDSN(t)
+	dsn := storetest.PostgresDSN(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
@@ -457,7 +443,7 @@ func TestHostileThreadIDs(t *testing.T) {
 // shared sessions get no such setting, and no named prepared statement.
 func TestOwnSessionIsReadOnly(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testDSN(t))
+	conn, err := pgx.Connect(ctx, storetest.PostgresDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
