@@ -257,15 +257,7 @@ func (s *Store) rebuildStates(ctx context.Context, ref Ref, channel string, ix *
 		},
 		done: func(id string, v any) error {
 			var st EncodedState
-			err := entriesOf(v, channel, nil, func(k string, e Entry) error {
-				data, err := enc.Encode(e)
-				if err != nil {
-					return fmt.Errorf("encode key %q: %w", k, err)
-				}
-				st.Entries = append(st.Entries, EncodedEntry{Key: k, Turn: e.Turn, Data: data})
-				return nil
-			})
-			if err != nil {
+			if err := entriesOf(v, channel, nil, st.appendEncoded(enc)); err != nil {
 				return &DecodeError{Ref: ref, CheckpointID: id, Channel: channel, Err: err}
 			}
 			if version := nodes[id].versions[channel]; st.cost() <= s.stateAdmit {
@@ -288,21 +280,26 @@ func (s *Store) rebuildStates(ctx context.Context, ref Ref, channel string, ix *
 	return nil
 }
 
-// encodeState decodes a state channel value one entry at a time, encoding
-// each before the next is decoded. Entry values stay encoded
-// (lgcodec.EachEntry) until the encoder re-encodes them, so no state value
-// is ever built in memory.
-func (s *Store) encodeState(b Blob, channel string, keep map[string]bool, enc Encoder) (EncodedState, error) {
-	var st EncodedState
-	err := eachEntry(b, channel, keep, s.limits, func(k string, e Entry) error {
+// appendEncoded is the entry callback that encodes each entry with enc
+// and appends it to st.
+func (st *EncodedState) appendEncoded(enc Encoder) func(string, Entry) error {
+	return func(k string, e Entry) error {
 		data, err := enc.Encode(e)
 		if err != nil {
 			return fmt.Errorf("encode key %q: %w", k, err)
 		}
 		st.Entries = append(st.Entries, EncodedEntry{Key: k, Turn: e.Turn, Data: data})
 		return nil
-	})
-	if err != nil {
+	}
+}
+
+// encodeState decodes a state channel value one entry at a time, encoding
+// each before the next is decoded. Entry values stay encoded
+// (lgcodec.EachEntry) until the encoder re-encodes them, so no state value
+// is ever built in memory.
+func (s *Store) encodeState(b Blob, channel string, keep map[string]bool, enc Encoder) (EncodedState, error) {
+	var st EncodedState
+	if err := eachEntry(b, channel, keep, s.limits, st.appendEncoded(enc)); err != nil {
 		return EncodedState{}, err
 	}
 	// A map may repeat a key; the last one stands, as when decoding to a map.
