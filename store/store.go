@@ -555,21 +555,25 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 			break
 		}
 	}
-	queued := map[string]bool{}
-	var read []string    // checkpoint ids, one per unknown version
-	var readVer []string // their versions
-	for _, c := range cps {
-		v, ok := c.versions[s.messages]
-		if !ok || queued[v] {
-			continue
+	// unread lists a checkpoint of cps for each messages version th does
+	// not know, leaving out those skip names.
+	unread := func(skip func(c listed, version string) bool) (ids, versions []string) {
+		queued := map[string]bool{}
+		for _, c := range cps {
+			v, ok := c.versions[s.messages]
+			if !ok || queued[v] || skip(c, v) {
+				continue
+			}
+			if _, known := th.lookup(v); known {
+				continue
+			}
+			queued[v] = true
+			ids, versions = append(ids, c.id), append(versions, v)
 		}
-		if _, ok := th.lookup(v); ok {
-			continue
-		}
-		queued[v] = true
-		read = append(read, c.id)
-		readVer = append(readVer, v)
+		return ids, versions
 	}
+	// read: checkpoint ids, one per unknown version; readVer: the versions.
+	read, readVer := unread(func(listed, string) bool { return false })
 	note(ctx, AttrIndexMessagesRead.Int(len(read)))
 	unstored := map[string]bool{} // versions with no stored value
 	// Checkpoints deleted since they were listed: left out of the result,
@@ -615,23 +619,10 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 				return nil, err
 			}
 		}
-		read, readVer = nil, nil
 		if len(missing) == 0 {
 			break
 		}
-		again := map[string]bool{}
-		for _, c := range cps {
-			v, ok := c.versions[s.messages]
-			if !ok || tried[c.id] || again[v] || unstored[v] {
-				continue
-			}
-			if _, known := th.lookup(v); known {
-				continue
-			}
-			again[v] = true
-			read = append(read, c.id)
-			readVer = append(readVer, v)
-		}
+		read, readVer = unread(func(c listed, v string) bool { return tried[c.id] || unstored[v] })
 	}
 	if len(missing) > 0 {
 		cps = slices.DeleteFunc(slices.Clone(cps), func(c listed) bool { return missing[c.id] })
