@@ -30,7 +30,12 @@ var fieldOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsonte
 // or returns skip to step over it. JSON null for the whole of data is an
 // object without members.
 func eachJSONField(data []byte, what string, fn func(d *jsontext.Decoder, name string) (skip bool, err error)) error {
-	return withJSONDecoder(data, func(d *jsontext.Decoder) error { return eachField(d, what, fn) })
+	return withJSONDecoder(data, func(d *jsontext.Decoder) error {
+		if err := eachField(d, what, fn); err != nil {
+			return err
+		}
+		return fieldsEnd(d, what)
+	})
 }
 
 // withJSONDecoder runs fn with a pooled decoder reading data.
@@ -50,14 +55,15 @@ type noInput struct{}
 
 func (noInput) Read([]byte) (int, error) { return 0, io.EOF }
 
-// eachField is eachJSONField over a decoder.
+// eachField is eachJSONField for the object (or null) d reads next, which
+// may be nested in another.
 func eachField(d *jsontext.Decoder, what string, fn func(d *jsontext.Decoder, name string) (skip bool, err error)) error {
 	switch k := d.PeekKind(); k {
 	case 'n':
 		if _, err := d.ReadToken(); err != nil {
 			return fieldsMalformed(what, err)
 		}
-		return fieldsEnd(d, what)
+		return nil
 	case '{':
 	default:
 		if k == 0 {
@@ -87,7 +93,7 @@ func eachField(d *jsontext.Decoder, what string, fn func(d *jsontext.Decoder, na
 	if _, err := d.ReadToken(); err != nil {
 		return fieldsMalformed(what, err)
 	}
-	return fieldsEnd(d, what)
+	return nil
 }
 
 // fieldsEnd checks that nothing but space follows the object.
@@ -153,54 +159,25 @@ func readJSONValue(d *jsontext.Decoder, what string) (any, error) {
 // keep accepts, through NormalizeVersion, into out (the last of a repeated
 // channel counting).
 func readJSONVersions(d *jsontext.Decoder, keep func(string) bool, out map[string]string) error {
-	switch k := d.PeekKind(); k {
-	case 'n':
-		_, err := d.ReadToken()
-		if err != nil {
-			return fieldsMalformed("channel_versions", err)
-		}
-		return nil
-	case '{':
-	default:
-		if k == 0 {
-			_, err := d.ReadToken()
-			return fieldsMalformed("channel_versions", err)
-		}
-		return &MalformedError{Format: TypeJSON, Offset: int(d.InputOffset()), Reason: fmt.Sprintf("channel_versions is %s, not an object", kindName(k))}
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return fieldsMalformed("channel_versions", err)
-	}
-	for d.PeekKind() != '}' {
-		tok, err := d.ReadToken()
-		if err != nil {
-			return fieldsMalformed("channel_versions", err)
-		}
-		ch := tok.String()
+	return eachField(d, "channel_versions", func(d *jsontext.Decoder, ch string) (bool, error) {
 		if !keep(ch) {
-			if err := d.SkipValue(); err != nil {
-				return fieldsMalformed("channel_versions", err)
-			}
-			continue
+			return true, nil
 		}
 		v, err := readJSONValue(d, fmt.Sprintf("channel_versions[%q]", ch))
 		if err != nil {
-			return err
+			return false, err
 		}
 		version, ok, err := NormalizeVersion(v)
 		if err != nil {
-			return &MalformedError{Format: TypeJSON, Offset: -1, Reason: fmt.Sprintf("channel_versions[%q]: %v", ch, err)}
+			return false, &MalformedError{Format: TypeJSON, Offset: -1, Reason: fmt.Sprintf("channel_versions[%q]: %v", ch, err)}
 		}
 		if ok {
 			out[ch] = version
 		} else {
 			delete(out, ch)
 		}
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return fieldsMalformed("channel_versions", err)
-	}
-	return nil
+		return false, nil
+	})
 }
 
 // readJSONStrings reads an array of strings from d; ok is false (and the
