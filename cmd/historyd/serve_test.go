@@ -140,32 +140,7 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	authtest.WriteFile(t, tokens, authtest.TokenFile(t, authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"first"}}))
 	t.Setenv("HISTORYD_AUTH_TOKENS", tokens)
 
-	addrs := make(chan [2]string, 1)
-	servingHook = func(g, m string) { addrs <- [2]string{g, m} }
-	t.Cleanup(func() { servingHook = nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	var out bytes.Buffer
-	go func() {
-		exited <- run(ctx, []string{"serve", "--dsn", "memory", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-			"--tls-cert", certFile, "--tls-key", keyFile, "--shutdown-grace", "1s"}, &out, &out)
-	}()
-	var grpcAddr, metricsAddr string
-	select {
-	case a := <-addrs:
-		grpcAddr, metricsAddr = a[0], a[1]
-	case code := <-exited:
-		t.Fatalf("serve exited %d: %s", code, out.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	defer func() {
-		cancel()
-		if code := <-exited; code != 0 {
-			t.Errorf("serve exited %d: %s", code, out.String())
-		}
-	}()
-
+	grpcAddr, metricsAddr := startServe(t, "--metrics-listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})))
 	if err != nil {
 		t.Fatal(err)
@@ -234,8 +209,9 @@ func eventually(t *testing.T, what string, ok func() bool) {
 }
 
 // startServe runs historyd serve on loopback with args added, over the
-// store useMemory gave it, until the test ends, and returns a client.
-func startServe(t *testing.T, args ...string) historydv1.ThreadHistoryClient {
+// store useMemory gave it, until the test ends, and returns the gRPC and
+// metrics listeners' addresses.
+func startServe(t *testing.T, args ...string) (grpcAddr, metricsAddr string) {
 	t.Helper()
 	addrs := make(chan [2]string, 1)
 	servingHook = func(g, m string) { addrs <- [2]string{g, m} }
@@ -246,26 +222,34 @@ func startServe(t *testing.T, args ...string) historydv1.ThreadHistoryClient {
 	go func() {
 		exited <- run(ctx, append([]string{"serve", "--dsn", "memory", "--listen", "127.0.0.1:0", "--shutdown-grace", "1s"}, args...), &out, &out)
 	}()
-	var addr string
 	select {
 	case a := <-addrs:
-		addr = a[0]
+		grpcAddr, metricsAddr = a[0], a[1]
 	case code := <-exited:
+		cancel()
 		t.Fatalf("serve exited %d: %s", code, out.String())
 	case <-time.After(10 * time.Second):
+		cancel()
 		t.Fatal("serve did not start")
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		conn.Close()
 		cancel()
 		if code := <-exited; code != 0 {
 			t.Errorf("serve exited %d: %s", code, out.String())
 		}
 	})
+	return grpcAddr, metricsAddr
+}
+
+// startPlainServe is startServe in plaintext, with a client.
+func startPlainServe(t *testing.T, args ...string) historydv1.ThreadHistoryClient {
+	t.Helper()
+	addr, _ := startServe(t, args...)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
 	return historydv1.NewThreadHistoryClient(conn)
 }
 
@@ -296,18 +280,18 @@ func TestServePageTokenKeyFile(t *testing.T) {
 		return status.Code(err)
 	}
 
-	one := startServe(t, "--page-token-key-file", keyFile)
+	one := startPlainServe(t, "--page-token-key-file", keyFile)
 	t.Setenv("HISTORYD_PAGE_TOKEN_KEY_FILE", keyFile)
 	tok := firstPage(one)
 	// The variable names the file as the flag does.
 	t.Run("another process with the file", func(t *testing.T) {
-		if got := next(startServe(t), tok); got != codes.OK {
+		if got := next(startPlainServe(t), tok); got != codes.OK {
 			t.Errorf("next page from another process with the same key file: %v", got)
 		}
 	})
 	t.Setenv("HISTORYD_PAGE_TOKEN_KEY_FILE", "")
 	t.Run("a process without it", func(t *testing.T) {
-		if got := next(startServe(t), tok); got != codes.InvalidArgument {
+		if got := next(startPlainServe(t), tok); got != codes.InvalidArgument {
 			t.Errorf("next page from a process with keys of its own: %v, want InvalidArgument", got)
 		}
 	})
