@@ -45,11 +45,11 @@ func (s *Server) Threads(ctx context.Context, req *historydv1.ThreadsRequest) (*
 		return nil, s.fail(ctx, "Threads", err)
 	}
 	prefixes, ok := listedPrefixes(ctx, req.GetThreadIdPrefix())
-	listing := listing(ctx, req, prefixes)
+	sealedFor := listing(ctx, req, prefixes)
 	// The token is read last: whether it fits depends on everything else.
 	// A token for a listing that covers none of the tenant's threads was
 	// never issued, so it fails like any other that was not.
-	if q.After, err = s.openPageToken(listing, req.GetPageToken()); err != nil {
+	if q.After, err = s.openPageToken(sealedFor, req.GetPageToken()); err != nil {
 		return nil, s.fail(ctx, "Threads", err)
 	}
 	if !ok {
@@ -94,7 +94,7 @@ func (s *Server) Threads(ctx context.Context, req *historydv1.ThreadsRequest) (*
 			"threads", len(failed), "code", toStatus(failed[0]).Code().String(), "err", oneLine(failed[0].Error()))
 	}
 	if page.Next != nil {
-		resp.NextPageToken = s.pageTokens.Seal(listing, encodeCursor(*page.Next))
+		resp.NextPageToken = s.pageTokens.Seal(sealedFor, encodeCursor(*page.Next))
 	}
 	return resp, nil
 }
