@@ -6,6 +6,8 @@
 #   scripts/pg-test.sh env      print the env file (eval-able `export` lines)
 #   scripts/pg-test.sh status   say whether it runs; exit 0 only when it does
 #   scripts/pg-test.sh psql ... run psql against the test database
+#   scripts/pg-test.sh locale   make sure the locale tests need exists (below);
+#                               start does this too
 #
 # For fault-injection tests, which need a cluster of their own (give each its
 # own PG_TEST_ENV_FILE):
@@ -584,6 +586,7 @@ case ${1:-} in
   env) cmd_env ;;
   status) cmd_status ;;
   psql) shift; cmd_psql "$@" ;;
+  locale) ensure_locale ;;
   restart) cmd_restart "${2:-fast}" ;;
   halt) cmd_halt "${2:-fast}" ;;
   resume) cmd_resume ;;
@@ -600,5 +603,5 @@ case ${1:-} in
       stop) load_env || die "no test cluster (env file $ENV_FILE)"; standby_stop "$(cluster_bin)" ;;
       *) die "usage: $0 standby start [--no-hot-standby]|promote|stop" ;;
     esac ;;
-  *) echo "usage: $0 start|stop|env|status|psql [args]|restart [MODE]|halt [MODE]|resume|pooler start|stop|standby start|promote|stop" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|env|status|psql [args]|locale|restart [MODE]|halt [MODE]|resume|pooler start|stop|standby start|promote|stop" >&2; exit 2 ;;
 esac
