@@ -58,7 +58,7 @@ var PostgresLocales = []PostgresLocale{
 // PostgresDatabase returns the DSN of a database whose default collation
 // is l's: for C the test database itself (PostgresDSN), for the others one
 // created for the test and dropped when it ends. The C library's locales
-// must exist where the server runs; scripts/pg-test.sh generates
+// must exist where the server runs; scripts/pg-test.sh locale generates
 // en_US.UTF-8.
 func PostgresDatabase(t testing.TB, l PostgresLocale) string {
 	t.Helper()
@@ -75,7 +75,7 @@ func PostgresDatabase(t testing.TB, l PostgresLocale) string {
 	name := fmt.Sprintf("historyd_test_%d", rand.Uint64())
 	stmt := fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0 ENCODING 'UTF8' %s", pgx.Identifier{name}.Sanitize(), l.Create)
 	if _, err := conn.Exec(ctx, stmt); err != nil {
-		t.Fatalf("%s: %v (en_US.UTF-8 needs the C library's locale where PostgreSQL runs: scripts/pg-test.sh start generates it)", stmt, err)
+		t.Fatalf("%s: %v (en_US.UTF-8 needs the C library's locale where PostgreSQL runs: scripts/pg-test.sh locale, which scripts/test.sh runs, generates it)", stmt, err)
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
