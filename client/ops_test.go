@@ -27,6 +27,7 @@ func TestThreads(t *testing.T) {
 		storetest.PutThread(mem, store.Ref{ThreadID: fmt.Sprintf("t/%d", i)}, storetest.Base.Add(time.Duration(i)*time.Hour), 2)
 	}
 	storetest.Build(mem, store.Ref{ThreadID: "demo"}, storetest.Demo)
+	mem.PutBlobs(store.Ref{ThreadID: "demo-broken"}, "1f0d-000000", storetest.Base, map[string]store.Blob{"messages": {Type: "json", Data: []byte(`[{`)}})
 	c := serve(t, mem).dial(t)
 	ctx := context.Background()
 
@@ -50,8 +51,13 @@ func TestThreads(t *testing.T) {
 		t.Errorf("newest first after +3h: %q, want %q", ids, want)
 	}
 	page, err = c.Threads(ctx, client.ThreadsQuery{Prefix: "demo", IncludeTurns: true})
-	if err != nil || len(page.Threads) != 1 || page.Threads[0].Turns != len(storetest.Demo) {
-		t.Errorf("demo with turns: %+v, %v", page, err)
+	if err != nil || len(page.Threads) != 2 || page.Threads[0].Turns != len(storetest.Demo) || page.Threads[0].Err != nil {
+		t.Fatalf("demo with turns: %+v, %v", page, err)
+	}
+	// A thread the server could not read in full carries its error, as a
+	// call of its own would fail.
+	if broken := page.Threads[1]; broken.ID != "demo-broken" || status.Code(broken.Err) != codes.DataLoss || broken.Turns != -1 {
+		t.Errorf("demo-broken with turns: %+v", broken)
 	}
 	_, err = c.Threads(ctx, client.ThreadsQuery{PageSize: -1})
 	if status.Code(err) != codes.InvalidArgument {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -50,6 +52,12 @@ type Thread struct {
 	// Turns is how many turns it has had; -1 unless the query asked
 	// IncludeTurns.
 	Turns int
+	// Err, when not nil, is why the thread could not be read in full (a
+	// value of its own that does not decode, say; status.Code tells which):
+	// the fields it kept from being read are zero, and the other threads of
+	// the page are unaffected. It is the error a call reading this thread
+	// alone would return.
+	Err error
 }
 
 // ThreadsPage is one page of a listing.
@@ -99,6 +107,9 @@ func (c *Client) Threads(ctx context.Context, q ThreadsQuery) (*ThreadsPage, err
 		}
 		if t.TotalTurns != nil {
 			th.Turns = int(t.GetTotalTurns())
+		}
+		if e := t.GetError(); e != nil {
+			th.Err = c.fail("Threads", th.ID, status.Error(codes.Code(e.GetCode()), e.GetMessage()))
 		}
 		page.Threads = append(page.Threads, th)
 	}

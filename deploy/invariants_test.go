@@ -367,9 +367,9 @@ func checkResources(t *testing.T, c corev1.Container, env map[string]envValue) {
 }
 
 // checkSecrets: the DSN and log salt only from Secrets; the certificate,
-// key and token file from Secret volumes mounted whole (a subPath mount is
-// never updated when the Secret changes), read-only, at the paths the
-// variables name.
+// key, token file and page token key from Secret volumes mounted whole (a
+// subPath mount is never updated when the Secret changes), read-only, at
+// the paths the variables name.
 func checkSecrets(t *testing.T, o *objects, pod *corev1.PodTemplateSpec, c corev1.Container, env map[string]envValue) {
 	for _, name := range []string{"HISTORYD_DSN", "HISTORYD_LOG_THREAD_SALT"} {
 		v, ok := env[name]
@@ -401,6 +401,9 @@ func checkSecrets(t *testing.T, o *objects, pod *corev1.PodTemplateSpec, c corev
 	wantFiles := map[string]string{
 		"HISTORYD_TLS_CERT": "tls.crt", "HISTORYD_TLS_KEY": "tls.key", // a kubernetes.io/tls Secret's keys
 		"HISTORYD_AUTH_TOKENS": "", "HISTORYD_TLS_CLIENT_CA": "",
+		// Replicas behind one Service continue each other's listings
+		// only with one key.
+		"HISTORYD_PAGE_TOKEN_KEY_FILE": "",
 	}
 	for name, key := range wantFiles {
 		v, ok := env[name]
@@ -408,7 +411,7 @@ func checkSecrets(t *testing.T, o *objects, pod *corev1.PodTemplateSpec, c corev
 			if name == "HISTORYD_TLS_CLIENT_CA" {
 				continue // mutual TLS is optional
 			}
-			t.Errorf("%s is not set; a shared deployment serves TLS with tokens (docs/security.md)", name)
+			t.Errorf("%s is not set; a shared deployment serves TLS with tokens, and its replicas share a page token key (docs/security.md)", name)
 			continue
 		}
 		file := path.Clean(v.value)

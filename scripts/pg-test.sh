@@ -6,6 +6,8 @@
 #   scripts/pg-test.sh env      print the env file (eval-able `export` lines)
 #   scripts/pg-test.sh status   say whether it runs; exit 0 only when it does
 #   scripts/pg-test.sh psql ... run psql against the test database
+#   scripts/pg-test.sh locale   make sure the locale tests need exists (below);
+#                               start does this too
 #
 # For fault-injection tests, which need a cluster of their own (give each its
 # own PG_TEST_ENV_FILE):
@@ -76,6 +78,13 @@
 #   HISTORYD_TEST_PGHOST, HISTORYD_TEST_PGPORT, HISTORYD_TEST_PGDIR
 #                                socket directory, port, cluster directory.
 #
+# The cluster itself is initialized without a locale (C), but tests also
+# create databases of their own under other collations: ICU (PostgreSQL's own,
+# nothing to install) and libc en_US.UTF-8, which the operating system must
+# provide. `start` makes sure it does: run as root on a machine without it, it
+# installs Debian's `locales` package when missing and generates en_US.UTF-8
+# (uncommented in /etc/locale.gen, so that a later locale-gen keeps it).
+#
 # PostgreSQL refuses to run as root. Run as root, this script runs the server
 # as the `postgres` system user (creating it when absent); run as anyone else,
 # as that user. When initdb/pg_ctl are missing and we are root, it installs
@@ -121,6 +130,37 @@ ensure_bin() {
   # Debian's package starts its own cluster on 5432; ours does not use it.
   bin=$(find_bin) || die "postgresql installed but initdb/pg_ctl still not found under /usr/lib/postgresql/*/bin"
   echo "$bin"
+}
+
+# The libc locale tests create databases with (see above).
+TEST_LOCALE=en_US.UTF-8
+
+# has_locale NAME: the C library has the locale NAME (locale -a spells
+# en_US.UTF-8 as en_US.utf8).
+has_locale() {
+  local want
+  want=$(printf %s "$1" | tr '[:upper:]' '[:lower:]' | sed 's/utf-8$/utf8/')
+  locale -a 2>/dev/null | tr '[:upper:]' '[:lower:]' | grep -qx -- "$want"
+}
+
+ensure_locale() {
+  has_locale "$TEST_LOCALE" && return 0
+  [[ $(id -u) -eq 0 ]] || die "the C library has no locale $TEST_LOCALE and we are not root: generate it (Debian: uncomment it in /etc/locale.gen and run locale-gen)"
+  if ! command -v locale-gen >/dev/null || [[ ! -f /usr/share/i18n/SUPPORTED ]]; then
+    note "locale-gen not found: installing Debian's locales package"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update >&2 || die "apt-get update failed"
+    apt-get install -y locales >&2 || die "apt-get install -y locales failed"
+  fi
+  note "generating the locale $TEST_LOCALE"
+  local line="$TEST_LOCALE UTF-8"
+  if grep -qE "^# *$line\$" /etc/locale.gen 2>/dev/null; then
+    sed -i -E "s/^# *($line)\$/\1/" /etc/locale.gen
+  elif ! grep -qx "$line" /etc/locale.gen 2>/dev/null; then
+    echo "$line" >>/etc/locale.gen
+  fi
+  locale-gen >&2 || die "locale-gen failed"
+  has_locale "$TEST_LOCALE" || die "locale-gen ran but locale -a lists no $TEST_LOCALE"
 }
 
 # as_user CMD...: run CMD as the unprivileged server user, from /.
@@ -362,6 +402,10 @@ standby_stop() {
 }
 
 cmd_start() {
+  # Before anything else, so that a cluster started before the locale was
+  # needed gets it too: the server loads a locale when a database using it
+  # is created or connected to.
+  ensure_locale
   if running; then
     note "already running in $PGDIR_ on port $PGPORT_ (env: $ENV_FILE)"
     return 0
@@ -542,6 +586,7 @@ case ${1:-} in
   env) cmd_env ;;
   status) cmd_status ;;
   psql) shift; cmd_psql "$@" ;;
+  locale) ensure_locale ;;
   restart) cmd_restart "${2:-fast}" ;;
   halt) cmd_halt "${2:-fast}" ;;
   resume) cmd_resume ;;
@@ -558,5 +603,5 @@ case ${1:-} in
       stop) load_env || die "no test cluster (env file $ENV_FILE)"; standby_stop "$(cluster_bin)" ;;
       *) die "usage: $0 standby start [--no-hot-standby]|promote|stop" ;;
     esac ;;
-  *) echo "usage: $0 start|stop|env|status|psql [args]|restart [MODE]|halt [MODE]|resume|pooler start|stop|standby start|promote|stop" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|env|status|psql [args]|locale|restart [MODE]|halt [MODE]|resume|pooler start|stop|standby start|promote|stop" >&2; exit 2 ;;
 esac

@@ -9,6 +9,10 @@
 #   be able to create schemas and roles, see scripts/pg-test.sh). Otherwise a
 #   throwaway cluster is started with scripts/pg-test.sh and stopped again on
 #   exit, unless it was already running (or PG_TEST_KEEP=1).
+# - The C library's en_US.UTF-8 locale, which tests create databases with:
+#   scripts/pg-test.sh locale generates it (Debian's locales package,
+#   installed when missing). With HISTORYD_TEST_DSN set, the server it names
+#   must have it.
 # - PgBouncer: in front of that cluster, scripts/pg-test.sh pooler start
 #   (Debian's pgbouncer, installed when missing) provides
 #   HISTORYD_TEST_POOLER_TX_DSN, HISTORYD_TEST_POOLER_SESSION_DSN and
@@ -39,6 +43,9 @@ cleanup() {
 trap cleanup EXIT
 
 if [[ -z ${HISTORYD_TEST_DSN:-} ]]; then
+  # Tests create databases under en_US.UTF-8 too; a cluster started before
+  # that needed the locale gets it now.
+  scripts/pg-test.sh locale
   if ! scripts/pg-test.sh status >/dev/null 2>&1; then
     scripts/pg-test.sh start
     started=1

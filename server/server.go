@@ -23,6 +23,7 @@ import (
 
 	"github.com/historyd/historyd/buildinfo"
 	"github.com/historyd/historyd/metrics"
+	"github.com/historyd/historyd/pagetoken"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 )
@@ -90,6 +91,12 @@ type Config struct {
 	// how many watches may be open (see service.WatchConfig). Shutdown
 	// and Stop end every watch first.
 	Watch service.WatchConfig
+	// PageTokens seals and opens Threads page tokens. Replicas behind one
+	// Service must share them (pagetoken.LoadFile of one key file), or a
+	// listing's next page fails with INVALID_ARGUMENT whenever it reaches
+	// another replica. Default: pagetoken.PerProcess(), keys this process
+	// alone holds.
+	PageTokens *pagetoken.Keys
 	// GRPCOptions are grpc.ServerOptions applied after historyd's own, for
 	// tests and embedders that need what the fields above do not offer,
 	// such as an interceptor that injects faults. A scalar setting here
@@ -185,7 +192,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	watches := service.NewWatches(cfg.Watch)
 	cfg.Service.Watches = watches
-	s.svc = service.New(service.Config{Store: s.st, Logger: log, HealthInterval: cfg.HealthInterval, Watches: watches})
+	s.svc = service.New(service.Config{Store: s.st, Logger: log, HealthInterval: cfg.HealthInterval, Watches: watches, PageTokens: cfg.PageTokens})
 
 	pctx, cancel := context.WithTimeout(ctx, startupProbe)
 	err := s.st.Ping(pctx)

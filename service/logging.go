@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -50,7 +51,10 @@ type threadTag struct {
 	hashed bool
 }
 
-type threadTagKey struct{}
+type (
+	threadTagKey struct{}
+	taggerKey    struct{}
+)
 
 // threadTagger computes threadTags with one salt.
 type threadTagger struct {
@@ -78,21 +82,73 @@ func (tt threadTagger) tag(threadID string) threadTag {
 // threadRequest is every request that names a thread.
 type threadRequest interface{ GetThreadId() string }
 
-// tagThreadUnary puts the request's threadTag in the context. It runs
-// before the logging interceptor so that the request log and every record
-// logged with the call's context (see RedactThreadIDs) can hide the id.
+// tagThreadUnary puts the tagger and the request's threadTag in the
+// context. It runs before the logging interceptor so that the request log
+// and every record logged with the call's context (see RedactThreadIDs)
+// can hide the request's thread id, and any other an error quotes.
 func tagThreadUnary(tt threadTagger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if r, ok := req.(threadRequest); ok && r.GetThreadId() != "" {
-			ctx = context.WithValue(ctx, threadTagKey{}, tt.tag(r.GetThreadId()))
-		}
-		return handler(ctx, req)
+		return handler(tagCall(ctx, tt, req), req)
 	}
+}
+
+// tagCall returns ctx with the tagger and, when req names a thread, its
+// threadTag.
+func tagCall(ctx context.Context, tt threadTagger, req any) context.Context {
+	ctx = context.WithValue(ctx, taggerKey{}, tt)
+	if r, ok := req.(threadRequest); ok && r.GetThreadId() != "" {
+		ctx = context.WithValue(ctx, threadTagKey{}, tt.tag(r.GetThreadId()))
+	}
+	return ctx
 }
 
 func threadTagFrom(ctx context.Context) (threadTag, bool) {
 	t, ok := ctx.Value(threadTagKey{}).(threadTag)
 	return t, ok
+}
+
+// redaction is what a record logged with a call's context, or a call's
+// status message, must hide: the thread the request names (raw and
+// quoted), and every other thread id an error quotes. Store errors quote
+// every thread they name as `thread "…"` (Go-quoted), whichever call they
+// arose in: Threads names no thread in its request, but the threads it
+// lists are named by what fails in them.
+type redaction struct {
+	tag       threadTag
+	hasTag    bool
+	tagger    threadTagger
+	hasTagger bool
+}
+
+func redactionFrom(ctx context.Context) redaction {
+	var r redaction
+	r.tag, r.hasTag = threadTagFrom(ctx)
+	r.hasTag = r.hasTag && r.tag.raw != ""
+	r.tagger, r.hasTagger = ctx.Value(taggerKey{}).(threadTagger)
+	return r
+}
+
+// any reports whether there is anything to hide.
+func (r redaction) any() bool { return r.hasTag || r.hasTagger }
+
+// quotedThread is how store errors name a thread: `thread ` and its id
+// Go-quoted.
+var quotedThread = regexp.MustCompile(`thread ("(?:[^"\\]|\\.)*")`)
+
+func (r redaction) redact(s string) string {
+	if r.hasTag {
+		s = r.tag.redact(s)
+	}
+	if r.hasTagger && strings.Contains(s, `thread "`) {
+		s = quotedThread.ReplaceAllStringFunc(s, func(m string) string {
+			id, err := strconv.Unquote(m[len("thread "):])
+			if err != nil {
+				return m
+			}
+			return "thread " + r.tagger.tag(id).shown
+		})
+	}
+	return s
 }
 
 // RedactThreadIDs returns a logger that, for records logged with a call's
@@ -101,7 +157,8 @@ func threadTagFrom(ctx context.Context) (threadTag, bool) {
 // "<thread>"). Error texts quote thread ids (store errors name the thread
 // they failed on), so the quoted form is always replaced, and the bare
 // form too when it is at least 8 bytes, short enough ids being too likely
-// to match unrelated text. Pass the same logger to New and Options, so the
+// to match unrelated text; any other thread an error names as
+// `thread "…"` (those Threads lists) is replaced by its hash too. Pass the same logger to New and Options, so the
 // handlers' own error logs are covered as well as the request log.
 func RedactThreadIDs(l *slog.Logger) *slog.Logger {
 	if l == nil {
@@ -128,13 +185,13 @@ func (h redactingHandler) WithGroup(name string) slog.Handler {
 }
 
 func (h redactingHandler) Handle(ctx context.Context, r slog.Record) error {
-	tag, ok := threadTagFrom(ctx)
-	if !ok || tag.raw == "" {
+	red := redactionFrom(ctx)
+	if !red.any() {
 		return h.inner.Handle(ctx, r)
 	}
-	out := slog.NewRecord(r.Time, r.Level, tag.redact(r.Message), r.PC)
+	out := slog.NewRecord(r.Time, r.Level, red.redact(r.Message), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
-		out.AddAttrs(tag.redactAttr(a))
+		out.AddAttrs(red.redactAttr(a))
 		return true
 	})
 	return h.inner.Handle(ctx, out)
@@ -150,16 +207,16 @@ func (t threadTag) redact(s string) string {
 	return s
 }
 
-func (t threadTag) redactAttr(a slog.Attr) slog.Attr {
+func (r redaction) redactAttr(a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()
 	switch v.Kind() {
 	case slog.KindString:
-		return slog.String(a.Key, t.redact(v.String()))
+		return slog.String(a.Key, r.redact(v.String()))
 	case slog.KindGroup:
 		attrs := v.Group()
 		out := make([]any, len(attrs))
 		for i, g := range attrs {
-			out[i] = t.redactAttr(g)
+			out[i] = r.redactAttr(g)
 		}
 		return slog.Group(a.Key, out...)
 	case slog.KindAny:
@@ -171,8 +228,8 @@ func (t threadTag) redactAttr(a slog.Attr) slog.Attr {
 		}
 		// Only values that show the id are flattened to text; the rest
 		// keep the structure the handler would print.
-		if r := t.redact(s); r != s {
-			return slog.String(a.Key, r)
+		if red := r.redact(s); red != s {
+			return slog.String(a.Key, red)
 		}
 	}
 	return slog.Attr{Key: a.Key, Value: v}

@@ -37,10 +37,7 @@ func prefetchStream(tt threadTagger) grpc.StreamServerInterceptor {
 		if err := ss.RecvMsg(req); err != nil {
 			return err
 		}
-		ctx := context.WithValue(ss.Context(), streamRequestKey{}, req)
-		if r, ok := req.(threadRequest); ok && r.GetThreadId() != "" {
-			ctx = context.WithValue(ctx, threadTagKey{}, tt.tag(r.GetThreadId()))
-		}
+		ctx := tagCall(context.WithValue(ss.Context(), streamRequestKey{}, req), tt, req)
 		return handler(srv, &replayStream{ServerStream: ss, ctx: ctx, first: req})
 	}
 }

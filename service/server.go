@@ -14,6 +14,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/pagetoken"
 	"github.com/historyd/historyd/store"
 )
 
@@ -29,6 +30,11 @@ type Config struct {
 	// server that tenant isolation answers denied calls with (pass the
 	// same to Options.Watches). Default: NewWatches with the defaults.
 	Watches *Watches
+	// PageTokens seals and opens Threads page tokens. Replicas serving one
+	// listing must share them (pagetoken.LoadFile with one key file).
+	// Default: pagetoken.PerProcess(), whose tokens this process alone
+	// opens.
+	PageTokens *pagetoken.Keys
 }
 
 // Server is the ThreadHistory service, plus the standard health service
@@ -42,11 +48,16 @@ type Server struct {
 	interval time.Duration
 	watches  *Watches
 	pollers  *pollers
+
+	pageTokens *pagetoken.Keys
 }
 
 // New returns a Server over cfg.Store.
 func New(cfg Config) *Server {
-	s := &Server{store: cfg.Store, log: cfg.Logger, health: health.NewServer(), interval: cfg.HealthInterval, watches: cfg.Watches}
+	s := &Server{store: cfg.Store, log: cfg.Logger, health: health.NewServer(), interval: cfg.HealthInterval, watches: cfg.Watches, pageTokens: cfg.PageTokens}
+	if s.pageTokens == nil {
+		s.pageTokens = pagetoken.PerProcess()
+	}
 	if s.watches == nil {
 		s.watches = NewWatches(WatchConfig{})
 	}

@@ -51,6 +51,10 @@ const (
 	// cannot read the checkpoint tables (none where configured, a missing
 	// grant, a login refused): the operator's to fix, the log says what.
 	MessageMisconfigured = "checkpoint store misconfigured: historyd cannot read its checkpoint tables; the server logged why"
+	// MessageUnorderedPrefixes is FAILED_PRECONDITION's message when the
+	// store cannot walk a listing's thread-id prefixes without visiting
+	// other threads: the operator's to fix, the log says how.
+	MessageUnorderedPrefixes = "this checkpoint store cannot list threads under a thread-id prefix (every listing of a tenant confined to prefixes is one): its thread ids do not sort bytewise and no index sorts them so; the operator can create the index the deploy guide describes (\"Listing threads\"), and the server logged which"
 	// MessageInternal is INTERNAL's message.
 	MessageInternal = "internal error; the server logged the cause"
 )
@@ -64,6 +68,7 @@ var statusRules = []statusRule{
 	// The thread changed twice while it was read; a retry reads it afresh.
 	{code: codes.Unavailable, match: is(store.ErrStale), message: "thread changed while it was read; retry"},
 	{code: codes.FailedPrecondition, match: is(store.ErrNotCheckpointStore), message: MessageMisconfigured, log: level(slog.LevelError)},
+	{code: codes.FailedPrecondition, match: is(store.ErrUnorderedPrefixes), message: MessageUnorderedPrefixes, log: level(slog.LevelWarn)},
 	// A value historyd will not decode (pickle, encrypted, delta channels) is
 	// a deployment choice, not damage. The message names the caller's own
 	// thread, checkpoint and channel, and the format: nothing of the

@@ -28,6 +28,7 @@ func TestToStatus(t *testing.T) {
 		{"canceled", fmt.Errorf("list: %w", context.Canceled), codes.Canceled},
 		{"unavailable", fmt.Errorf("list: %w", store.ErrUnavailable), codes.Unavailable},
 		{"no tables", fmt.Errorf("ping: %w", store.ErrNotCheckpointStore), codes.FailedPrecondition},
+		{"prefixes no index ranges over", fmt.Errorf("list threads: %w", store.ErrUnorderedPrefixes), codes.FailedPrecondition},
 		{"malformed", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.MalformedError{Reason: "truncated"}}, codes.DataLoss},
 		{"unsupported", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.UnsupportedError{Format: "pickle"}}, codes.FailedPrecondition},
 		{"limit", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "depth"}}, codes.ResourceExhausted},
@@ -66,6 +67,8 @@ func TestStatusHidesTheDatabase(t *testing.T) {
 		{fmt.Errorf("list: %w: %s", store.ErrUnavailable, secret), codes.Unavailable, "WARN"},
 		{fmt.Errorf("%w: role \"app_role\" may not SELECT from \"app_schema\".\"checkpoints\"", store.ErrNotCheckpointStore), codes.FailedPrecondition, "ERROR"},
 		{errors.New("postgres: " + secret), codes.Internal, "ERROR"},
+		// The table and its collation are the operator's to read.
+		{fmt.Errorf("list threads: %w: in \"app_schema\".\"checkpoints\" of %s", store.ErrUnorderedPrefixes, secret), codes.FailedPrecondition, "WARN"},
 		{fmt.Errorf("%s: %w", secret, context.DeadlineExceeded), codes.DeadlineExceeded, ""},
 		{fmt.Errorf("%s: %w", secret, context.Canceled), codes.Canceled, ""},
 		{fmt.Errorf("%s: %w", secret, store.ErrStale), codes.Unavailable, ""},

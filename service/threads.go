@@ -2,12 +2,10 @@ package service
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/historyd/historyd/auth"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/pagetoken"
 	"github.com/historyd/historyd/store"
 )
 
@@ -37,13 +36,22 @@ const (
 // Threads implements historyd.v1.ThreadHistory.Threads. It names no
 // thread, so tenant isolation lets every tenant's call through, and the
 // handler itself keeps a tenant confined to thread-id prefixes to those
-// prefixes (see listedPrefixes).
+// prefixes (see listedPrefixes): the store walks nothing else, and the
+// page token, sealed for the tenant and the listing (see listing), holds
+// nothing but where under them the listing stopped.
 func (s *Server) Threads(ctx context.Context, req *historydv1.ThreadsRequest) (*historydv1.ThreadsResponse, error) {
 	q, err := threadsQuery(req)
 	if err != nil {
 		return nil, s.fail(ctx, "Threads", err)
 	}
 	prefixes, ok := listedPrefixes(ctx, req.GetThreadIdPrefix())
+	sealedFor := listing(ctx, req, prefixes)
+	// The token is read last: whether it fits depends on everything else.
+	// A token for a listing that covers none of the tenant's threads was
+	// never issued, so it fails like any other that was not.
+	if q.After, err = s.openPageToken(sealedFor, req.GetPageToken()); err != nil {
+		return nil, s.fail(ctx, "Threads", err)
+	}
 	if !ok {
 		// Nothing the tenant may read is under the prefix asked for: the
 		// store is not asked, and the answer is an empty store's.
@@ -58,6 +66,7 @@ func (s *Server) Threads(ctx context.Context, req *historydv1.ThreadsRequest) (*
 		return nil, s.fail(ctx, "Threads", err)
 	}
 	resp := &historydv1.ThreadsResponse{Threads: make([]*historydv1.ThreadInfo, len(page.Threads))}
+	var failed []error
 	for i, t := range page.Threads {
 		info := &historydv1.ThreadInfo{ThreadId: t.ThreadID, CheckpointCount: t.Checkpoints, LastCheckpointId: t.LastID}
 		if !t.FirstAt.IsZero() {
@@ -70,10 +79,22 @@ func (s *Server) Threads(ctx context.Context, req *historydv1.ThreadsRequest) (*
 			n := clampInt32(t.History.Total)
 			info.TotalTurns, info.Numbering = &n, numbering(t.History.Numbering)
 		}
+		if t.Err != nil {
+			st := toStatus(t.Err)
+			info.Error = &historydv1.ThreadError{Code: int32(st.Code()), Message: st.Message()}
+			failed = append(failed, t.Err)
+		}
 		resp.Threads[i] = info
 	}
+	if len(failed) > 0 {
+		// The call succeeds, so its request log says nothing of these;
+		// the operator learns of them here. Thread ids in the errors are
+		// logged as their hashes (see RedactThreadIDs).
+		s.log.WarnContext(ctx, "Threads listed threads it could not read in full; the caller was told which",
+			"threads", len(failed), "code", toStatus(failed[0]).Code().String(), "err", oneLine(failed[0].Error()))
+	}
 	if page.Next != nil {
-		resp.NextPageToken = encodePageToken(req, *page.Next)
+		resp.NextPageToken = s.pageTokens.Seal(sealedFor, encodeCursor(*page.Next))
 	}
 	return resp, nil
 }
@@ -101,8 +122,8 @@ func listedPrefixes(ctx context.Context, asked string) ([]string, bool) {
 	return out, len(out) > 0
 }
 
-// threadsQuery validates a Threads request, in field order, and reads its
-// page token.
+// threadsQuery validates a Threads request, in field order but for the
+// page token's contents, which Threads reads last.
 func threadsQuery(req *historydv1.ThreadsRequest) (store.ThreadsQuery, error) {
 	q := store.ThreadsQuery{Namespace: req.GetCheckpointNs(), Turns: req.GetIncludeTurns()}
 	if err := firstError(checkText("thread_id_prefix", req.GetThreadIdPrefix(), MaxThreadIDBytes, false),
@@ -112,9 +133,6 @@ func threadsQuery(req *historydv1.ThreadsRequest) (store.ThreadsQuery, error) {
 	q.Limit = int(req.GetPageSize())
 	if q.Limit == 0 {
 		q.Limit = DefaultThreadsPageSize
-	}
-	if len(req.GetPageToken()) > MaxPageTokenBytes {
-		return q, &FieldError{"page_token", fmt.Sprintf("is %d bytes; the limit is %d", len(req.GetPageToken()), MaxPageTokenBytes)}
 	}
 	switch req.GetOrder() {
 	case historydv1.ThreadsOrder_THREADS_ORDER_UNSPECIFIED, historydv1.ThreadsOrder_THREADS_ORDER_THREAD_ID:
@@ -135,9 +153,8 @@ func threadsQuery(req *historydv1.ThreadsRequest) (store.ThreadsQuery, error) {
 		return q, &FieldError{"last_activity_before", fmt.Sprintf("is %s; it must be later than last_activity_after (%s)",
 			q.ActiveBefore.Format(time.RFC3339Nano), q.ActiveAfter.Format(time.RFC3339Nano))}
 	}
-	// The token is read last: whether it fits depends on the filters.
-	if q.After, err = decodePageToken(req); err != nil {
-		return q, err
+	if len(req.GetPageToken()) > MaxPageTokenBytes {
+		return q, &FieldError{"page_token", fmt.Sprintf("is %d bytes; the limit is %d", len(req.GetPageToken()), MaxPageTokenBytes)}
 	}
 	return q, nil
 }
@@ -166,57 +183,81 @@ func checkTime(field string, ts *timestamppb.Timestamp) (time.Time, error) {
 	return ts.AsTime(), nil
 }
 
-// pageToken is what a Threads page token holds: where the listing
-// stopped, and a hash of the filters it was issued for, so that a token
-// is not used with others. It is opaque to callers: base64url of its
-// JSON.
-type pageToken struct {
-	Filter string    `json:"f"`
-	After  string    `json:"a"`
-	LastAt time.Time `json:"t,omitzero"`
-}
-
-// filterHash hashes the fields a page token must be used with.
-func filterHash(req *historydv1.ThreadsRequest) string {
-	h := fnv.New64a()
-	put := func(s string) {
-		_ = binary.Write(h, binary.BigEndian, uint32(len(s)))
-		h.Write([]byte(s))
+// listing is what a Threads page token is sealed for: the caller (its
+// tenant, and the prefixes it lists under) and every field of the request
+// but page_size, include_turns and page_token, which say nothing of where
+// the listing goes on from. A token opens only for the listing it was
+// issued for, so that it cannot be carried to another tenant or other
+// filters, nor made up.
+func listing(ctx context.Context, req *historydv1.ThreadsRequest, prefixes []string) []byte {
+	tenant := ""
+	if t, ok := auth.TenantFromContext(ctx); ok {
+		tenant = "tenant " + t.Name
 	}
-	put(req.GetThreadIdPrefix())
-	put(req.GetCheckpointNs())
 	order := req.GetOrder()
 	if order == historydv1.ThreadsOrder_THREADS_ORDER_UNSPECIFIED {
 		order = historydv1.ThreadsOrder_THREADS_ORDER_THREAD_ID
 	}
-	put(order.String())
+	fields := []string{"Threads", tenant, strconv.Itoa(len(prefixes))}
+	fields = append(fields, prefixes...)
+	fields = append(fields, req.GetThreadIdPrefix(), req.GetCheckpointNs(), order.String())
 	for _, ts := range []*timestamppb.Timestamp{req.GetLastActivityAfter(), req.GetLastActivityBefore()} {
 		if ts == nil {
-			put("")
+			fields = append(fields, "")
 		} else {
-			put(ts.AsTime().Format(time.RFC3339Nano))
+			fields = append(fields, ts.AsTime().Format(time.RFC3339Nano))
 		}
 	}
-	return fmt.Sprintf("%016x", h.Sum64())
+	return pagetoken.Listing(fields...)
 }
 
-func encodePageToken(req *historydv1.ThreadsRequest, c store.ThreadCursor) string {
-	b, _ := json.Marshal(pageToken{Filter: filterHash(req), After: c.ThreadID, LastAt: c.LastAt})
-	return base64.RawURLEncoding.EncodeToString(b)
-}
+// errPageToken is the one answer to every page token that does not open:
+// whether it was made up, changed, issued to another tenant or for other
+// filters, or under a key the server no longer holds, the caller is told
+// the same.
+var errPageToken = &FieldError{"page_token", "is not one this service issued for this listing: pass the next_page_token of the page before, with thread_id_prefix, checkpoint_ns, order and the time filters as they were, or none to start over"}
 
-func decodePageToken(req *historydv1.ThreadsRequest) (*store.ThreadCursor, error) {
-	tok := req.GetPageToken()
-	if tok == "" {
+// openPageToken returns the cursor of a token sealed for listing; nil for
+// no token.
+func (s *Server) openPageToken(listing []byte, token string) (*store.ThreadCursor, error) {
+	if token == "" {
 		return nil, nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	var pt pageToken
-	if err != nil || json.Unmarshal(b, &pt) != nil || pt.Filter == "" {
-		return nil, &FieldError{"page_token", "is not a page token this service issued; pass the next_page_token of the page before, or none"}
+	b, err := s.pageTokens.Open(listing, token)
+	if err != nil {
+		return nil, errPageToken
 	}
-	if pt.Filter != filterHash(req) {
-		return nil, &FieldError{"page_token", "was issued for another listing: thread_id_prefix, checkpoint_ns, order and the time filters must be those of the first page"}
+	c, ok := decodeCursor(b)
+	if !ok {
+		return nil, errPageToken
 	}
-	return &store.ThreadCursor{ThreadID: pt.After, LastAt: pt.LastAt}, nil
+	return &c, nil
+}
+
+// encodeCursor encodes where a listing stopped: the length of the last
+// activity's time.Time binary form (0 for none), that form, then the
+// thread id. The thread id is one under the caller's prefixes (the store
+// walks no other), so the token, which authenticates but does not hide
+// it, shows the caller nothing it may not read.
+func encodeCursor(c store.ThreadCursor) []byte {
+	var at []byte
+	if !c.LastAt.IsZero() {
+		at, _ = c.LastAt.MarshalBinary() // fails only for zone offsets no time.Time holds
+	}
+	b := binary.AppendUvarint(nil, uint64(len(at)))
+	b = append(b, at...)
+	return append(b, c.ThreadID...)
+}
+
+func decodeCursor(b []byte) (store.ThreadCursor, bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return store.ThreadCursor{}, false
+	}
+	var c store.ThreadCursor
+	if n > 0 && c.LastAt.UnmarshalBinary(b[k:k+int(n)]) != nil {
+		return store.ThreadCursor{}, false
+	}
+	c.ThreadID = string(b[k+int(n):])
+	return c, true
 }

@@ -1,8 +1,15 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,10 +20,14 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/pagetoken"
+	"github.com/historyd/historyd/server"
+	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
@@ -237,5 +248,196 @@ func TestThreadsTooManyToSort(t *testing.T) {
 	resp, err := c.Threads(ctx, &historydv1.ThreadsRequest{Order: historydv1.ThreadsOrder_THREADS_ORDER_LAST_ACTIVITY, ThreadIdPrefix: "t/0"})
 	if err != nil || len(resp.Threads) != 100 {
 		t.Errorf("newest first under t/0: %d threads, %v", len(resp.Threads), err)
+	}
+}
+
+// Page tokens are sealed for the caller and the listing: a token carried
+// to another tenant, to other filters or to a server without the key, made
+// up, or crafted in an unkeyed format is refused, with one message for
+// every such token and every tenant; a token shows nothing but the
+// caller's own thread ids, and servers sharing a key file continue each
+// other's listings.
+func TestThreadsPageTokens(t *testing.T) {
+	m := storetest.NewMemory()
+	for _, id := range []string{"a/1", "a/2", "b/1", "s/1", "s/2", "s/3"} {
+		storetest.PutThread(m, store.Ref{ThreadID: id}, storetest.Base, 1)
+	}
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	authtest.WriteFile(t, path, authtest.TokenFile(t,
+		authtest.Tenant{Name: "a", Prefixes: []string{"a/", "s/"}, Tokens: []string{"token-a"}},
+		authtest.Tenant{Name: "b", Prefixes: []string{"b/", "s/"}, Tokens: []string{"token-b"}},
+		authtest.Tenant{Name: "ops", AllThreads: true, Tokens: []string{"token-ops"}},
+	))
+	keyFile := filepath.Join(t.TempDir(), "page-token-key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keys := func() *pagetoken.Keys {
+		k, err := pagetoken.LoadFile(keyFile, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	serve := func(k *pagetoken.Keys) historydv1.ThreadHistoryClient {
+		return servertest.Start(t, server.Config{Store: store.Config{Backend: m}, Service: service.Options{Auth: newAuth(t, path)}, PageTokens: k}).Client(t)
+	}
+	c, replica, other := serve(keys()), serve(keys()), serve(nil)
+	ctx := context.Background()
+	a, b, ops := withToken(ctx, "token-a"), withToken(ctx, "token-b"), withToken(ctx, "token-ops")
+
+	shared := &historydv1.ThreadsRequest{ThreadIdPrefix: "s/", PageSize: 1}
+	first, err := c.Threads(a, shared)
+	if err != nil || len(first.Threads) != 1 || first.NextPageToken == "" {
+		t.Fatalf("tenant a's first page under s/: %v, %v", first, err)
+	}
+	tok := first.NextPageToken
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		t.Fatalf("token %q is not URL-safe base64: %v", tok, err)
+	}
+	if !bytes.Contains(raw, []byte("s/1")) || bytes.Contains(raw, []byte("a/")) || bytes.Contains(raw, []byte("b/")) {
+		t.Errorf("token holds %q; want the last listed id and nothing else of the store", raw)
+	}
+	next := func(cl historydv1.ThreadHistoryClient, ctx context.Context, req *historydv1.ThreadsRequest, tok string) error {
+		r := proto.Clone(req).(*historydv1.ThreadsRequest)
+		r.PageToken = tok
+		_, err := cl.Threads(ctx, r)
+		return err
+	}
+	if err := next(c, a, shared, tok); err != nil {
+		t.Fatalf("tenant a's next page: %v", err)
+	}
+	if err := next(replica, a, shared, tok); err != nil {
+		t.Errorf("tenant a's next page from a server with the same key file: %v", err)
+	}
+
+	// What the old, unkeyed format allowed: any cursor, with the filters'
+	// FNV hash computed by the caller.
+	crafted := func(after string) string {
+		h := fnv.New64a()
+		for _, s := range []string{"s/", "", "THREADS_ORDER_THREAD_ID", "", ""} {
+			_ = binary.Write(h, binary.BigEndian, uint32(len(s)))
+			h.Write([]byte(s))
+		}
+		j, _ := json.Marshal(map[string]string{"f": fmt.Sprintf("%016x", h.Sum64()), "a": after})
+		return base64.RawURLEncoding.EncodeToString(j)
+	}
+	flipped := bytes.Clone(raw)
+	flipped[0] ^= 1
+	var messages []string
+	for name, tt := range map[string]struct {
+		c   historydv1.ThreadHistoryClient
+		ctx context.Context
+		req *historydv1.ThreadsRequest
+		tok string
+	}{
+		"tenant b, the same prefix":     {c, b, shared, tok},
+		"ops, the same prefix":          {c, ops, shared, tok},
+		"another prefix":                {c, a, &historydv1.ThreadsRequest{ThreadIdPrefix: "a/"}, tok},
+		"another order":                 {c, a, &historydv1.ThreadsRequest{ThreadIdPrefix: "s/", Order: historydv1.ThreadsOrder_THREADS_ORDER_LAST_ACTIVITY}, tok},
+		"another namespace":             {c, a, &historydv1.ThreadsRequest{ThreadIdPrefix: "s/", CheckpointNs: "sub"}, tok},
+		"a server without the key":      {other, a, shared, tok},
+		"a byte changed":                {c, a, shared, base64.RawURLEncoding.EncodeToString(flipped)},
+		"crafted, unkeyed, tenant a":    {c, a, shared, crafted("s/1")},
+		"crafted, unkeyed, tenant b":    {c, b, shared, crafted("b/")},
+		"not base64, tenant a":          {c, a, shared, "!!"},
+		"not base64, tenant b":          {c, b, shared, "!!"},
+		"outside the tenant's prefixes": {c, a, &historydv1.ThreadsRequest{ThreadIdPrefix: "b/"}, tok},
+	} {
+		err := next(tt.c, tt.ctx, tt.req, tt.tok)
+		st := status.Convert(err)
+		if st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "page_token: ") {
+			t.Errorf("%s: %v, want InvalidArgument naming page_token", name, err)
+			continue
+		}
+		messages = append(messages, st.Message())
+	}
+	if slices.Sort(messages); len(slices.Compact(messages)) != 1 {
+		t.Errorf("refused tokens are told apart: %q", slices.Compact(messages))
+	}
+	// A token sealed for one page size serves another, and include_turns
+	// may change: neither says where the listing goes on from.
+	if err := next(c, a, &historydv1.ThreadsRequest{ThreadIdPrefix: "s/", PageSize: 5, IncludeTurns: true}, tok); err != nil {
+		t.Errorf("another page size, with turns: %v", err)
+	}
+}
+
+// failingList fails List of one thread with err; every other read passes
+// through.
+type failingList struct {
+	store.Backend
+	thread string
+	err    error
+}
+
+func (f failingList) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+	if ref.ThreadID == f.thread {
+		return store.Census{}, f.err
+	}
+	return f.Backend.List(ctx, ref, q, fn)
+}
+
+// With include_turns, a thread whose own values do not decode is listed
+// with its error and the page holds the others as usual; a failure of the
+// store fails the page. Neither shows a thread id in the log: threads
+// appear as their hashes, as in request logs.
+func TestThreadsReportsEachThreadsError(t *testing.T) {
+	m := storetest.NewMemory()
+	for _, id := range []string{"acme/1", "acme/3"} {
+		storetest.PutThread(m, store.Ref{ThreadID: id}, storetest.Base, 2)
+	}
+	bad := store.Ref{ThreadID: "acme/../acme-evil/t2"}
+	m.PutBlobs(bad, "1f0d-000000", storetest.Base, map[string]store.Blob{"messages": {Type: "json", Data: []byte(`[{"not": "a message"`)}})
+	var buf syncBuffer
+	log := service.RedactThreadIDs(slog.New(slog.NewJSONHandler(&buf, nil)))
+	salt := []byte("test salt")
+	c := serveWith(t, m, service.Options{Logger: log, ThreadIDSalt: salt}).client(t)
+	ctx := context.Background()
+
+	resp, err := c.Threads(ctx, &historydv1.ThreadsRequest{IncludeTurns: true})
+	if err != nil {
+		t.Fatalf("a page holding one undecodable thread: %v", err)
+	}
+	var ids []string
+	for _, th := range resp.Threads {
+		ids = append(ids, th.ThreadId)
+		switch th.ThreadId {
+		case bad.ThreadID:
+			if th.Error == nil || codes.Code(th.Error.Code) != codes.DataLoss || !strings.Contains(th.Error.Message, "1f0d-000000") ||
+				th.TotalTurns != nil || th.CheckpointCount != 1 || th.LastCheckpointAt == nil {
+				t.Errorf("the undecodable thread: %v; want DATA_LOSS naming its checkpoint, its count and times, no total_turns", th)
+			}
+		default:
+			if th.Error != nil || th.GetTotalTurns() != 1 {
+				t.Errorf("%s: %v; want 1 turn and no error", th.ThreadId, th)
+			}
+		}
+	}
+	if !slices.Equal(ids, []string{bad.ThreadID, "acme/1", "acme/3"}) {
+		t.Errorf("listed %q", ids)
+	}
+	// Without include_turns nothing of the thread fails to read.
+	if resp, err := c.Threads(ctx, &historydv1.ThreadsRequest{}); err != nil || len(resp.Threads) != 3 || resp.Threads[0].Error != nil {
+		t.Errorf("without include_turns: %v, %v", resp, err)
+	}
+
+	// A store that fails for a listed thread fails the page, since the
+	// next one would fail as well.
+	down := serveWith(t, failingList{Backend: m, thread: "acme/3", err: store.ErrUnavailable}, service.Options{Logger: log, ThreadIDSalt: salt}).client(t)
+	if _, err := down.Threads(ctx, &historydv1.ThreadsRequest{IncludeTurns: true}); status.Code(err) != codes.Unavailable {
+		t.Errorf("store unavailable for one listed thread: %v, want UNAVAILABLE", err)
+	}
+
+	logged := buf.String()
+	for _, id := range []string{bad.ThreadID, "acme-evil", "acme/3"} {
+		if strings.Contains(logged, id) {
+			t.Errorf("the log shows thread id %q:\n%s", id, logged)
+		}
+	}
+	for _, id := range []string{bad.ThreadID, "acme/3"} {
+		if h := service.ShownThread(service.ThreadIDsHashed, salt, id); !strings.Contains(logged, "thread "+h) {
+			t.Errorf("the log does not name %s by its hash %s:\n%s", id, h, logged)
+		}
 	}
 }

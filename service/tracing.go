@@ -81,9 +81,10 @@ func (h tracedCalls) HandleRPC(ctx context.Context, rs stats.RPCStats) {
 			}
 		}
 	case *stats.End:
-		if rs.Error != nil && ct != nil && ct.set {
+		if rs.Error != nil && ct != nil {
 			st := status.Convert(rs.Error)
-			if msg := ct.tag.redact(st.Message()); msg != st.Message() {
+			red := redaction{tag: ct.tag, hasTag: ct.set, tagger: h.tagger, hasTagger: true}
+			if msg := red.redact(st.Message()); msg != st.Message() {
 				end := *rs
 				end.Error = status.Error(st.Code(), msg)
 				h.inner.HandleRPC(ctx, &end)

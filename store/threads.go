@@ -25,10 +25,13 @@ type ThreadQuery struct {
 	// After, when not empty, starts the walk after this thread id; empty
 	// starts from the first.
 	After string
-	// Limit is the most thread ids one walk visits. A storage that can
-	// range over a prefix visits only ids under Prefixes; one that cannot
-	// (PostgreSQL under a collation that does not sort bytewise) visits
-	// every id from After on and counts the ones it filters out too.
+	// Limit is the most thread ids one walk visits. A walk visits only ids
+	// under Prefixes: Prefixes are what a tenant may read, and nothing of
+	// a tenant's listing (its cursor, its refusals, its cost) may depend
+	// on threads outside them. A storage that cannot range over a prefix
+	// (PostgreSQL whose thread_id sorts by a collation that is not
+	// bytewise, with no index that is) fails a walk under Prefixes with
+	// ErrUnorderedPrefixes rather than visit other ids.
 	Limit int
 }
 
@@ -143,6 +146,13 @@ const (
 // MaxThreadsSorted.
 var ErrTooManyToSort = errors.New("too many threads to list by last activity")
 
+// ErrUnorderedPrefixes marks a listing under thread-id prefixes that the
+// backend cannot walk without visiting other threads: its thread ids do
+// not sort bytewise, so the ids under a prefix are no range of its index.
+// It is the operator's to fix (for PostgreSQL, an index; the error says
+// which), and it depends on nothing the store holds.
+var ErrUnorderedPrefixes = errors.New("thread ids do not sort bytewise, so a thread-id prefix is no range of the index")
+
 // ThreadCursor is where a listing stopped: the next page starts after it.
 type ThreadCursor struct {
 	// ThreadID is the last thread visited (ByThreadID) or listed
@@ -187,6 +197,14 @@ type ThreadSummary struct {
 	LastID string
 	// History is its turn history; only with ThreadsQuery.Turns.
 	History *History
+	// Err, when set, is why the thread's times or History could not be
+	// read (those that could not are zero and nil): a value of its own
+	// that does not decode, say. It concerns this thread only; a listing
+	// fails only for what concerns every thread (the store unreachable,
+	// the call's deadline). A thread listed with Err is listed whatever
+	// the time filters, which cannot be judged without its times, and
+	// sorts by last activity as a thread without a timestamp.
+	Err error
 }
 
 // ThreadsPage is one page of a listing.
@@ -221,51 +239,61 @@ func (s *Store) Threads(ctx context.Context, q ThreadsQuery) (ThreadsPage, error
 		return page, err
 	}
 	for i := range page.Threads {
+		if page.Threads[i].Err != nil {
+			continue // its times did not decode; nor would its turns
+		}
 		h, err := s.History(ctx, Ref{ThreadID: page.Threads[i].ThreadID, Namespace: q.Namespace})
-		if err != nil {
+		if err != nil && failsListing(err) {
 			return ThreadsPage{}, err
 		}
-		page.Threads[i].History = h
+		page.Threads[i].History, page.Threads[i].Err = h, err
 	}
 	return page, nil
 }
 
+// failsListing reports whether an error reading one listed thread
+// concerns the whole listing rather than that thread: the store is
+// unreachable or unreadable, or the call is over. Any other (a value that
+// does not decode, a limit it exceeds, a thread that changed while it was
+// read) is the thread's own (ThreadSummary.Err).
+func failsListing(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotCheckpointStore)
+}
+
 // summary reads a visited thread's row; keep says whether the query's
-// time filters keep it.
-func (s *Store) summary(q ThreadsQuery, r ThreadRow) (ThreadSummary, bool, error) {
-	ts := func(row Row) (time.Time, error) {
+// time filters keep it. A checkpoint whose time does not decode is the
+// thread's error (ThreadSummary.Err), and the thread is kept.
+func (s *Store) summary(q ThreadsQuery, r ThreadRow) (ThreadSummary, bool) {
+	sum := ThreadSummary{ThreadID: r.ThreadID, Checkpoints: r.Count, LastID: r.Last.ID}
+	ts := func(row Row) time.Time {
 		cp, err := lgcodec.ParseCheckpoint(row.Checkpoint.Type, row.Checkpoint.Data, func(string) bool { return false })
 		if err != nil {
-			return time.Time{}, &DecodeError{Ref: Ref{ThreadID: r.ThreadID, Namespace: q.Namespace}, CheckpointID: row.ID, Channel: "checkpoint", Err: err}
+			if sum.Err == nil {
+				sum.Err = &DecodeError{Ref: Ref{ThreadID: r.ThreadID, Namespace: q.Namespace}, CheckpointID: row.ID, Channel: "checkpoint", Err: err}
+			}
+			return time.Time{}
 		}
-		return cp.TS, nil
+		return cp.TS
 	}
-	first, err := ts(r.First)
-	if err != nil {
-		return ThreadSummary{}, false, err
+	sum.FirstAt, sum.LastAt = ts(r.First), ts(r.Last)
+	if sum.Err != nil {
+		return sum, true
 	}
-	last, err := ts(r.Last)
-	if err != nil {
-		return ThreadSummary{}, false, err
-	}
-	sum := ThreadSummary{ThreadID: r.ThreadID, Checkpoints: r.Count, FirstAt: first, LastAt: last, LastID: r.Last.ID}
-	keep := true
+	last, keep := sum.LastAt, true
 	if !q.ActiveAfter.IsZero() {
 		keep = !last.IsZero() && last.After(q.ActiveAfter)
 	}
 	if !q.ActiveBefore.IsZero() {
 		keep = keep && !last.IsZero() && last.Before(q.ActiveBefore)
 	}
-	return sum, keep, nil
+	return sum, keep
 }
 
 func (s *Store) walk(ctx context.Context, q ThreadQuery, fn func(ThreadRow) error) (ThreadWalk, error) {
 	w, err := s.b.Threads(ctx, q, fn)
 	if err != nil && !errors.Is(err, errPageFull) {
-		var de *DecodeError
-		if !errors.As(err, &de) {
-			err = fmt.Errorf("list threads: %w", err)
-		}
+		err = fmt.Errorf("list threads: %w", err)
 	}
 	return w, err
 }
@@ -287,11 +315,7 @@ func (s *Store) threadsByID(ctx context.Context, q ThreadsQuery) (ThreadsPage, e
 		lastHanded := ""
 		w, err := s.walk(ctx, ThreadQuery{Namespace: q.Namespace, Prefixes: q.Prefixes, After: after, Limit: n}, func(r ThreadRow) error {
 			lastHanded = r.ThreadID
-			sum, keep, err := s.summary(q, r)
-			if err != nil {
-				return err
-			}
-			if keep {
+			if sum, keep := s.summary(q, r); keep {
 				page.Threads = append(page.Threads, sum)
 				if len(page.Threads) == q.Limit {
 					return errPageFull
@@ -327,11 +351,10 @@ func byActivity(a, b ThreadSummary) int {
 func (s *Store) threadsByActivity(ctx context.Context, q ThreadsQuery) (ThreadsPage, error) {
 	var all []ThreadSummary
 	w, err := s.walk(ctx, ThreadQuery{Namespace: q.Namespace, Prefixes: q.Prefixes, Limit: MaxThreadsSorted + 1}, func(r ThreadRow) error {
-		sum, keep, err := s.summary(q, r)
-		if err == nil && keep {
+		if sum, keep := s.summary(q, r); keep {
 			all = append(all, sum)
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return ThreadsPage{}, err

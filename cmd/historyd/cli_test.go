@@ -116,6 +116,31 @@ func TestCLIJSON(t *testing.T) {
 	}
 }
 
+// A thread the server could not read in full is listed with its error:
+// on stderr beside the table, under "error" in JSON.
+func TestCLIThreadsWithAnError(t *testing.T) {
+	mem := storetest.NewMemory()
+	storetest.Build(mem, store.Ref{ThreadID: "fine"}, storetest.Demo)
+	mem.PutBlobs(store.Ref{ThreadID: "broken"}, "1f0d-000000", storetest.Base, map[string]store.Blob{"messages": {Type: "json", Data: []byte(`[{`)}})
+	addr := servertest.Start(t, server.Config{Store: store.Config{Backend: mem}}, servertest.WithTCP()).Addr()
+	code, out, errs := cli(t, addr, "threads", "--turns")
+	if code != exitOK || !strings.Contains(out, "fine ") || !strings.Contains(out, "broken ") ||
+		!strings.Contains(errs, "historyd threads: broken could not be read in full: DataLoss: ") {
+		t.Errorf("threads --turns: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	code, out, _ = cli(t, addr, "threads", "--turns", "-o", "json")
+	var listed struct {
+		Threads []struct {
+			ID    string         `json:"thread_id"`
+			Error map[string]any `json:"error"`
+		} `json:"threads"`
+	}
+	if err := json.Unmarshal([]byte(out), &listed); err != nil || code != exitOK || len(listed.Threads) != 2 ||
+		listed.Threads[0].ID != "broken" || listed.Threads[0].Error["code"] != "DataLoss" || listed.Threads[1].Error != nil {
+		t.Errorf("threads --turns -o json: exit %d, %v\n%s", code, err, out)
+	}
+}
+
 // historyd watch prints each turn as it ends, as JSON lines for scripts.
 func TestCLIWatch(t *testing.T) {
 	mem := storetest.NewMemory()

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/historyd/historyd/client"
 )
 
@@ -73,6 +75,10 @@ var threadsCommand = clientCommand{
 					if t.Turns >= 0 {
 						m["turns"] = t.Turns
 					}
+					if t.Err != nil {
+						st := status.Convert(t.Err)
+						m["error"] = map[string]any{"code": st.Code().String(), "message": st.Message()}
+					}
 					out[i] = m
 				}
 				return c.printJSON(map[string]any{"threads": out, "next_page_token": next})
@@ -89,6 +95,12 @@ var threadsCommand = clientCommand{
 				}
 			}
 			c.table(header, rows)
+			for _, t := range threads {
+				if t.Err != nil {
+					st := status.Convert(t.Err)
+					fmt.Fprintf(c.stderr, "historyd threads: %s could not be read in full: %s: %s\n", t.ID, st.Code(), st.Message())
+				}
+			}
 			if next != "" {
 				fmt.Fprintf(c.stderr, "historyd threads: more threads follow (--limit %d); --limit 0 lists them all\n", *limit)
 			}

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/historyd/historyd/auth"
+	"github.com/historyd/historyd/pagetoken"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
@@ -37,8 +38,8 @@ caller reads every thread. For a deployment shared by several agent hosts set
 --tls-cert/--tls-key, and --auth-tokens to give each host a tenant that reads
 only its own threads (or --tls-client-ca to identify hosts by certificate).
 Health and reflection stay open to every caller. SIGHUP rereads the token
-file and the TLS files; TLS files are also reread when they change. See
-docs/security.md.
+file, the TLS files and the page token keys; TLS files are also reread when
+they change. See docs/security.md.
 
 Sizes take a KiB, MiB or GiB suffix or are plain bytes; durations are like
 30s or 2m; 0 turns a limit off.
@@ -70,6 +71,7 @@ var serveCommand = command{
 		c.authTokens = stringFlag(fs, "auth-tokens", "HISTORYD_AUTH_TOKENS", "", "token file (JSON) mapping SHA-256 hashes of bearer tokens, and client certificate identities, to tenants and the thread-id prefixes each may read; reread on SIGHUP (default: no authentication)")
 		c.tlsCert = stringFlag(fs, "tls-cert", "HISTORYD_TLS_CERT", "", "PEM certificate (chain) to serve TLS with; reread when it changes (default: plaintext)")
 		c.tlsKey = stringFlag(fs, "tls-key", "HISTORYD_TLS_KEY", "", "PEM private key of --tls-cert")
+		c.pageTokenKeys = stringFlag(fs, "page-token-key-file", "HISTORYD_PAGE_TOKEN_KEY_FILE", "", "file of the keys Threads page tokens are authenticated with (HMAC-SHA256): one per line, at least 32 bytes, the first signing, every one accepted; reread on SIGHUP. Replicas behind one Service must share it, or a listing's next page fails with INVALID_ARGUMENT on another replica (default: a random key per process)")
 		c.tlsClientCA = stringFlag(fs, "tls-client-ca", "HISTORYD_TLS_CLIENT_CA", "", "PEM CA bundle; when set every client must present a certificate it issued (health checks included), and --auth-tokens can map certificates to tenants")
 		c.reflection = e.bool("reflection", "HISTORYD_REFLECTION", true, "serve gRPC server reflection (open to every caller: it describes the API, no data)")
 
@@ -107,6 +109,7 @@ type serveConfig struct {
 	grace                                        *time.Duration
 
 	authTokens, tlsCert, tlsKey, tlsClientCA *string
+	pageTokenKeys                            *string
 	reflection                               *bool
 
 	maxRequest, maxResponse *int64
@@ -202,6 +205,13 @@ func (c serveConfig) run(ctx context.Context) error {
 		opts.Auth = a
 		reload = append(reload, a.Reload)
 	}
+	cfg.PageTokens = pagetoken.PerProcess()
+	if *c.pageTokenKeys != "" {
+		if cfg.PageTokens, err = pagetoken.LoadFile(*c.pageTokenKeys, log); err != nil {
+			return fmt.Errorf("--page-token-key-file: %w", err)
+		}
+		reload = append(reload, cfg.PageTokens.Reload)
+	}
 	var serverTLS *auth.ServerTLS
 	if *c.tlsCert != "" {
 		serverTLS, err = auth.NewServerTLS(*c.tlsCert, *c.tlsKey, *c.tlsClientCA, log)
@@ -267,7 +277,7 @@ func (c serveConfig) run(ctx context.Context) error {
 			case <-rctx.Done():
 				return
 			case <-hup:
-				log.Info("SIGHUP: rereading token file and TLS files")
+				log.Info("SIGHUP: rereading the token file, TLS files and page token keys")
 				for _, r := range reload {
 					_ = r() // each logs its own failure and keeps what it had
 				}
@@ -278,7 +288,8 @@ func (c serveConfig) run(ctx context.Context) error {
 	log.Info("historyd serving", "addr", lis.Addr().String(), "store", server.RedactDSN(*c.dsn), "pooler", string(pooler),
 		"messages_channel", *c.messages, "state_channels", strings.Join(cfg.Store.StateChannels, ","),
 		"tls", serverTLS != nil, "client_certs", serverTLS != nil && serverTLS.ClientAuth(),
-		"auth", opts.Auth != nil, "metrics", metricsAddr, "reflection", *c.reflection)
+		"auth", opts.Auth != nil, "metrics", metricsAddr, "reflection", *c.reflection,
+		"page_token_keys", pageTokenKeys(cfg.PageTokens))
 	if servingHook != nil {
 		servingHook(lis.Addr().String(), metricsAddr)
 	}
@@ -298,6 +309,15 @@ func (c serveConfig) run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
 	return nil
+}
+
+// pageTokenKeys says, for the start's log line, where page token keys
+// come from: what decides whether replicas continue each other's listings.
+func pageTokenKeys(k *pagetoken.Keys) string {
+	if k.Shared() {
+		return "file"
+	}
+	return "per process"
 }
 
 // channels reads --state-channels (or the older --state-channel) and

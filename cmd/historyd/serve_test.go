@@ -17,11 +17,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
@@ -44,6 +46,7 @@ func TestServeHelpNamesEveryFlagAndVariable(t *testing.T) {
 		"-cache-threads", "HISTORYD_CACHE_THREADS", "-cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES",
 		"-log-level", "HISTORYD_LOG_LEVEL", "-metrics-all-methods", "HISTORYD_METRICS_ALL_METHODS",
 		"SIGHUP", "docs/security.md", "default 64MiB", "-pooler", "HISTORYD_POOLER",
+		"-page-token-key-file", "HISTORYD_PAGE_TOKEN_KEY_FILE",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -78,6 +81,8 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{"env bool metrics", map[string]string{"HISTORYD_METRICS_ALL_METHODS": "all"}, nil, "HISTORYD_METRICS_ALL_METHODS"},
 		{"unknown pooler", nil, []string{"--pooler", "yes"}, "--pooler"},
 		{"env pooler", map[string]string{"HISTORYD_POOLER": "pgbouncer"}, nil, "--pooler"},
+		{"missing page token key file", nil, []string{"--page-token-key-file", "/nonexistent/key"}, "--page-token-key-file"},
+		{"env page token key file", map[string]string{"HISTORYD_PAGE_TOKEN_KEY_FILE": "/nonexistent/key"}, nil, "--page-token-key-file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {
@@ -135,32 +140,7 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	authtest.WriteFile(t, tokens, authtest.TokenFile(t, authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"first"}}))
 	t.Setenv("HISTORYD_AUTH_TOKENS", tokens)
 
-	addrs := make(chan [2]string, 1)
-	servingHook = func(g, m string) { addrs <- [2]string{g, m} }
-	t.Cleanup(func() { servingHook = nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	var out bytes.Buffer
-	go func() {
-		exited <- run(ctx, []string{"serve", "--dsn", "memory", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-			"--tls-cert", certFile, "--tls-key", keyFile, "--shutdown-grace", "1s"}, &out, &out)
-	}()
-	var grpcAddr, metricsAddr string
-	select {
-	case a := <-addrs:
-		grpcAddr, metricsAddr = a[0], a[1]
-	case code := <-exited:
-		t.Fatalf("serve exited %d: %s", code, out.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	defer func() {
-		cancel()
-		if code := <-exited; code != 0 {
-			t.Errorf("serve exited %d: %s", code, out.String())
-		}
-	}()
-
+	grpcAddr, metricsAddr := startServe(t, "--metrics-listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})))
 	if err != nil {
 		t.Fatal(err)
@@ -225,5 +205,105 @@ func eventually(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startServe runs historyd serve on loopback with args added, over the
+// store useMemory gave it, until the test ends, and returns the gRPC and
+// metrics listeners' addresses.
+func startServe(t *testing.T, args ...string) (grpcAddr, metricsAddr string) {
+	t.Helper()
+	addrs := make(chan [2]string, 1)
+	servingHook = func(g, m string) { addrs <- [2]string{g, m} }
+	t.Cleanup(func() { servingHook = nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	var out syncbuf.Buffer
+	go func() {
+		exited <- run(ctx, append([]string{"serve", "--dsn", "memory", "--listen", "127.0.0.1:0", "--shutdown-grace", "1s"}, args...), &out, &out)
+	}()
+	select {
+	case a := <-addrs:
+		grpcAddr, metricsAddr = a[0], a[1]
+	case code := <-exited:
+		cancel()
+		t.Fatalf("serve exited %d: %s", code, out.String())
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("serve did not start")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("serve exited %d: %s", code, out.String())
+		}
+	})
+	return grpcAddr, metricsAddr
+}
+
+// startPlainServe is startServe in plaintext, with a client.
+func startPlainServe(t *testing.T, args ...string) historydv1.ThreadHistoryClient {
+	t.Helper()
+	addr, _ := startServe(t, args...)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return historydv1.NewThreadHistoryClient(conn)
+}
+
+// With --page-token-key-file, a listing goes on across processes holding
+// the same file (replicas, or one restarted), SIGHUP rereads the file, and
+// without it each process's tokens are its own.
+func TestServePageTokenKeyFile(t *testing.T) {
+	mem := storetest.NewMemory()
+	for _, id := range []string{"t/1", "t/2", "t/3"} {
+		storetest.PutThread(mem, store.Ref{ThreadID: id}, storetest.Base, 1)
+	}
+	useMemory(t, mem)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte("first key, 32 bytes or more, as text\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	firstPage := func(c historydv1.ThreadHistoryClient) string {
+		t.Helper()
+		resp, err := c.Threads(ctx, &historydv1.ThreadsRequest{PageSize: 1})
+		if err != nil || resp.NextPageToken == "" {
+			t.Fatalf("first page: %v, %v", resp, err)
+		}
+		return resp.NextPageToken
+	}
+	next := func(c historydv1.ThreadHistoryClient, tok string) codes.Code {
+		_, err := c.Threads(ctx, &historydv1.ThreadsRequest{PageSize: 1, PageToken: tok})
+		return status.Code(err)
+	}
+
+	one := startPlainServe(t, "--page-token-key-file", keyFile)
+	t.Setenv("HISTORYD_PAGE_TOKEN_KEY_FILE", keyFile)
+	tok := firstPage(one)
+	// The variable names the file as the flag does.
+	t.Run("another process with the file", func(t *testing.T) {
+		if got := next(startPlainServe(t), tok); got != codes.OK {
+			t.Errorf("next page from another process with the same key file: %v", got)
+		}
+	})
+	t.Setenv("HISTORYD_PAGE_TOKEN_KEY_FILE", "")
+	t.Run("a process without it", func(t *testing.T) {
+		if got := next(startPlainServe(t), tok); got != codes.InvalidArgument {
+			t.Errorf("next page from a process with keys of its own: %v, want InvalidArgument", got)
+		}
+	})
+
+	if err := os.WriteFile(keyFile, []byte("second key, 32 bytes or more, as text\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first key to be dropped after SIGHUP", func() bool { return next(one, tok) == codes.InvalidArgument })
+	if got := next(one, firstPage(one)); got != codes.OK {
+		t.Errorf("a token of the second key: %v", got)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	"slices"
@@ -27,11 +26,7 @@ import (
 // newWriter writes checkpoints into schema in saver's layout, through the
 // admin connection, failing t on errors.
 func newWriter(t *testing.T, admin *pgxpool.Pool, schema string, saver lgsaver.Saver) *storetest.SaverWriter {
-	exec := func(ctx context.Context, q string, args ...any) error {
-		_, err := admin.Exec(ctx, q, args...)
-		return err
-	}
-	return storetest.NewSaverWriter(t, lgsaver.NewWriter(saver, exec, pgx.Identifier{schema}.Sanitize()))
+	return storetest.NewPostgresWriter(t, admin, schema, saver)
 }
 
 // newSchema creates a fresh schema holding empty LangGraph tables, and a
@@ -45,45 +40,7 @@ func newSchema(t *testing.T) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 // them.
 func newSchemaFor(t *testing.T, saver lgsaver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	t.Helper()
-	dsn := storetest.PostgresDSN(t)
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	schema = fmt.Sprintf("checkpoints_test_%d", rand.Uint64()) // the name holds "checkpoints" on purpose
-	role := schema + "_ro"
-	q := pgx.Identifier{schema}.Sanitize()
-	r := pgx.Identifier{role}.Sanitize()
-	for _, stmt := range []string{
-		"CREATE SCHEMA " + q,
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	// Both savers' migrations leave the same tables, but Python's adds
-	// task_path to checkpoint_writes.
-	for _, stmt := range append(saver.DDL(q),
-		"CREATE ROLE "+r+" LOGIN",
-		"GRANT USAGE ON SCHEMA "+q+" TO "+r,
-		"GRANT SELECT ON ALL TABLES IN SCHEMA "+q+" TO "+r,
-	) {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	t.Cleanup(func() {
-		_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+q+" CASCADE")
-		_, _ = pool.Exec(context.Background(), "DROP ROLE "+r)
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("HISTORYD_TEST_DSN must be a URL: %v", err)
-	}
-	u.User = url.User(role)
-	return pool, schema, u.String()
+	return storetest.PostgresSchema(t, storetest.PostgresDSN(t), saver)
 }
 
 func openBackend(t *testing.T, dsn, schema string, channels ...string) *Backend {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,82 +25,151 @@ import (
 // entries) and two row fetches for their timestamps. The walk is lazy:
 // it stops after the rows asked for, so a page costs its threads.
 //
-// A prefix is a range of the index only where thread_id sorts bytewise
-// (see threadOrder); elsewhere the walk visits every thread from the
-// cursor on and keeps those under the prefixes.
+// A prefix is a range of an index only where the index sorts thread ids
+// bytewise: the primary key does where thread_id's collation is bytewise
+// (see walkOrder). Under any other collation (ICU's, or the C library's
+// en_US.UTF-8, a common default) the ids under a prefix are scattered
+// among others ("ACME/1" and "acmecorp/1" among "acme/…"), and a walk
+// that visited them would let a tenant's listing depend on other tenants'
+// threads: its cursors would name them, its refusals count them, its cost
+// grow with them. There the walk ranges over an index an operator created
+// on thread_id COLLATE "C" (docs/deploy.md, "Listing threads"), in byte
+// order; without one, a listing under prefixes is refused
+// (store.ErrUnorderedPrefixes), and only a listing of every thread, which
+// has no one else's to visit, walks the primary key in its own order.
 
 // bytewiseNames are the collations that sort text by its bytes in UTF-8:
 // C and POSIX by definition, ucs_basic by code point (UTF-8 preserves code
 // point order), and glibc's C.UTF-8, which sorts by code point too.
 var bytewiseNames = []string{"C", "POSIX", "ucs_basic", "C.UTF-8", "C.utf8"}
 
-// threadOrder reports whether the checkpoints table's thread_id column
-// sorts bytewise. Under any other collation a prefix is not a contiguous
-// range of the index. It asks on every listing: one catalog lookup, next
-// to a walk of the index, and never stale.
-func (b *Backend) threadOrder(ctx context.Context) (bool, error) {
-	// to_jsonb reads the provider columns where the server has them (15
-	// and later) and null where it does not (libc then).
-	var (
-		name, provider, collate *string
-		dbProvider, dbCollate   *string
-	)
-	err := b.pool.QueryRow(ctx, `SELECT co.collname, to_jsonb(co)->>'collprovider', to_jsonb(co)->>'collcollate',
-  (SELECT to_jsonb(d)->>'datlocprovider' FROM pg_database d WHERE d.datname = current_database()),
-  (SELECT d.datcollate FROM pg_database d WHERE d.datname = current_database())
-FROM pg_attribute a LEFT JOIN pg_collation co ON co.oid = a.attcollation
-WHERE a.attrelid = to_regclass($1) AND a.attname = 'thread_id' AND NOT a.attisdropped`, b.name("checkpoints")).
-		Scan(&name, &provider, &collate, &dbProvider, &dbCollate)
+// collation is a row of pg_collation, as the catalog query reads it.
+type collation struct {
+	Schema   string `json:"schema"`
+	Name     string `json:"name"`
+	Provider string `json:"provider"` // empty before PostgreSQL 15: libc
+	Collate  string `json:"collate"`
+}
+
+// bytewise reports whether the collation sorts bytewise in a database
+// whose default collation is db.
+func (c collation) bytewise(db collation) bool {
+	switch {
+	case slices.Contains(bytewiseNames[:3], c.Name):
+		return true
+	case c.Name == "default":
+		return (db.Provider == "" || db.Provider == "c") && slices.Contains(bytewiseNames, db.Collate)
+	case c.Provider == "c":
+		return slices.Contains(bytewiseNames, c.Collate)
+	}
+	return false
+}
+
+// walkOrder is the order a listing walks thread ids in.
+type walkOrder struct {
+	// collate is the COLLATE clause every comparison and ORDER BY of the
+	// walk carries: empty to walk the primary key in thread_id's own
+	// collation, else that of an index sorting thread_id bytewise.
+	collate string
+	// bytewise says the walk is in byte order, so that a prefix is a
+	// range of it.
+	bytewise bool
+	// column names thread_id's collation, for the operator's log.
+	column string
+}
+
+// walkOrderSQL reads thread_id's collation, the database's default, and
+// the collations of the valid, unconditional btree indexes leading with
+// thread_id (default operator class, so that ORDER BY can use them).
+// to_jsonb reads the provider columns where the server has them (15 and
+// later) and nothing where it does not (libc then).
+const walkOrderSQL = `SELECT
+  jsonb_build_object('schema', cn.nspname, 'name', co.collname, 'provider', to_jsonb(co)->>'collprovider', 'collate', to_jsonb(co)->>'collcollate')::text,
+  (SELECT jsonb_build_object('provider', to_jsonb(d)->>'datlocprovider', 'collate', d.datcollate)::text
+   FROM pg_database d WHERE d.datname = current_database()),
+  (SELECT coalesce(jsonb_agg(jsonb_build_object('schema', n.nspname, 'name', ic.collname,
+     'provider', to_jsonb(ic)->>'collprovider', 'collate', to_jsonb(ic)->>'collcollate')), '[]')::text
+   FROM pg_index i
+   JOIN pg_collation ic ON ic.oid = i.indcollation[0]
+   JOIN pg_namespace n ON n.oid = ic.collnamespace
+   JOIN pg_opclass oc ON oc.oid = i.indclass[0]
+   JOIN pg_class x ON x.oid = i.indexrelid
+   JOIN pg_am am ON am.oid = x.relam
+   WHERE i.indrelid = a.attrelid AND i.indkey[0] = a.attnum AND i.indisvalid AND i.indisready
+     AND i.indpred IS NULL AND am.amname = 'btree' AND oc.opcdefault)
+FROM pg_attribute a
+LEFT JOIN pg_collation co ON co.oid = a.attcollation
+LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace
+WHERE a.attrelid = to_regclass($1) AND a.attname = 'thread_id' AND NOT a.attisdropped`
+
+// walkOrder reads how a listing can walk the checkpoints table's thread
+// ids. It asks on every listing: one catalog lookup, next to a walk of
+// the index, and never stale, so that an index created while historyd
+// runs is used from the next listing on.
+func (b *Backend) walkOrder(ctx context.Context) (walkOrder, error) {
+	var column, db, indexes string
+	err := b.pool.QueryRow(ctx, walkOrderSQL, b.name("checkpoints")).Scan(&column, &db, &indexes)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, fmt.Errorf("%w: no checkpoints table with a thread_id column in %s", store.ErrNotCheckpointStore, b.where())
+		return walkOrder{}, fmt.Errorf("%w: no checkpoints table with a thread_id column in %s", store.ErrNotCheckpointStore, b.where())
 	}
 	if err != nil {
-		return false, b.classify(ctx, err)
+		return walkOrder{}, b.classify(ctx, err)
 	}
-	str := func(p *string) string {
-		if p == nil {
-			return ""
+	var col, dbc collation
+	var idx []collation
+	for _, j := range []struct {
+		text string
+		into any
+	}{{column, &col}, {db, &dbc}, {indexes, &idx}} {
+		if err := json.Unmarshal([]byte(j.text), j.into); err != nil {
+			return walkOrder{}, fmt.Errorf("read thread_id's collation: %w", err)
 		}
-		return *p
 	}
-	bytewise := false
-	switch {
-	case slices.Contains(bytewiseNames[:3], str(name)):
-		bytewise = true
-	case str(name) == "default":
-		bytewise = (dbProvider == nil || str(dbProvider) == "c") && slices.Contains(bytewiseNames, str(dbCollate))
-	case str(provider) == "c":
-		bytewise = slices.Contains(bytewiseNames, str(collate))
+	o := walkOrder{column: col.Name, bytewise: col.bytewise(dbc)}
+	if col.Name == "default" {
+		o.column = "the database's default, " + dbc.Collate
+		if dbc.Provider == "i" {
+			o.column = "the database's default, ICU"
+		}
 	}
-	return bytewise, nil
+	if o.bytewise {
+		return o, nil
+	}
+	for _, c := range idx {
+		if c.bytewise(dbc) {
+			o.collate = " COLLATE " + pgx.Identifier{c.Schema, c.Name}.Sanitize()
+			o.bytewise = true
+			break
+		}
+	}
+	return o, nil
 }
 
 // threadsSQL walks thread ids from a start (%[2]s: how thread_id compares
-// with $1) while they pass %[3]s (the prefix $2), at most $3 of them, then
-// counts and reads the oldest and newest checkpoint in the namespace $4 of
-// each visited id that %[4]s keeps (a prefix filter, where the walk could
-// not range over it); %[1]s is the table.
+// with $1) while they start with the prefix $2, at most $3 of them, in the
+// order of thread_id%[3]s (a COLLATE clause, or none), then counts and
+// reads the oldest and newest checkpoint in the namespace $4 of each
+// visited id; %[1]s is the table.
 const threadsSQL = `WITH RECURSIVE walk(tid, k) AS (
-  (SELECT thread_id, 1 FROM %[1]s WHERE %[2]s ORDER BY thread_id LIMIT 1)
+  (SELECT thread_id, 1 FROM %[1]s WHERE thread_id%[3]s %[2]s $1 ORDER BY thread_id%[3]s LIMIT 1)
   UNION ALL
-  SELECT (SELECT c.thread_id FROM %[1]s c WHERE c.thread_id > w.tid ORDER BY c.thread_id LIMIT 1), w.k + 1
-  FROM walk w WHERE w.tid IS NOT NULL AND %[3]s AND w.k < $3
+  SELECT (SELECT c.thread_id FROM %[1]s c WHERE c.thread_id%[3]s > w.tid ORDER BY c.thread_id%[3]s LIMIT 1), w.k + 1
+  FROM walk w WHERE w.tid IS NOT NULL AND w.tid ^@ $2 AND w.k < $3
 ), visited AS (
-  SELECT w.tid, w.k, %[4]s AS kept FROM walk w WHERE w.tid IS NOT NULL AND %[3]s
+  SELECT w.tid, w.k FROM walk w WHERE w.tid IS NOT NULL AND w.tid ^@ $2
 )
-SELECT v.tid, v.kept, s.n, f.checkpoint_id, f.head, l.checkpoint_id, l.head
+SELECT v.tid, s.n, f.checkpoint_id, f.head, l.checkpoint_id, l.head
 FROM visited v
 CROSS JOIN LATERAL (SELECT count(*) AS n, min(c.checkpoint_id) AS lo, max(c.checkpoint_id) AS hi
-  FROM %[1]s c WHERE c.thread_id = v.tid AND c.checkpoint_ns = $4 AND v.kept) s
+  FROM %[1]s c WHERE c.thread_id = v.tid AND c.checkpoint_ns = $4) s
 LEFT JOIN LATERAL (SELECT c.checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts')::text AS head
   FROM %[1]s c WHERE c.thread_id = v.tid AND c.checkpoint_ns = $4 AND c.checkpoint_id = s.lo) f ON true
 LEFT JOIN LATERAL (SELECT c.checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts')::text AS head
   FROM %[1]s c WHERE c.thread_id = v.tid AND c.checkpoint_ns = $4 AND c.checkpoint_id = s.hi) l ON true
 ORDER BY v.k`
 
-// walk is one statement of a listing: a walk over one range of thread ids
-// (or, where thread_id does not sort bytewise, over all of them from the
-// cursor on), with its arguments but the most ids it visits.
+// walk is one statement of a listing: a walk over one range of thread
+// ids, with its arguments but the most ids it visits.
 type walk struct {
 	stmt string
 	args []any // $1, $2 and $4
@@ -108,42 +178,40 @@ type walk struct {
 // with returns the walk's arguments, limit being $3.
 func (w walk) with(limit int) []any { return []any{w.args[0], w.args[1], limit, w.args[2]} }
 
-// walks returns the statements a listing runs, in order.
-func (b *Backend) walks(q store.ThreadQuery, bytewise bool) []walk {
-	cp := table(b.schema, "checkpoints")
-	if !bytewise {
-		// One walk over every thread from the cursor on, in the index's
-		// order, keeping those under the prefixes.
-		var after, prefixes any
-		if q.After != "" {
-			after = q.After
-		}
-		if len(q.Prefixes) > 0 {
-			prefixes = q.Prefixes
-		}
-		return []walk{{fmt.Sprintf(threadsSQL, cp, "($1::text IS NULL OR thread_id > $1)", "true", "($2::text[] IS NULL OR w.tid ^@ ANY($2::text[]))"),
-			[]any{after, prefixes, q.Namespace}}}
+// walks returns the statements a listing runs, in order: one per range of
+// thread ids the listing covers (store.PrefixRanges), each confined to its
+// prefix. Without an order in which a prefix is a range, only a listing of
+// every thread can be walked.
+func (b *Backend) walks(q store.ThreadQuery, o walkOrder) ([]walk, error) {
+	if !o.bytewise && len(q.Prefixes) > 0 {
+		return nil, fmt.Errorf("%w: the collation of thread_id in %s (%s) does not sort bytewise, and no index sorts it so; create one, e.g. CREATE INDEX CONCURRENTLY ON %s (thread_id COLLATE \"C\"), as docs/deploy.md (\"Listing threads\") describes",
+			store.ErrUnorderedPrefixes, b.name("checkpoints"), o.column, b.name("checkpoints"))
 	}
+	cp := table(b.schema, "checkpoints")
 	var out []walk
 	for _, r := range store.PrefixRanges(q.Prefixes, q.After) {
 		op := ">"
 		if r.Inclusive {
 			op = ">="
 		}
-		out = append(out, walk{fmt.Sprintf(threadsSQL, cp, "thread_id "+op+" $1", "w.tid ^@ $2", "true"), []any{r.From, r.Prefix, q.Namespace}})
+		out = append(out, walk{fmt.Sprintf(threadsSQL, cp, op, o.collate), []any{r.From, r.Prefix, q.Namespace}})
 	}
-	return out
+	return out, nil
 }
 
 // Threads implements store.Backend with a loose index scan; see above.
 func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
-	bytewise, err := b.threadOrder(ctx)
+	o, err := b.walkOrder(ctx)
+	if err != nil {
+		return store.ThreadWalk{}, err
+	}
+	ws, err := b.walks(q, o)
 	if err != nil {
 		return store.ThreadWalk{}, err
 	}
 	var tw store.ThreadWalk
 	left := q.Limit
-	for _, w := range b.walks(q, bytewise) {
+	for _, w := range ws {
 		if left == 0 {
 			break
 		}
@@ -160,11 +228,14 @@ func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(stor
 // an operator can ask for on their own database. EXPLAIN ANALYZE runs the
 // statement, which only reads.
 func (b *Backend) ExplainThreads(ctx context.Context, q store.ThreadQuery) (string, error) {
-	bytewise, err := b.threadOrder(ctx)
+	o, err := b.walkOrder(ctx)
 	if err != nil {
 		return "", err
 	}
-	ws := b.walks(q, bytewise)
+	ws, err := b.walks(q, o)
+	if err != nil {
+		return "", err
+	}
 	if len(ws) == 0 {
 		return "", errors.New("postgres: the listing runs no statement (its cursor is past its prefixes)")
 	}
@@ -187,8 +258,8 @@ func (b *Backend) ExplainThreads(ctx context.Context, q store.ThreadQuery) (stri
 	return strings.Join(lines, "\n"), nil
 }
 
-// walkThreads runs one walk, handing fn the kept threads with
-// checkpoints in the namespace and counting the visited ones off left.
+// walkThreads runs one walk, handing fn the threads with checkpoints in
+// the namespace and counting the visited ones off left.
 func (b *Backend) walkThreads(ctx context.Context, stmt string, args []any, w *store.ThreadWalk, left *int, fn func(store.ThreadRow) error) error {
 	// Planned with its values (the simple protocol): the start and the
 	// prefix decide which index range the first step reads.
@@ -200,17 +271,16 @@ func (b *Backend) walkThreads(ctx context.Context, stmt string, args []any, w *s
 	for rows.Next() {
 		var (
 			tid             string
-			kept            bool
 			n               int64
 			firstID, lastID *string
 			first, last     []byte
 		)
-		if err := rows.Scan(&tid, &kept, &n, &firstID, &first, &lastID, &last); err != nil {
+		if err := rows.Scan(&tid, &n, &firstID, &first, &lastID, &last); err != nil {
 			return b.classify(ctx, err)
 		}
 		w.Last = tid
 		*left--
-		if !kept || n == 0 || firstID == nil || lastID == nil {
+		if n == 0 || firstID == nil || lastID == nil {
 			continue
 		}
 		err := fn(store.ThreadRow{ThreadID: tid, Count: n,

@@ -61,11 +61,12 @@ func AllThreads(t testing.TB, st *store.Store, q store.ThreadsQuery, size int) [
 	return nil
 }
 
-// threadsCases are the suite's cases of Backend.Threads, through
-// Store.Threads.
-var threadsCases = []Case{
+// ThreadsCases are the suite's cases of Backend.Threads, through
+// Store.Threads and directly.
+var ThreadsCases = []Case{
 	{"Threads: every thread once while a writer adds threads", threadsWhileWriting},
 	{"Threads: prefix filter", threadsPrefixes},
+	{"Threads: a walk under prefixes visits no thread outside them", threadsConfined},
 	{"Threads: time filters and last-activity order", threadsTimes},
 	{"Threads: namespaces, counts and times", threadsNamespaces},
 	{"Steps list checkpoints in order and say where runs ended", stepsAndRest},
@@ -168,6 +169,49 @@ func threadsPrefixes(t *testing.T, open Open) {
 	}
 	if got := AllThreads(t, st, store.ThreadsQuery{After: &store.ThreadCursor{ThreadID: "\U0010FFFF"}}, 5); len(got) != 0 {
 		t.Errorf("after the last id: %q", got)
+	}
+}
+
+// threadsConfined holds what tenant isolation rests on: a walk under
+// prefixes (a tenant's) visits only ids under them, whatever sorts among
+// them in the storage's own order, so that no cursor, count, refusal or
+// cost of a listing depends on anyone else's threads.
+func threadsConfined(t *testing.T, open Open) {
+	b, w := open(t)
+	own := []string{"acme/1", "acme/2", "acme/z"}
+	// Ids some collation sorts among acme/'s: other cases and accents
+	// (ICU compares the letters first), other punctuation (glibc ignores
+	// it: "acmecorp/1" sorts between "acme/2" and "acme/z"), and ids
+	// around the prefix in byte order.
+	foreign := []string{"ACME/1", "Acme/15", "acme-m", "acme-/3", "acmecorp/1", "acmé/1", "acme", "ac/me/1", "acme0", "acme./1", "acme.", "b"}
+	for i, id := range slices.Concat(own, foreign) {
+		PutThread(w, store.Ref{ThreadID: id}, Base.Add(time.Duration(i)*time.Minute), 1)
+	}
+	ctx := context.Background()
+	for i, after := range []string{"", own[0], own[1], own[2]} {
+		want := own[i:]
+		// One more than the threads left: a walk that visited any other id
+		// would stop at the limit, or hand it over.
+		var got []string
+		walk, err := b.Threads(ctx, store.ThreadQuery{Prefixes: []string{"acme/"}, After: after, Limit: len(want) + 1}, func(r store.ThreadRow) error {
+			got = append(got, r.ThreadID)
+			return nil
+		})
+		last := ""
+		if len(want) > 0 {
+			last = want[len(want)-1]
+		}
+		if err != nil || !slices.Equal(got, want) || walk.More || walk.Last != last {
+			t.Errorf("walk under acme/ after %q: %q, last %q, more %v, %v; want %q, last %q, no more", after, got, walk.Last, walk.More, err, want, last)
+		}
+	}
+	st := store.New(store.Config{Backend: b})
+	for _, order := range []store.ThreadOrder{store.ByThreadID, store.ByLastActivity} {
+		got := AllThreads(t, st, store.ThreadsQuery{Prefixes: []string{"acme/"}, Order: order}, 1)
+		slices.Sort(got)
+		if !slices.Equal(got, own) {
+			t.Errorf("%v under acme/: %q, want %q", order, got, own)
+		}
 	}
 }
 

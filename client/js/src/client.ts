@@ -275,6 +275,13 @@ export interface ThreadInfo {
   lastCheckpointId: string;
   /** How many turns it has had; only with `includeTurns`. */
   totalTurns?: number;
+  /**
+   * Why the thread could not be read in full (a value of its own that does
+   * not decode, say): the error a call reading it alone would throw. The
+   * fields it kept from being read are absent; the page's other threads are
+   * unaffected.
+   */
+  error?: HistorydError;
 }
 
 /** One page of `threads`. */
@@ -586,6 +593,7 @@ export class ThreadHistory {
         ...(t.lastCheckpointAt ? { lastCheckpointAt: timestampDate(t.lastCheckpointAt) } : {}),
         lastCheckpointId: t.lastCheckpointId,
         ...(t.totalTurns !== undefined ? { totalTurns: t.totalTurns } : {}),
+        ...(t.error ? { error: new HistorydError("Threads", t.threadId, t.error.code as Code, t.error.message) } : {}),
       })),
     };
   }

@@ -46,7 +46,12 @@ class FakeOps(pb_grpc.ThreadHistoryServicer):
             return pb.ThreadsResponse(
                 threads=[
                     pb.ThreadInfo(thread_id="a/1", checkpoint_count=7, first_checkpoint_at=AT, last_checkpoint_at=AT, last_checkpoint_id="c7", total_turns=3),
-                    pb.ThreadInfo(thread_id="a/2", checkpoint_count=1, last_checkpoint_id="c1"),
+                    pb.ThreadInfo(
+                        thread_id="a/2",
+                        checkpoint_count=1,
+                        last_checkpoint_id="c1",
+                        error=pb.ThreadError(code=grpc.StatusCode.DATA_LOSS.value[0], message="checkpoint c1 channel messages: malformed"),
+                    ),
                 ],
                 next_page_token="next",
             )
@@ -129,6 +134,10 @@ class ThreadsTest(Served):
         self.assertEqual(first.last_checkpoint_at, dt.datetime.fromtimestamp(1_780_000_000, dt.timezone.utc))
         self.assertIsNone(second.total_turns)
         self.assertIsNone(second.first_checkpoint_at)
+        self.assertIsNone(first.error)
+        self.assertIsInstance(second.error, HistorydError)
+        self.assertEqual(second.error.code(), grpc.StatusCode.DATA_LOSS)
+        self.assertEqual(second.error.details(), "checkpoint c1 channel messages: malformed")
         req = self.fake.requests[-1]
         self.assertEqual(req.thread_id_prefix, "a/")
         self.assertEqual(req.checkpoint_ns, "sub:1")

@@ -166,11 +166,15 @@ const (
 	// once, and a thread created meanwhile is listed when its id sorts after
 	// the page being read. With time filters a call visits at most 10,000
 	// threads and may return fewer than page_size, or none, with a
-	// next_page_token to go on from where it stopped. A prefix filter is
-	// walked directly in SQLite and wherever thread_id has a bytewise
-	// collation (C, POSIX, C.UTF-8, ucs_basic); under any other collation
-	// PostgreSQL cannot range over a prefix, so the walk visits every thread
-	// and filters, 10,000 per call.
+	// next_page_token to go on from where it stopped. The order is byte
+	// order in SQLite, and in PostgreSQL wherever thread_id's collation is
+	// bytewise (C, POSIX, C.UTF-8, ucs_basic) or an index sorts thread_id
+	// bytewise (thread_id COLLATE "C"; the deploy guide describes it). Under
+	// any other collation (ICU, en_US.UTF-8) without such an index, a listing
+	// of every thread is in the collation's order, and a listing under a
+	// prefix, which every listing of a tenant confined to prefixes is, is
+	// refused with FAILED_PRECONDITION: PostgreSQL could not range over the
+	// prefix without visiting other threads.
 	ThreadsOrder_THREADS_ORDER_THREAD_ID ThreadsOrder = 1
 	// THREADS_ORDER_LAST_ACTIVITY lists the threads whose last checkpoint is
 	// newest first (by its timestamp, then thread id; threads without one
@@ -1469,9 +1473,12 @@ type ThreadsRequest struct {
 	// ThreadsResponse).
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// page_token continues a listing: the next_page_token of the response
-	// before, with every other field but page_size as it was (a token issued
-	// for other filters or another order is INVALID_ARGUMENT). Empty starts
-	// from the beginning. At most 1024 bytes.
+	// before, with every other field but page_size as it was, from the same
+	// caller. Tokens are authenticated by the server: one issued for other
+	// filters or another order, to another tenant, under a key the server no
+	// longer holds, or not by a server at all is INVALID_ARGUMENT, with one
+	// message for every such token. Empty starts from the beginning. At most
+	// 1024 bytes.
 	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// order is the order threads are listed in; unset is
 	// THREADS_ORDER_THREAD_ID.
@@ -1657,7 +1664,16 @@ type ThreadInfo struct {
 	// them. Only set when the request sets include_turns.
 	TotalTurns *int32 `protobuf:"varint,6,opt,name=total_turns,json=totalTurns,proto3,oneof" json:"total_turns,omitempty"`
 	// numbering says how sure total_turns is. Only set with include_turns.
-	Numbering     TurnNumbering `protobuf:"varint,7,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	Numbering TurnNumbering `protobuf:"varint,7,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	// error, when set, says why this thread's times or total_turns could not
+	// be read: a value of its own that does not decode (DATA_LOSS), a storage
+	// feature historyd does not read (FAILED_PRECONDITION), a limit it
+	// exceeds (RESOURCE_EXHAUSTED). Only this thread is affected: the page
+	// holds the other threads as usual, and this one with the fields that
+	// could be read (those that could not are unset). A thread with an error
+	// is listed whatever the time filters, which cannot be judged without its
+	// times, and sorts by last activity as a thread without a timestamp.
+	Error         *ThreadError `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1741,6 +1757,70 @@ func (x *ThreadInfo) GetNumbering() TurnNumbering {
 	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
 }
 
+func (x *ThreadInfo) GetError() *ThreadError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// ThreadError is why one listed thread could not be read in full: what a
+// call reading that thread alone would fail with.
+type ThreadError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is the status code, a google.rpc.Code number (15 is DATA_LOSS).
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// message is the status message; it names the thread's checkpoint and
+	// channel where the error is in a value.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadError) Reset() {
+	*x = ThreadError{}
+	mi := &file_historyd_v1_history_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadError) ProtoMessage() {}
+
+func (x *ThreadError) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadError.ProtoReflect.Descriptor instead.
+func (*ThreadError) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ThreadError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ThreadError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // DiffRequest names two turns of a thread.
 type DiffRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1775,7 +1855,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_historyd_v1_history_proto_msgTypes[16]
+	mi := &file_historyd_v1_history_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1867,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[16]
+	mi := &file_historyd_v1_history_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1880,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{16}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DiffRequest) GetThreadId() string {
@@ -1886,7 +1966,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_historyd_v1_history_proto_msgTypes[17]
+	mi := &file_historyd_v1_history_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +1978,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[17]
+	mi := &file_historyd_v1_history_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +1991,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{17}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DiffResponse) GetFromTurn() *DiffTurn {
@@ -1974,7 +2054,7 @@ type DiffTurn struct {
 
 func (x *DiffTurn) Reset() {
 	*x = DiffTurn{}
-	mi := &file_historyd_v1_history_proto_msgTypes[18]
+	mi := &file_historyd_v1_history_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2066,7 @@ func (x *DiffTurn) String() string {
 func (*DiffTurn) ProtoMessage() {}
 
 func (x *DiffTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[18]
+	mi := &file_historyd_v1_history_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2079,7 @@ func (x *DiffTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffTurn.ProtoReflect.Descriptor instead.
 func (*DiffTurn) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{18}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DiffTurn) GetResult() isDiffTurn_Result {
@@ -2088,7 +2168,7 @@ type KeyChange struct {
 
 func (x *KeyChange) Reset() {
 	*x = KeyChange{}
-	mi := &file_historyd_v1_history_proto_msgTypes[19]
+	mi := &file_historyd_v1_history_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2180,7 @@ func (x *KeyChange) String() string {
 func (*KeyChange) ProtoMessage() {}
 
 func (x *KeyChange) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[19]
+	mi := &file_historyd_v1_history_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2193,7 @@ func (x *KeyChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChange.ProtoReflect.Descriptor instead.
 func (*KeyChange) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{19}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KeyChange) GetKey() string {
@@ -2173,7 +2253,7 @@ type JsonPatchOperation struct {
 
 func (x *JsonPatchOperation) Reset() {
 	*x = JsonPatchOperation{}
-	mi := &file_historyd_v1_history_proto_msgTypes[20]
+	mi := &file_historyd_v1_history_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2265,7 @@ func (x *JsonPatchOperation) String() string {
 func (*JsonPatchOperation) ProtoMessage() {}
 
 func (x *JsonPatchOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[20]
+	mi := &file_historyd_v1_history_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2278,7 @@ func (x *JsonPatchOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JsonPatchOperation.ProtoReflect.Descriptor instead.
 func (*JsonPatchOperation) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{20}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JsonPatchOperation) GetOp() string {
@@ -2261,7 +2341,7 @@ type WatchTurnsRequest struct {
 
 func (x *WatchTurnsRequest) Reset() {
 	*x = WatchTurnsRequest{}
-	mi := &file_historyd_v1_history_proto_msgTypes[21]
+	mi := &file_historyd_v1_history_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2353,7 @@ func (x *WatchTurnsRequest) String() string {
 func (*WatchTurnsRequest) ProtoMessage() {}
 
 func (x *WatchTurnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[21]
+	mi := &file_historyd_v1_history_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2366,7 @@ func (x *WatchTurnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTurnsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTurnsRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{21}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchTurnsRequest) GetThreadId() string {
@@ -2372,7 +2452,7 @@ type WatchTurnsResponse struct {
 
 func (x *WatchTurnsResponse) Reset() {
 	*x = WatchTurnsResponse{}
-	mi := &file_historyd_v1_history_proto_msgTypes[22]
+	mi := &file_historyd_v1_history_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2464,7 @@ func (x *WatchTurnsResponse) String() string {
 func (*WatchTurnsResponse) ProtoMessage() {}
 
 func (x *WatchTurnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[22]
+	mi := &file_historyd_v1_history_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2477,7 @@ func (x *WatchTurnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTurnsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTurnsResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{22}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchTurnsResponse) GetEvent() isWatchTurnsResponse_Event {
@@ -2570,7 +2650,7 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\rinclude_turns\x18\b \x01(\bR\fincludeTurns\"l\n" +
 	"\x0fThreadsResponse\x121\n" +
 	"\athreads\x18\x01 \x03(\v2\x17.historyd.v1.ThreadInfoR\athreads\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x88\x03\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb8\x03\n" +
 	"\n" +
 	"ThreadInfo\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12)\n" +
@@ -2580,8 +2660,12 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x12last_checkpoint_id\x18\x05 \x01(\tR\x10lastCheckpointId\x12$\n" +
 	"\vtotal_turns\x18\x06 \x01(\x05H\x00R\n" +
 	"totalTurns\x88\x01\x01\x128\n" +
-	"\tnumbering\x18\a \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumberingB\x0e\n" +
-	"\f_total_turns\"\x9d\x02\n" +
+	"\tnumbering\x18\a \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\x12.\n" +
+	"\x05error\x18\b \x01(\v2\x18.historyd.v1.ThreadErrorR\x05errorB\x0e\n" +
+	"\f_total_turns\";\n" +
+	"\vThreadError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x9d\x02\n" +
 	"\vDiffRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x17\n" +
@@ -2679,7 +2763,7 @@ func file_historyd_v1_history_proto_rawDescGZIP() []byte {
 }
 
 var file_historyd_v1_history_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_historyd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_historyd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_historyd_v1_history_proto_goTypes = []any{
 	(TurnNumbering)(0),              // 0: historyd.v1.TurnNumbering
 	(ValueFormat)(0),                // 1: historyd.v1.ValueFormat
@@ -2701,23 +2785,24 @@ var file_historyd_v1_history_proto_goTypes = []any{
 	(*ThreadsRequest)(nil),          // 17: historyd.v1.ThreadsRequest
 	(*ThreadsResponse)(nil),         // 18: historyd.v1.ThreadsResponse
 	(*ThreadInfo)(nil),              // 19: historyd.v1.ThreadInfo
-	(*DiffRequest)(nil),             // 20: historyd.v1.DiffRequest
-	(*DiffResponse)(nil),            // 21: historyd.v1.DiffResponse
-	(*DiffTurn)(nil),                // 22: historyd.v1.DiffTurn
-	(*KeyChange)(nil),               // 23: historyd.v1.KeyChange
-	(*JsonPatchOperation)(nil),      // 24: historyd.v1.JsonPatchOperation
-	(*WatchTurnsRequest)(nil),       // 25: historyd.v1.WatchTurnsRequest
-	(*WatchTurnsResponse)(nil),      // 26: historyd.v1.WatchTurnsResponse
-	nil,                             // 27: historyd.v1.SnapshotsResponse.TurnsEntry
-	nil,                             // 28: historyd.v1.TurnState.EntriesEntry
-	nil,                             // 29: historyd.v1.StateEntry.InputsEntry
-	(*timestamppb.Timestamp)(nil),   // 30: google.protobuf.Timestamp
-	(*structpb.Value)(nil),          // 31: google.protobuf.Value
-	(*structpb.Struct)(nil),         // 32: google.protobuf.Struct
+	(*ThreadError)(nil),             // 20: historyd.v1.ThreadError
+	(*DiffRequest)(nil),             // 21: historyd.v1.DiffRequest
+	(*DiffResponse)(nil),            // 22: historyd.v1.DiffResponse
+	(*DiffTurn)(nil),                // 23: historyd.v1.DiffTurn
+	(*KeyChange)(nil),               // 24: historyd.v1.KeyChange
+	(*JsonPatchOperation)(nil),      // 25: historyd.v1.JsonPatchOperation
+	(*WatchTurnsRequest)(nil),       // 26: historyd.v1.WatchTurnsRequest
+	(*WatchTurnsResponse)(nil),      // 27: historyd.v1.WatchTurnsResponse
+	nil,                             // 28: historyd.v1.SnapshotsResponse.TurnsEntry
+	nil,                             // 29: historyd.v1.TurnState.EntriesEntry
+	nil,                             // 30: historyd.v1.StateEntry.InputsEntry
+	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
+	(*structpb.Value)(nil),          // 32: google.protobuf.Value
+	(*structpb.Struct)(nil),         // 33: google.protobuf.Struct
 }
 var file_historyd_v1_history_proto_depIdxs = []int32{
 	1,  // 0: historyd.v1.SnapshotsRequest.value_format:type_name -> historyd.v1.ValueFormat
-	27, // 1: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
+	28, // 1: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
 	0,  // 2: historyd.v1.SnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
 	1,  // 3: historyd.v1.StreamSnapshotsRequest.value_format:type_name -> historyd.v1.ValueFormat
 	15, // 4: historyd.v1.StreamSnapshotsResponse.turn:type_name -> historyd.v1.TurnState
@@ -2729,57 +2814,58 @@ var file_historyd_v1_history_proto_depIdxs = []int32{
 	0,  // 10: historyd.v1.SnapshotResponse.numbering:type_name -> historyd.v1.TurnNumbering
 	14, // 11: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
 	0,  // 12: historyd.v1.TurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	30, // 13: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
-	28, // 14: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
-	30, // 15: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
-	31, // 16: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
-	29, // 17: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
-	32, // 18: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
+	31, // 13: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
+	29, // 14: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
+	31, // 15: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
+	32, // 16: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
+	30, // 17: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
+	33, // 18: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
 	2,  // 19: historyd.v1.ThreadsRequest.order:type_name -> historyd.v1.ThreadsOrder
-	30, // 20: historyd.v1.ThreadsRequest.last_activity_after:type_name -> google.protobuf.Timestamp
-	30, // 21: historyd.v1.ThreadsRequest.last_activity_before:type_name -> google.protobuf.Timestamp
+	31, // 20: historyd.v1.ThreadsRequest.last_activity_after:type_name -> google.protobuf.Timestamp
+	31, // 21: historyd.v1.ThreadsRequest.last_activity_before:type_name -> google.protobuf.Timestamp
 	19, // 22: historyd.v1.ThreadsResponse.threads:type_name -> historyd.v1.ThreadInfo
-	30, // 23: historyd.v1.ThreadInfo.first_checkpoint_at:type_name -> google.protobuf.Timestamp
-	30, // 24: historyd.v1.ThreadInfo.last_checkpoint_at:type_name -> google.protobuf.Timestamp
+	31, // 23: historyd.v1.ThreadInfo.first_checkpoint_at:type_name -> google.protobuf.Timestamp
+	31, // 24: historyd.v1.ThreadInfo.last_checkpoint_at:type_name -> google.protobuf.Timestamp
 	0,  // 25: historyd.v1.ThreadInfo.numbering:type_name -> historyd.v1.TurnNumbering
-	1,  // 26: historyd.v1.DiffRequest.value_format:type_name -> historyd.v1.ValueFormat
-	22, // 27: historyd.v1.DiffResponse.from_turn:type_name -> historyd.v1.DiffTurn
-	22, // 28: historyd.v1.DiffResponse.to_turn:type_name -> historyd.v1.DiffTurn
-	23, // 29: historyd.v1.DiffResponse.changes:type_name -> historyd.v1.KeyChange
-	0,  // 30: historyd.v1.DiffResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	14, // 31: historyd.v1.DiffTurn.found:type_name -> historyd.v1.TurnInfo
-	10, // 32: historyd.v1.DiffTurn.no_such_turn:type_name -> historyd.v1.NoSuchTurn
-	11, // 33: historyd.v1.DiffTurn.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
-	3,  // 34: historyd.v1.KeyChange.kind:type_name -> historyd.v1.KeyChangeKind
-	16, // 35: historyd.v1.KeyChange.from_entry:type_name -> historyd.v1.StateEntry
-	16, // 36: historyd.v1.KeyChange.to_entry:type_name -> historyd.v1.StateEntry
-	24, // 37: historyd.v1.KeyChange.patch:type_name -> historyd.v1.JsonPatchOperation
-	31, // 38: historyd.v1.JsonPatchOperation.value:type_name -> google.protobuf.Value
-	1,  // 39: historyd.v1.WatchTurnsRequest.value_format:type_name -> historyd.v1.ValueFormat
-	15, // 40: historyd.v1.WatchTurnsResponse.turn_ended:type_name -> historyd.v1.TurnState
-	15, // 41: historyd.v1.WatchTurnsResponse.checkpoint:type_name -> historyd.v1.TurnState
-	0,  // 42: historyd.v1.WatchTurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	15, // 43: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
-	16, // 44: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
-	4,  // 45: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
-	8,  // 46: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
-	12, // 47: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
-	6,  // 48: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
-	17, // 49: historyd.v1.ThreadHistory.Threads:input_type -> historyd.v1.ThreadsRequest
-	20, // 50: historyd.v1.ThreadHistory.Diff:input_type -> historyd.v1.DiffRequest
-	25, // 51: historyd.v1.ThreadHistory.WatchTurns:input_type -> historyd.v1.WatchTurnsRequest
-	5,  // 52: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
-	9,  // 53: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
-	13, // 54: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
-	7,  // 55: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
-	18, // 56: historyd.v1.ThreadHistory.Threads:output_type -> historyd.v1.ThreadsResponse
-	21, // 57: historyd.v1.ThreadHistory.Diff:output_type -> historyd.v1.DiffResponse
-	26, // 58: historyd.v1.ThreadHistory.WatchTurns:output_type -> historyd.v1.WatchTurnsResponse
-	52, // [52:59] is the sub-list for method output_type
-	45, // [45:52] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	20, // 26: historyd.v1.ThreadInfo.error:type_name -> historyd.v1.ThreadError
+	1,  // 27: historyd.v1.DiffRequest.value_format:type_name -> historyd.v1.ValueFormat
+	23, // 28: historyd.v1.DiffResponse.from_turn:type_name -> historyd.v1.DiffTurn
+	23, // 29: historyd.v1.DiffResponse.to_turn:type_name -> historyd.v1.DiffTurn
+	24, // 30: historyd.v1.DiffResponse.changes:type_name -> historyd.v1.KeyChange
+	0,  // 31: historyd.v1.DiffResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	14, // 32: historyd.v1.DiffTurn.found:type_name -> historyd.v1.TurnInfo
+	10, // 33: historyd.v1.DiffTurn.no_such_turn:type_name -> historyd.v1.NoSuchTurn
+	11, // 34: historyd.v1.DiffTurn.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
+	3,  // 35: historyd.v1.KeyChange.kind:type_name -> historyd.v1.KeyChangeKind
+	16, // 36: historyd.v1.KeyChange.from_entry:type_name -> historyd.v1.StateEntry
+	16, // 37: historyd.v1.KeyChange.to_entry:type_name -> historyd.v1.StateEntry
+	25, // 38: historyd.v1.KeyChange.patch:type_name -> historyd.v1.JsonPatchOperation
+	32, // 39: historyd.v1.JsonPatchOperation.value:type_name -> google.protobuf.Value
+	1,  // 40: historyd.v1.WatchTurnsRequest.value_format:type_name -> historyd.v1.ValueFormat
+	15, // 41: historyd.v1.WatchTurnsResponse.turn_ended:type_name -> historyd.v1.TurnState
+	15, // 42: historyd.v1.WatchTurnsResponse.checkpoint:type_name -> historyd.v1.TurnState
+	0,  // 43: historyd.v1.WatchTurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	15, // 44: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
+	16, // 45: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
+	4,  // 46: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
+	8,  // 47: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
+	12, // 48: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
+	6,  // 49: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
+	17, // 50: historyd.v1.ThreadHistory.Threads:input_type -> historyd.v1.ThreadsRequest
+	21, // 51: historyd.v1.ThreadHistory.Diff:input_type -> historyd.v1.DiffRequest
+	26, // 52: historyd.v1.ThreadHistory.WatchTurns:input_type -> historyd.v1.WatchTurnsRequest
+	5,  // 53: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
+	9,  // 54: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
+	13, // 55: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
+	7,  // 56: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
+	18, // 57: historyd.v1.ThreadHistory.Threads:output_type -> historyd.v1.ThreadsResponse
+	22, // 58: historyd.v1.ThreadHistory.Diff:output_type -> historyd.v1.DiffResponse
+	27, // 59: historyd.v1.ThreadHistory.WatchTurns:output_type -> historyd.v1.WatchTurnsResponse
+	53, // [53:60] is the sub-list for method output_type
+	46, // [46:53] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_proto_init() }
@@ -2794,13 +2880,13 @@ func file_historyd_v1_history_proto_init() {
 	}
 	file_historyd_v1_history_proto_msgTypes[12].OneofWrappers = []any{}
 	file_historyd_v1_history_proto_msgTypes[15].OneofWrappers = []any{}
-	file_historyd_v1_history_proto_msgTypes[18].OneofWrappers = []any{
+	file_historyd_v1_history_proto_msgTypes[19].OneofWrappers = []any{
 		(*DiffTurn_Found)(nil),
 		(*DiffTurn_NoSuchTurn)(nil),
 		(*DiffTurn_NoLongerRetained)(nil),
 	}
-	file_historyd_v1_history_proto_msgTypes[20].OneofWrappers = []any{}
-	file_historyd_v1_history_proto_msgTypes[22].OneofWrappers = []any{
+	file_historyd_v1_history_proto_msgTypes[21].OneofWrappers = []any{}
+	file_historyd_v1_history_proto_msgTypes[23].OneofWrappers = []any{
 		(*WatchTurnsResponse_TurnEnded)(nil),
 		(*WatchTurnsResponse_Checkpoint)(nil),
 	}
@@ -2810,7 +2896,7 @@ func file_historyd_v1_history_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_proto_rawDesc), len(file_historyd_v1_history_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -152,7 +152,8 @@ export async function serve({ tls = false } = {}) {
       }
       return { turns, total, numbering: numbering(req) };
     },
-    // Threads: "a/1" and "a/2" on the first page, "a/3" on the next.
+    // Threads: "a/1" and "a/2" (with an error) on the first page, "a/3" on
+    // the next.
     async threads(req, ctx) {
       await enter("Threads", req, ctx);
       flake();
@@ -162,7 +163,8 @@ export async function serve({ tls = false } = {}) {
         return {
           threads: [
             { threadId: "a/1", checkpointCount: 7n, firstCheckpointAt: at, lastCheckpointAt: at, lastCheckpointId: "c7", totalTurns: 3 },
-            { threadId: "a/2", checkpointCount: 1n, lastCheckpointId: "c1" },
+            // One the server could not read in full.
+            { threadId: "a/2", checkpointCount: 1n, lastCheckpointId: "c1", error: { code: Code.DataLoss, message: "checkpoint c1 channel messages: malformed" } },
           ],
           nextPageToken: "next",
         };

@@ -8,10 +8,15 @@ conversion from the wire lives here, next to the types.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import grpc
 
 from historyd_client import _convert
 from historyd_client.gen.historyd.v1 import history_pb2
+
+if TYPE_CHECKING:
+    from historyd_client.client import HistorydError
 
 
 class ThreadInfo(NamedTuple):
@@ -26,6 +31,10 @@ class ThreadInfo(NamedTuple):
     last_checkpoint_id: str
     #: How many turns it has had; ``None`` unless asked for with ``include_turns``.
     total_turns: int | None
+    #: Why the thread could not be read in full (a value of its own that does not
+    #: decode, say): the error a call reading it alone would raise. The fields it
+    #: kept from being read are ``None``; the page's other threads are unaffected.
+    error: HistorydError | None = None
 
 
 class ThreadsPage(NamedTuple):
@@ -82,6 +91,19 @@ _KINDS = {
 }
 
 
+_STATUS_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def _thread_error(t: history_pb2.ThreadInfo) -> HistorydError | None:
+    if not t.HasField("error"):
+        return None
+    # client imports this module, so HistorydError is looked up when used.
+    from historyd_client.client import HistorydError
+
+    code = _STATUS_CODES.get(t.error.code, grpc.StatusCode.UNKNOWN)
+    return HistorydError("Threads", code, t.error.message)
+
+
 def threads_page(response: history_pb2.ThreadsResponse) -> ThreadsPage:
     return ThreadsPage(
         threads=[
@@ -92,6 +114,7 @@ def threads_page(response: history_pb2.ThreadsResponse) -> ThreadsPage:
                 last_checkpoint_at=_convert.timestamp_to_datetime(t, "last_checkpoint_at"),
                 last_checkpoint_id=t.last_checkpoint_id,
                 total_turns=t.total_turns if t.HasField("total_turns") else None,
+                error=_thread_error(t),
             )
             for t in response.threads
         ],

@@ -277,7 +277,7 @@ class ThreadsResponse(_message.Message):
     def __init__(self, threads: _Optional[_Iterable[_Union[ThreadInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ThreadInfo(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_count", "first_checkpoint_at", "last_checkpoint_at", "last_checkpoint_id", "total_turns", "numbering")
+    __slots__ = ("thread_id", "checkpoint_count", "first_checkpoint_at", "last_checkpoint_at", "last_checkpoint_id", "total_turns", "numbering", "error")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_COUNT_FIELD_NUMBER: _ClassVar[int]
     FIRST_CHECKPOINT_AT_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +285,7 @@ class ThreadInfo(_message.Message):
     LAST_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TURNS_FIELD_NUMBER: _ClassVar[int]
     NUMBERING_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_count: int
     first_checkpoint_at: _timestamp_pb2.Timestamp
@@ -292,7 +293,16 @@ class ThreadInfo(_message.Message):
     last_checkpoint_id: str
     total_turns: int
     numbering: TurnNumbering
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_count: _Optional[int] = ..., first_checkpoint_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_checkpoint_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_checkpoint_id: _Optional[str] = ..., total_turns: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
+    error: ThreadError
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_count: _Optional[int] = ..., first_checkpoint_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_checkpoint_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_checkpoint_id: _Optional[str] = ..., total_turns: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ..., error: _Optional[_Union[ThreadError, _Mapping]] = ...) -> None: ...
+
+class ThreadError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class DiffRequest(_message.Message):
     __slots__ = ("thread_id", "checkpoint_ns", "to_turn", "from_turn", "keys", "channel", "include_unchanged", "value_format")
