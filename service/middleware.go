@@ -39,6 +39,12 @@ type Options struct {
 	ThreadIDs ThreadIDLogging
 	// ThreadIDSalt keys the thread id hash. Empty: random per process.
 	ThreadIDSalt []byte
+	// FailureSummaryEvery is how often failures that come in floods (the
+	// store unreachable, a tenant past its rate limit) are summed up in the
+	// log: the first of a flood is logged as any failed call is, the rest
+	// counted and summed up in one line per period. Default
+	// DefaultFailureSummaryEvery.
+	FailureSummaryEvery time.Duration
 	// LogSuccessEvery logs one successful ThreadHistory call in this many
 	// at info and the others at debug: formatting and writing a line for
 	// every call costs a tenth of a small call's CPU. Failed calls are
@@ -111,19 +117,21 @@ type Options struct {
 //
 //  1. metrics, so every outcome is counted, panics and refusals included
 //     (for health and reflection only with MetricsAllMethods);
-//  2. thread tagging, so what follows can log the thread's hash, never its
+//  2. a note in the call's context, through which what follows tells the
+//     request log to leave a failure to its summary (see failureSummary);
+//  3. thread tagging, so what follows can log the thread's hash, never its
 //     id (server-streaming calls have their request read here, see
 //     prefetchStream);
-//  3. request logging (method, code, duration, tenant, thread hash), at
+//  4. request logging (method, code, duration, tenant, thread hash), at
 //     info or above, except successful health and reflection calls: at
 //     debug, since probes would otherwise drown the calls that matter; and
 //     with LogSuccessEvery, all but one in that many successful calls;
-//  4. panic recovery: Internal, logged with the stack, the process lives on;
-//  5. per-call limits: the response size limit and the deadline cap;
-//  6. reflection switch (streams only);
-//  7. authentication (not for health and reflection);
-//  8. per-tenant rate limiting (after authentication, to know the tenant);
-//  9. tenant isolation (see isolation), which sends denied calls to the
+//  5. panic recovery: Internal, logged with the stack, the process lives on;
+//  6. per-call limits: the response size limit and the deadline cap;
+//  7. reflection switch (streams only);
+//  8. authentication (not for health and reflection);
+//  9. per-tenant rate limiting (after authentication, to know the tenant);
+//  10. tenant isolation (see isolation), which sends denied calls to the
 //     same handlers over an empty store;
 //
 // then the handler, which validates the request. With TracerProvider set,
@@ -177,7 +185,9 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		unary = append(unary, selector.UnaryServerInterceptor(o.Metrics.UnaryServerInterceptor(), guarded))
 		stream = append(stream, selector.StreamServerInterceptor(o.Metrics.StreamServerInterceptor(), guarded))
 	}
+	noteUnary, noteStream := noteCalls(newFailureSummary(log, o.FailureSummaryEvery))
 	unary = append(unary,
+		noteUnary,
 		tagThreadUnary(tagger),
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(log), logOpts...), guarded),
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(log), openLogOpts...), open),
@@ -185,6 +195,7 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		selector.UnaryServerInterceptor(lim.unary, guarded),
 	)
 	stream = append(stream,
+		noteStream,
 		prefetchStream(tagger),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), logOpts...), guarded),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), openLogOpts...), open),
@@ -272,6 +283,9 @@ func sampledLevel(every uint64) logging.CodeToLevel {
 // slogAdapter lets go-grpc-middleware's logging write through slog.
 func slogAdapter(l *slog.Logger) logging.Logger {
 	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		if n := noteFrom(ctx); n != nil && n.summarised.Load() {
+			lvl = logging.LevelDebug // the failure's summary line counts it
+		}
 		l.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
 }

@@ -27,6 +27,9 @@ type statusRule struct {
 	// log, when set, logs the error's own text at this level, so that what
 	// the caller is not told is in the operator's log.
 	log *slog.Level
+	// summarise says such failures come in floods, and are logged by
+	// summary (see failureSummary).
+	summarise bool
 }
 
 func is(target error) func(error) bool {
@@ -60,7 +63,8 @@ var statusRules = []statusRule{
 	{code: codes.InvalidArgument, match: as[*FieldError]()},
 	{code: codes.DeadlineExceeded, match: is(context.DeadlineExceeded), message: "deadline exceeded before the checkpoint store answered"},
 	{code: codes.Canceled, match: is(context.Canceled), message: "call cancelled"},
-	{code: codes.Unavailable, match: is(store.ErrUnavailable), message: MessageUnavailable, log: level(slog.LevelWarn)},
+	// While the store is down every call fails so.
+	{code: codes.Unavailable, match: is(store.ErrUnavailable), message: MessageUnavailable, log: level(slog.LevelWarn), summarise: true},
 	// The thread changed twice while it was read; a retry reads it afresh.
 	{code: codes.Unavailable, match: is(store.ErrStale), message: "thread changed while it was read; retry"},
 	{code: codes.FailedPrecondition, match: is(store.ErrNotCheckpointStore), message: MessageMisconfigured, log: level(slog.LevelError)},
