@@ -90,6 +90,8 @@ func ParsePooler(s string) (Pooler, error) {
 // Backend is a store.Backend over a pgx connection pool.
 type Backend struct {
 	pool *pgxpool.Pool
+	// gate stops the pool dialling while the database is unreachable.
+	gate *gate
 	// Queries are built once with the schema-qualified table names.
 	listSQL   string
 	probeSQL  string
@@ -157,6 +159,8 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		pc.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(cfg.TracerProvider),
 			otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()))
 	}
+	g := newGate(pc.ConnConfig, sortError)
+	pc.BeforeConnect = g.beforeConnect
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: create pool: %w", redact(err))
@@ -186,6 +190,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	allRow := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', c.checkpoint->'channel_versions')::text, ` + metadataSQL
 	return &Backend{
 		pool:    pool,
+		gate:    g,
 		schema:  cfg.Schema,
 		listSQL: `SELECT ` + row + ` FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
 		// The census and the newer rows come from one statement, hence one
@@ -649,8 +654,11 @@ func (b *Backend) where() string {
 	return fmt.Sprintf("schema %q", b.schema)
 }
 
-// Close closes the pool.
-func (b *Backend) Close() { b.pool.Close() }
+// Close stops connecting and closes the pool.
+func (b *Backend) Close() {
+	b.gate.close()
+	b.pool.Close()
+}
 
 // classify sorts a query error into what the layers above act on: the
 // caller's own deadline or cancellation; the database being unreachable,
@@ -658,10 +666,28 @@ func (b *Backend) Close() { b.pool.Close() }
 // will (store.ErrNotCheckpointStore): no such database, a login the
 // server refuses, a missing grant, no checkpoint tables. Each message is
 // one line and says what to fix.
+//
+// A connection attempt that failed closes the backend's gate (see gate):
+// until an attempt succeeds again, queries fail at once with a
+// NotConnectedError wrapping the attempt's error, classified.
 func (b *Backend) classify(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("postgres: %w", ctxErr)
 	}
+	if isNotConnected(err) {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	out := sortError(err)
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		b.gate.failed(out)
+	}
+	return out
+}
+
+// sortError is classify's sorting of an error that is not the caller's
+// deadline or cancellation.
+func sortError(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		msg := oneLine(pgErr.Message)
