@@ -21,8 +21,10 @@ import (
 type Authenticator struct {
 	path   string
 	log    *slog.Logger
-	mu     sync.Mutex // serialises reloads
+	mu     sync.Mutex // serialises reloads, and guards onReload
 	policy atomic.Pointer[Policy]
+	// onReload is called after each reload that took effect.
+	onReload []func()
 }
 
 // NewAuthenticator loads the token file at path. A file that does not load
@@ -57,7 +59,20 @@ func (a *Authenticator) Reload() error {
 	}
 	a.policy.Store(p)
 	a.log.Info("token file reloaded", "path", a.path, "tenants", len(p.Tenants()))
+	for _, fn := range a.onReload {
+		fn()
+	}
 	return nil
+}
+
+// OnReload has fn called after every reload that took effect, once the
+// new policy is in force, before Reload returns: what holds credentials
+// beyond one call (open streams) checks them again there. fn must not
+// call Reload.
+func (a *Authenticator) OnReload(fn func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.onReload = append(a.onReload, fn)
 }
 
 type tenantKey struct{}

@@ -115,7 +115,7 @@ func TestRateLimitLoggedBySummary(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b, path := twoTenants(t)
 	const every = 300 * time.Millisecond
-	c := serveWith(t, b, service.Options{Logger: log, Auth: newAuth(t, path), RateLimit: 1, RateBurst: 1, FailureSummaryEvery: every}).client(t)
+	c := serveWith(t, b, service.Options{Logger: log, Auth: newAuth(t, path), RateLimit: 0.01, RateBurst: 1, FailureSummaryEvery: every}).client(t)
 	ctx := withToken(context.Background(), "token-a")
 	refused := 0
 	for range 2000 {
@@ -125,7 +125,7 @@ func TestRateLimitLoggedBySummary(t *testing.T) {
 		}
 	}
 	if refused < 1990 {
-		t.Fatalf("%d of 2000 calls refused at 1 call/s, want nearly all", refused)
+		t.Fatalf("%d of 2000 calls refused at 0.01 calls/s, want nearly all", refused)
 	}
 	time.Sleep(every + 200*time.Millisecond)
 	sums, others := summaries(t, &buf)

@@ -100,6 +100,13 @@ type Options struct {
 	// with ResourceExhausted saying what to ask for instead. Zero: gRPC's
 	// default (no limit).
 	MaxResponseBytes int
+	// StreamMaxAge ends server-streaming calls (WatchTurns, and
+	// StreamSnapshots when MaxCallDuration does not end it first) once
+	// they have lasted this long, with UNAVAILABLE and ResumeTrailer, which
+	// historyd's clients resume from at once: a watch then lasts as long
+	// as its client wants, but no credential reads through one stream
+	// longer than this. Zero: no maximum.
+	StreamMaxAge time.Duration
 	// MaxConcurrentStreams bounds the calls in flight on one connection.
 	MaxConcurrentStreams uint32
 	// KeepaliveEnforcement rejects clients that ping more often than it
@@ -131,7 +138,10 @@ type Options struct {
 //  7. reflection switch (streams only);
 //  8. authentication (not for health and reflection);
 //  9. per-tenant rate limiting (after authentication, to know the tenant);
-//  10. tenant isolation (see isolation), which sends denied calls to the
+//  10. the stream guard (streams only; see streamGuard), which ends a
+//     stream at StreamMaxAge, and when a reload of the token file revokes
+//     what it was allowed;
+//  11. tenant isolation (see isolation), which sends denied calls to the
 //     same handlers over an empty store;
 //
 // then the handler, which validates the request. With TracerProvider set,
@@ -196,7 +206,7 @@ func ServerOptions(o Options) []grpc.ServerOption {
 	)
 	stream = append(stream,
 		noteStream,
-		prefetchStream(tagger),
+		prefetchStream(tagger, o.Auth),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), logOpts...), guarded),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), openLogOpts...), open),
 		recovery.StreamServerInterceptor(recoverOpts...),
@@ -214,6 +224,10 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		tl := newTenantLimiter(o.RateLimit, o.RateBurst)
 		unary = append(unary, selector.UnaryServerInterceptor(tl.unary, guarded))
 		stream = append(stream, selector.StreamServerInterceptor(tl.stream, guarded))
+	}
+	if o.Auth != nil || o.StreamMaxAge > 0 {
+		g := newStreamGuard(o.Auth, o.StreamMaxAge)
+		stream = append(stream, selector.StreamServerInterceptor(g.stream, guarded))
 	}
 	if o.Auth != nil {
 		iso := newIsolation(log, o.StateChannels, o.Watches)
