@@ -99,6 +99,8 @@ type Backend struct {
 	countSQL  string
 	valuesSQL string
 	writesSQL [2]string // without and with task_path
+	// readableSQL reads the checkpoints table as every read does, for Ping.
+	readableSQL string
 	// newestSQL and newestAllSQL sample one thread's newest checkpoints,
 	// and any thread's.
 	newestSQL, newestAllSQL string
@@ -189,10 +191,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	// there are.
 	allRow := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', c.checkpoint->'channel_versions')::text, ` + metadataSQL
 	return &Backend{
-		pool:    pool,
-		gate:    g,
-		schema:  cfg.Schema,
-		listSQL: `SELECT ` + row + ` FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
+		pool:        pool,
+		gate:        g,
+		schema:      cfg.Schema,
+		listSQL:     `SELECT ` + row + ` FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
+		readableSQL: `SELECT 1 FROM ` + checkpoints + ` WHERE thread_id = '' AND checkpoint_ns = '' AND checkpoint_id = '' LIMIT 1`,
 		// The census and the newer rows come from one statement, hence one
 		// snapshot. The smallest id is an index probe; the count reads the
 		// thread's index entries, so it is asked for only now and then.
@@ -615,8 +618,11 @@ func (b *Backend) hasTaskPath(ctx context.Context) (bool, error) {
 	return *exists, nil
 }
 
-// Ping checks that the database answers and that the checkpoint tables are
-// where the configuration says.
+// Ping checks that the database answers, that the checkpoint tables are
+// where the configuration says, and that they can be read now: a lock
+// that blocks every read (an ALTER TABLE, a LOCK TABLE, a VACUUM FULL of a
+// migration) blocks the probe too, which then fails at ctx's deadline, so
+// that readiness and health say what callers meet.
 func (b *Backend) Ping(ctx context.Context) error {
 	var ok, canRead bool
 	var role string
@@ -634,6 +640,11 @@ func (b *Backend) Ping(ctx context.Context) error {
 	if !canRead {
 		return fmt.Errorf("%w: role %q may not SELECT from %s and %s; GRANT SELECT ON %[3]s, %[4]s TO %s", store.ErrNotCheckpointStore,
 			role, name, blobs, pgx.Identifier{role}.Sanitize())
+	}
+	// An index probe for a thread that cannot exist: it costs nothing
+	// whatever the table holds, and takes the lock every read takes.
+	if err := b.pool.QueryRow(ctx, b.readableSQL).Scan(new(int)); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return b.classify(ctx, err)
 	}
 	return nil
 }
