@@ -45,6 +45,10 @@ func as[T error]() func(error) bool {
 
 func level(l slog.Level) *slog.Level { return &l }
 
+func both(a, b func(error) bool) func(error) bool {
+	return func(err error) bool { return a(err) && b(err) }
+}
+
 // The messages callers read in place of causes they must not see.
 const (
 	// MessageUnavailable is UNAVAILABLE's message when the checkpoint
@@ -54,6 +58,13 @@ const (
 	// cannot read the checkpoint tables (none where configured, a missing
 	// grant, a login refused): the operator's to fix, the log says what.
 	MessageMisconfigured = "checkpoint store misconfigured: historyd cannot read its checkpoint tables; the server logged why"
+	// MessageStoreTimeout is DEADLINE_EXCEEDED's message when the deadline
+	// passed while the checkpoint store itself had not answered.
+	MessageStoreTimeout = "deadline exceeded before the checkpoint store answered"
+	// MessageDeadline is DEADLINE_EXCEEDED's message when it passed
+	// anywhere else (waiting for another call's read of the thread,
+	// decoding, sending, a watch that lasted until its deadline).
+	MessageDeadline = "deadline exceeded"
 	// MessageInternal is INTERNAL's message.
 	MessageInternal = "internal error; the server logged the cause"
 )
@@ -61,7 +72,9 @@ const (
 var statusRules = []statusRule{
 	// A field error names the caller's own field and limit.
 	{code: codes.InvalidArgument, match: as[*FieldError]()},
-	{code: codes.DeadlineExceeded, match: is(context.DeadlineExceeded), message: "deadline exceeded before the checkpoint store answered"},
+	// Where the store kept the call waiting, and anywhere else.
+	{code: codes.DeadlineExceeded, match: both(is(context.DeadlineExceeded), is(store.ErrNoAnswer)), message: MessageStoreTimeout},
+	{code: codes.DeadlineExceeded, match: is(context.DeadlineExceeded), message: MessageDeadline},
 	{code: codes.Canceled, match: is(context.Canceled), message: "call cancelled"},
 	// While the store is down every call fails so.
 	{code: codes.Unavailable, match: is(store.ErrUnavailable), message: MessageUnavailable, log: level(slog.LevelWarn), summarise: true},

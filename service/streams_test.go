@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -18,6 +20,8 @@ import (
 	"github.com/historyd/historyd/auth"
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/server"
+	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
@@ -295,3 +299,66 @@ func TestResumeTrailerIsTheClients(t *testing.T) {
 		t.Errorf("clients resume on trailer %q, the server sends %q", d.ResumeTrailer, service.ResumeTrailer)
 	}
 }
+
+// A watch the caller's deadline ends was not kept waiting by the store:
+// the server says the deadline passed, and not that the store failed to
+// answer.
+func TestWatchDeadlineNotBlamedOnStore(t *testing.T) {
+	m := storetest.NewMemory()
+	storetest.Build(m, store.Ref{ThreadID: "t"}, demoTurns)
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	// The deadline is set on the server's side, right before the handler,
+	// so that it, and not the client's cancellation, ends the call.
+	cfg := server.Config{Store: store.Config{Backend: m}, Service: service.Options{Logger: log},
+		GRPCOptions: []grpc.ServerOption{grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			ctx, cancel := context.WithTimeout(ss.Context(), 300*time.Millisecond)
+			defer cancel()
+			return h(srv, &deadlineStream{ServerStream: ss, ctx: ctx})
+		})}}
+	cfg.Watch.PollInterval = 10 * time.Millisecond
+	c := servertest.Start(t, cfg).Client(t)
+	stream, err := c.WatchTurns(context.Background(), &historydv1.WatchTurnsRequest{ThreadId: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("the watch ended with %v, want DEADLINE_EXCEEDED", err)
+	}
+	// The request log has the server's answer as it left.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		for _, r := range logged(t, &buf) {
+			if r["msg"] == "finished call" && r["grpc.method"] == "WatchTurns" {
+				if got := fmt.Sprint(r["grpc.error"]); got != "rpc error: code = DeadlineExceeded desc = "+service.MessageDeadline {
+					t.Errorf("the server ended the watch with %q, want %q", got, service.MessageDeadline)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no request log line for the watch:\n%s", buf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// logged is the log's records so far, none while it is empty.
+func logged(t *testing.T, buf *syncBuffer) []map[string]any {
+	t.Helper()
+	if buf.String() == "" {
+		return nil
+	}
+	return buf.records(t)
+}
+
+// deadlineStream is a stream with a context of the test's.
+type deadlineStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *deadlineStream) Context() context.Context { return s.ctx }

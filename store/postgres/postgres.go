@@ -683,7 +683,7 @@ func (b *Backend) Close() {
 // NotConnectedError wrapping the attempt's error, classified.
 func (b *Backend) classify(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("postgres: %w", ctxErr)
+		return fmt.Errorf("postgres: %w: %w", store.ErrNoAnswer, ctxErr)
 	}
 	if isNotConnected(err) {
 		return fmt.Errorf("postgres: %w", err)
