@@ -40,7 +40,16 @@ func NewAuthenticator(path string, log *slog.Logger) (*Authenticator, error) {
 	}
 	a := &Authenticator{path: path, log: log}
 	a.policy.Store(p)
+	a.warnOverlaps(p)
 	return a, nil
+}
+
+// warnOverlaps logs a warning for each pair of tenants whose thread
+// prefixes overlap, naming both, at start and at every reload.
+func (a *Authenticator) warnOverlaps(p *Policy) {
+	for _, o := range p.Overlaps() {
+		a.log.Warn("token file: "+o.String()+"; end each prefix with a delimiter (\"acme/\") unless that is meant", "path", a.path)
+	}
 }
 
 // Policy returns the policy in force.
@@ -59,6 +68,7 @@ func (a *Authenticator) Reload() error {
 	}
 	a.policy.Store(p)
 	a.log.Info("token file reloaded", "path", a.path, "tenants", len(p.Tenants()))
+	a.warnOverlaps(p)
 	for _, fn := range a.onReload {
 		fn()
 	}
