@@ -188,7 +188,7 @@ func (c serveConfig) run(ctx context.Context) error {
 	}
 	defer tr.Close(log)
 	cfg.TracerProvider = tr.TracerProvider()
-	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels(), server.WithTracing(cfg.TracerProvider), server.WithPooler(pooler))
+	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels(), server.WithTracing(cfg.TracerProvider), server.WithPooler(pooler), server.WithLogger(log))
 	if err != nil {
 		return err
 	}
