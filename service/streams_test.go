@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/historyd/historyd/auth"
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/server"
@@ -231,15 +230,7 @@ func (b *blockingValues) waitBlocked(t *testing.T) {
 // A client certificate removed from the token file ends the streams made
 // with it, over real mutual TLS.
 func TestReloadRevokesClientCertificateStreams(t *testing.T) {
-	ca := authtest.NewCA(t, "clients")
-	dir := t.TempDir()
-	certFile, keyFile := ca.Server().WriteFiles(t, dir, "server")
-	caFile := filepath.Join(dir, "ca.pem")
-	authtest.WriteFile(t, caFile, ca.PEM)
-	stls, err := auth.NewServerTLS(certFile, keyFile, caFile, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, stls := mutualTLS(t)
 	m := storetest.NewMemory()
 	storetest.Build(m, store.Ref{ThreadID: "a/1"}, demoTurns)
 	path := filepath.Join(t.TempDir(), "tokens.json")

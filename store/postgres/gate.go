@@ -21,8 +21,9 @@ const (
 	// ReconnectInitial is the wait before the first new attempt.
 	ReconnectInitial = 100 * time.Millisecond
 	// ReconnectMax caps the wait between attempts, before jitter: a
-	// database that comes back is found within about this long.
-	ReconnectMax = time.Second
+	// database that comes back is found within about this long, and one
+	// that stays down sees about two attempts a second from each replica.
+	ReconnectMax = 500 * time.Millisecond
 	// ReconnectJitter is the fraction by which each wait is spread.
 	ReconnectJitter = 0.2
 	// reconnectTimeout bounds one attempt: connecting and one round trip.

@@ -3,61 +3,15 @@ package postgres
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/historyd/historyd/internal/tcpproxy"
 	"github.com/historyd/historyd/store"
 )
-
-// switchable is a TCP proxy to PostgreSQL that, while down, closes every
-// connection at once, as a stopped server refuses them, and counts the
-// connections made to it.
-type switchable struct {
-	lis    net.Listener
-	target string
-	down   atomic.Bool
-	conns  atomic.Int64
-}
-
-func newSwitchable(t *testing.T, target string) *switchable {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lis.Close() })
-	p := &switchable{lis: lis, target: target}
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			p.conns.Add(1)
-			go func() {
-				defer c.Close()
-				if p.down.Load() {
-					return
-				}
-				up, err := net.Dial("tcp", p.target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				done := make(chan struct{}, 2)
-				go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-				go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
-				<-done
-			}()
-		}
-	}()
-	return p
-}
 
 // While the database refuses connections, the backend's reads fail at
 // once with a NotConnectedError (store.ErrUnavailable) without dialling,
@@ -69,16 +23,16 @@ func TestGateStopsDialling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newSwitchable(t, u.Host)
-	u.Host = p.lis.Addr().String()
+	p := tcpproxy.Start(t, u.Host)
+	u.Host = p.Addr()
 	b := openBackend(t, u.String(), schema)
 	ctx := context.Background()
 	if err := b.Ping(ctx); err != nil {
 		t.Fatalf("Ping through the proxy: %v", err)
 	}
 	b.pool.Reset() // the open connections would outlive the outage
-	p.down.Store(true)
-	before := p.conns.Load()
+	p.SetDown(true)
+	before := p.Conns()
 
 	const workers, each = 8, 200
 	var notConnected, failed atomic.Int64
@@ -100,7 +54,7 @@ func TestGateStopsDialling(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(start)
-	dialled := p.conns.Load() - before
+	dialled := p.Conns() - before
 	t.Logf("%d Pings in %v with the database down: %d UNAVAILABLE, %d without dialling; %d connections made", workers*each, took.Round(time.Millisecond), failed.Load(), notConnected.Load(), dialled)
 	if failed.Load() != workers*each {
 		t.Errorf("%d of %d Pings failed UNAVAILABLE", failed.Load(), workers*each)
@@ -114,7 +68,7 @@ func TestGateStopsDialling(t *testing.T) {
 		t.Errorf("%d connections for %d Pings, want at most %d", dialled, workers*each, limit)
 	}
 
-	p.down.Store(false)
+	p.SetDown(false)
 	back := time.Now()
 	for {
 		err := b.Ping(ctx)

@@ -3,12 +3,9 @@ package faults
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,86 +15,19 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/tcpproxy"
 )
-
-// connCounter is a TCP proxy in front of PostgreSQL that counts the
-// connections made through it: each one is a connection attempt of
-// historyd's, whether PostgreSQL takes it or not. A connection PostgreSQL
-// refuses is closed at once, as the refusal would have ended it.
-type connCounter struct {
-	lis      net.Listener
-	target   string
-	accepted atomic.Int64
-	open     atomic.Int64
-	mu       sync.Mutex
-	maxOpen  int64 // most connections open at once since the last resetMax
-}
-
-// countConns starts a proxy to target, closed with the test.
-func countConns(t *testing.T, target string) *connCounter {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &connCounter{lis: lis, target: target}
-	t.Cleanup(func() { lis.Close() })
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
-	return p
-}
-
-func (p *connCounter) serve(c net.Conn) {
-	p.accepted.Add(1)
-	n := p.open.Add(1)
-	p.mu.Lock()
-	p.maxOpen = max(p.maxOpen, n)
-	p.mu.Unlock()
-	// The count drops before the client can see the connection end, so a
-	// connection attempt made after it is never counted as overlapping.
-	defer c.Close()
-	defer p.open.Add(-1)
-	up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
-	<-done
-}
-
-// resetMax starts counting the most connections open at once afresh.
-func (p *connCounter) resetMax() {
-	p.mu.Lock()
-	p.maxOpen = p.open.Load()
-	p.mu.Unlock()
-}
-
-func (p *connCounter) max() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.maxOpen
-}
 
 // viaProxy is dsn pointed at the proxy, without its sslmode: pgx's default
 // (prefer) tries TLS first and then plaintext, two connections per attempt
 // against a server without TLS, as a DSN that says nothing does.
-func viaProxy(t *testing.T, dsn string, p *connCounter) string {
+func viaProxy(t *testing.T, dsn string, p *tcpproxy.Proxy) string {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Host = p.lis.Addr().String()
+	u.Host = p.Addr()
 	q := u.Query()
 	q.Del("sslmode")
 	u.RawQuery = q.Encode()
@@ -121,7 +51,7 @@ func TestNoDialStormWhileStoreDown(t *testing.T) {
 	th := writeThread(t, pool, public, "rivers", rivers)
 	pool.Close()
 
-	proxy := countConns(t, fmt.Sprintf("127.0.0.1:%d", c.Port))
+	proxy := tcpproxy.Start(t, fmt.Sprintf("127.0.0.1:%d", c.Port))
 	h := startHistoryd(t, bin, "--dsn", viaProxy(t, c.DSN, proxy))
 	conn := dial(t, h.addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
@@ -139,8 +69,8 @@ func TestNoDialStormWhileStoreDown(t *testing.T) {
 		window  = 10 * time.Second
 	)
 	logsBefore := len(h.logs.String())
-	connsBefore := proxy.accepted.Load()
-	proxy.resetMax()
+	connsBefore := proxy.Conns()
+	proxy.ResetMax()
 	var (
 		mu        sync.Mutex
 		codesSeen = map[codes.Code]int{}
@@ -169,11 +99,11 @@ func TestNoDialStormWhileStoreDown(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	conns := proxy.accepted.Load() - connsBefore
+	conns := proxy.Conns() - connsBefore
 	lines := strings.Count(h.logs.String()[logsBefore:], "\n")
 	rate := float64(conns) / elapsed.Seconds()
 	t.Logf("PostgreSQL down for %v under %d callers: %d calls (%v), %d connections to PostgreSQL (%.1f/s), at most %d at once, %d log lines",
-		elapsed.Round(time.Millisecond), workers, calls, codesSeen, conns, rate, proxy.max(), lines)
+		elapsed.Round(time.Millisecond), workers, calls, codesSeen, conns, rate, proxy.MaxOpen(), lines)
 
 	if codesSeen[codes.Unavailable] != calls {
 		t.Errorf("calls while the store was down: %v, want every one UNAVAILABLE", codesSeen)
@@ -181,12 +111,12 @@ func TestNoDialStormWhileStoreDown(t *testing.T) {
 	if slow > calls/100 {
 		t.Errorf("%d of %d calls took over 250ms: calls must fail at once while the store is known to be down", slow, calls)
 	}
-	// Backing off to a connection attempt a second or so, each of a few
-	// connections (pgx tries TLS, then plaintext).
-	if rate > 8 {
-		t.Errorf("%.1f connections a second to a stopped PostgreSQL, want at most 8 (one attempt at a time, backing off to one a second, of up to three connections each)", rate)
+	// Backing off to a connection attempt every half second or so, each of
+	// a few connections (pgx tries TLS, then plaintext).
+	if rate > 10 {
+		t.Errorf("%.1f connections a second to a stopped PostgreSQL, want at most 10 (one attempt at a time, backing off to two a second, of up to three connections each)", rate)
 	}
-	if m := proxy.max(); m > 1 {
+	if m := proxy.MaxOpen(); m > 1 {
 		t.Errorf("%d connections to a stopped PostgreSQL open at once, want at most one attempt in flight", m)
 	}
 	if lines > 10 {

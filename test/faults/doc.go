@@ -15,7 +15,7 @@
 //     return within two seconds.
 //   - TestNoDialStormWhileStoreDown: PostgreSQL stopped under callers that
 //     call again at once; historyd keeps at most one connection attempt in
-//     flight, backs off to about one a second, answers every call at once
+//     flight, backs off to about two a second, answers every call at once
 //     with Unavailable, logs a handful of lines, and recovers within
 //     two seconds of PostgreSQL's return.
 //   - TestLockedTableNotReady: LOCK TABLE checkpoints held; health turns
