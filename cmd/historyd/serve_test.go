@@ -44,6 +44,7 @@ func TestServeHelpNamesEveryFlagAndVariable(t *testing.T) {
 		"-cache-threads", "HISTORYD_CACHE_THREADS", "-cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES",
 		"-log-level", "HISTORYD_LOG_LEVEL", "-metrics-all-methods", "HISTORYD_METRICS_ALL_METHODS",
 		"SIGHUP", "docs/security.md", "default 64MiB", "-pooler", "HISTORYD_POOLER",
+		"-watch-max-age", "HISTORYD_WATCH_MAX_AGE", "default 1h0m0s",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -78,6 +79,7 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{"env bool metrics", map[string]string{"HISTORYD_METRICS_ALL_METHODS": "all"}, nil, "HISTORYD_METRICS_ALL_METHODS"},
 		{"unknown pooler", nil, []string{"--pooler", "yes"}, "--pooler"},
 		{"env pooler", map[string]string{"HISTORYD_POOLER": "pgbouncer"}, nil, "--pooler"},
+		{"negative stream age", nil, []string{"--watch-max-age", "-1s"}, "--watch-max-age -1s: must not be negative"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {
