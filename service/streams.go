@@ -46,6 +46,10 @@ type streamEnd struct {
 
 func (e *streamEnd) Error() string { return e.st.Message() }
 
+// GRPCStatus makes a handler that fails with the end (a send refused once
+// the stream was ended) fail with its status, not as an unknown error.
+func (e *streamEnd) GRPCStatus() *status.Status { return e.st }
+
 // streamGuard bounds how long server-streaming calls live and holds open
 // ones to the token file in force: a credential revoked, or a tenant no
 // longer granted the thread, ends every stream made with it, with the
@@ -180,8 +184,9 @@ type guardedStream struct {
 func (s *guardedStream) Context() context.Context { return s.ctx }
 
 func (s *guardedStream) SendMsg(m any) error {
-	if s.ctx.Err() != nil {
-		return context.Cause(s.ctx)
+	var se *streamEnd
+	if s.ctx.Err() != nil && errors.As(context.Cause(s.ctx), &se) {
+		return se
 	}
 	return s.ServerStream.SendMsg(m)
 }
