@@ -127,8 +127,8 @@ type Options struct {
 //  2. a note in the call's context, through which what follows tells the
 //     request log to leave a failure to its summary (see failureSummary);
 //  3. thread tagging, so what follows can log the thread's hash, never its
-//     id (server-streaming calls have their request read here, see
-//     prefetchStream);
+//     id (server-streaming calls have their request read here, once
+//     their credentials are accepted, see prefetchStream);
 //  4. request logging (method, code, duration, tenant, thread hash), at
 //     info or above, except successful health and reflection calls: at
 //     debug, since probes would otherwise drown the calls that matter; and
