@@ -21,8 +21,10 @@ import (
 type Authenticator struct {
 	path   string
 	log    *slog.Logger
-	mu     sync.Mutex // serialises reloads
+	mu     sync.Mutex // serialises reloads, and guards onReload
 	policy atomic.Pointer[Policy]
+	// onReload is called after each reload that took effect.
+	onReload []func()
 }
 
 // NewAuthenticator loads the token file at path. A file that does not load
@@ -38,7 +40,16 @@ func NewAuthenticator(path string, log *slog.Logger) (*Authenticator, error) {
 	}
 	a := &Authenticator{path: path, log: log}
 	a.policy.Store(p)
+	a.warnOverlaps(p)
 	return a, nil
+}
+
+// warnOverlaps logs a warning for each pair of tenants whose thread
+// prefixes overlap, naming both, at start and at every reload.
+func (a *Authenticator) warnOverlaps(p *Policy) {
+	for _, o := range p.Overlaps() {
+		a.log.Warn("token file: "+o.String()+"; end each prefix with a delimiter (\"acme/\") unless that is meant", "path", a.path)
+	}
 }
 
 // Policy returns the policy in force.
@@ -57,7 +68,21 @@ func (a *Authenticator) Reload() error {
 	}
 	a.policy.Store(p)
 	a.log.Info("token file reloaded", "path", a.path, "tenants", len(p.Tenants()))
+	a.warnOverlaps(p)
+	for _, fn := range a.onReload {
+		fn()
+	}
 	return nil
+}
+
+// OnReload has fn called after every reload that took effect, once the
+// new policy is in force, before Reload returns: what holds credentials
+// beyond one call (open streams) checks them again there. fn must not
+// call Reload.
+func (a *Authenticator) OnReload(fn func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.onReload = append(a.onReload, fn)
 }
 
 type tenantKey struct{}

@@ -58,6 +58,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -104,6 +105,48 @@ func (p *Policy) Tenants() []*Tenant { return p.tenants }
 // identities the file lists, over all tenants: with neither, no call can
 // authenticate.
 func (p *Policy) Credentials() (tokens, certs int) { return len(p.tokens), len(p.certs) }
+
+// Overlap is one tenant's thread prefix that another tenant's begins with
+// (or equals): every thread under Inner is also under Outer, so tenant
+// Outer reads tenant Inner's threads. The file allows it (a deliberate
+// grant, such as an operator's prefix above several tenants', is valid),
+// but it is more often a missing delimiter ("acme" beside "acme-eu/").
+type Overlap struct {
+	// Outer and OuterPrefix are the tenant whose prefix is the shorter,
+	// and that prefix.
+	Outer, OuterPrefix string
+	// Inner and InnerPrefix are the tenant whose threads Outer reads, and
+	// its prefix.
+	Inner, InnerPrefix string
+}
+
+// String says which tenant reads which other's threads.
+func (o Overlap) String() string {
+	return fmt.Sprintf("tenant %q's thread prefix %q covers tenant %q's %q: %[1]q reads %[3]q's threads", o.Outer, o.OuterPrefix, o.Inner, o.InnerPrefix)
+}
+
+// Overlaps lists every pair of different tenants one of whose thread
+// prefixes begins another's, in file order. all_threads tenants, which
+// read everything by design, are left out.
+func (p *Policy) Overlaps() []Overlap {
+	var out []Overlap
+	for _, outer := range p.tenants {
+		for _, inner := range p.tenants {
+			if outer == inner {
+				continue
+			}
+			for _, op := range outer.ThreadPrefixes {
+				for _, ip := range inner.ThreadPrefixes {
+					// Equal prefixes are listed once, for the earlier tenant.
+					if strings.HasPrefix(ip, op) && (ip != op || slices.Index(p.tenants, outer) < slices.Index(p.tenants, inner)) {
+						out = append(out, Overlap{Outer: outer.Name, OuterPrefix: op, Inner: inner.Name, InnerPrefix: ip})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
 
 type fileTenant struct {
 	Name           string   `json:"name"`

@@ -17,6 +17,7 @@ import (
 	"github.com/historyd/historyd/client"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
+	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -212,5 +213,37 @@ func TestWatchTurns(t *testing.T) {
 	cancel()
 	if err := <-done; status.Code(err) != codes.Canceled && status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("after cancel: %v", err)
+	}
+}
+
+// A watch outlives the server's maximum stream age: each time the server
+// ends it, it is resumed at once after the last turn received, counting
+// no failure, so that with no retries allowed it still yields every turn
+// once.
+func TestWatchTurnsResumesAtMaxAge(t *testing.T) {
+	mem := storetest.NewMemory()
+	b := storetest.NewBuilder(mem, store.Ref{ThreadID: "w"})
+	b.Turn(storetest.Demo[0])
+	b.Turn(storetest.Demo[1]) // turn 1 has ended
+	cfg := server.Config{Store: store.Config{Backend: mem}, Service: service.Options{StreamMaxAge: 100 * time.Millisecond}}
+	cfg.Watch.PollInterval = 10 * time.Millisecond
+	srv := &running{servertest.Start(t, cfg)}
+	c := srv.dial(t, client.WithRetry(0, time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var turns []int
+	for ev, err := range c.WatchTurns(ctx, "w", client.WatchQuery{}) {
+		if err != nil {
+			t.Fatalf("the watch ended after turns %v: %v", turns, err)
+		}
+		turns = append(turns, ev.State.Turn)
+		if len(turns) == len(storetest.Demo)-1 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond) // past the maximum age, twice
+		b.Turn(storetest.Demo[len(turns)+1])
+	}
+	if want := []int{1, 2, 3}; !slices.Equal(turns, want) {
+		t.Errorf("turns %v, want %v each once", turns, want)
 	}
 }

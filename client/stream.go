@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -26,7 +27,9 @@ import (
 // A stream cut with UNAVAILABLE is resumed after the last turn received,
 // under the Client's retry budget (see WithRetry), so no turn is yielded
 // twice; the Client's timeout bounds the whole read. The thread's total is
-// not part of the sequence: Turns and Snapshot carry it.
+// not part of the sequence: Turns and Snapshot carry it. A stream the
+// server ends asking to be resumed (see resumeTrailer) is resumed at once,
+// not counted as a failure.
 //
 // It is a method of Client rather than of ThreadHistory: a turn read (the
 // inspect tool's need) is a Snapshot, and streaming is a transport concern
@@ -56,6 +59,8 @@ func (c *Client) StreamSnapshots(ctx context.Context, threadID string, opts ...R
 				return
 			case errors.Is(err, errStopped):
 				return
+			case resumed(err) && ctx.Err() == nil:
+				continue
 			case status.Code(err) != codes.Unavailable || failures >= c.retries || ctx.Err() != nil:
 				yield(nil, c.fail("StreamSnapshots", threadID, err))
 				return
@@ -72,6 +77,37 @@ func (c *Client) StreamSnapshots(ctx context.Context, threadID string, opts ...R
 // errStopped says the consumer of a stream stopped reading it.
 var errStopped = errors.New("stream consumer stopped")
 
+// resumeTrailer is the trailer with which historyd ends a stream the
+// client is to make again from where it got to (the stream reached the
+// server's maximum age, or a reload of its token file changed what the
+// call reads), with UNAVAILABLE; client/testdata/defaults.json names it
+// for every client.
+const resumeTrailer = "historyd-resume"
+
+// resumeError is a stream's end that historyd asked the client to resume
+// from: not a failure, so it is resumed at once and counts against no
+// retry budget.
+type resumeError struct{ err error }
+
+func (e *resumeError) Error() string { return e.err.Error() }
+func (e *resumeError) Unwrap() error { return e.err }
+
+// streamEnd is the error a stream's Recv ended with, marked as a resume
+// when the server's trailer asks for one.
+func streamEnd(err error, trailer metadata.MD) error {
+	if status.Code(err) == codes.Unavailable && len(trailer.Get(resumeTrailer)) > 0 {
+		return &resumeError{err}
+	}
+	return err
+}
+
+// resumed reports whether err is a stream's end the server asked to be
+// resumed from.
+func resumed(err error) bool {
+	var r *resumeError
+	return errors.As(err, &r)
+}
+
 // stream makes one StreamSnapshots call and hands each turn to fn until the
 // stream ends (nil), fails (its error) or fn returns false (errStopped).
 func (c *Client) stream(ctx context.Context, req *historydv1.StreamSnapshotsRequest, o ReadConfig, fn func(*TurnState) bool) error {
@@ -87,7 +123,7 @@ func (c *Client) stream(ctx context.Context, req *historydv1.StreamSnapshotsRequ
 			return nil
 		}
 		if err != nil {
-			return err
+			return streamEnd(err, s.Trailer())
 		}
 		if msg.GetTurn() == nil {
 			continue // the one message of a thread with no retained turn

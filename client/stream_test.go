@@ -16,6 +16,7 @@ import (
 
 	"github.com/historyd/historyd/client"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -249,13 +250,15 @@ func TestDefaults(t *testing.T) {
 		BackoffMS       int64    `json:"backoff_ms"`
 		MaxReceiveBytes int      `json:"max_receive_bytes"`
 		ValueFormat     string   `json:"value_format"`
+		ResumeTrailer   string   `json:"resume_trailer"`
 	}
 	if err := json.Unmarshal(raw, &want); err != nil {
 		t.Fatal(err)
 	}
 	if client.DefaultTimeout != time.Duration(want.TimeoutMS)*time.Millisecond || client.DefaultRetries != want.Retries ||
 		client.DefaultBackoff != time.Duration(want.BackoffMS)*time.Millisecond || client.MaxResponseBytes != want.MaxReceiveBytes ||
-		!slices.Equal(want.RetryCodes, []string{"UNAVAILABLE"}) || !want.TLS || (client.ReadConfig{}).ValueFormat.String() != want.ValueFormat {
+		!slices.Equal(want.RetryCodes, []string{"UNAVAILABLE"}) || !want.TLS || (client.ReadConfig{}).ValueFormat.String() != want.ValueFormat ||
+		client.ResumeTrailer != want.ResumeTrailer {
 		t.Errorf("Go defaults (timeout %v, retries %d, backoff %v, receive limit %d, values %v) differ from testdata/defaults.json %+v",
 			client.DefaultTimeout, client.DefaultRetries, client.DefaultBackoff, client.MaxResponseBytes, (client.ReadConfig{}).ValueFormat, want)
 	}
@@ -284,5 +287,36 @@ func TestDefaults(t *testing.T) {
 	}
 	if d := <-deadline; d != 0 {
 		t.Errorf("WithTimeout(0): the server saw a deadline %v away; want none", d)
+	}
+}
+
+// slowSends delays each message the server sends.
+type slowSends struct {
+	grpc.ServerStream
+	d time.Duration
+}
+
+func (s *slowSends) SendMsg(m any) error {
+	time.Sleep(s.d)
+	return s.ServerStream.SendMsg(m)
+}
+
+// A stream the server ends at its maximum age is resumed at once from the
+// next turn, as no failure: with no retries allowed, a long read still
+// yields every turn once.
+func TestStreamSnapshotsResumesAtMaxAge(t *testing.T) {
+	var calls atomic.Int32
+	srv := serveWith(t, streamDemo(), service.Options{StreamMaxAge: 150 * time.Millisecond},
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			calls.Add(1)
+			return h(srv, &slowSends{ServerStream: ss, d: 100 * time.Millisecond})
+		}))
+	c := srv.dial(t, client.WithRetry(0, time.Millisecond))
+	got := collect(t, c.StreamSnapshots(context.Background(), "t"))
+	if !slices.Equal(turnNumbers(got), []int{3, 4, 5}) {
+		t.Errorf("turns %v, want [3 4 5] each once", turnNumbers(got))
+	}
+	if calls.Load() < 2 {
+		t.Errorf("%d calls: the stream was never ended at its maximum age", calls.Load())
 	}
 }

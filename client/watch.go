@@ -54,7 +54,11 @@ type WatchEvent struct {
 // watch the server ends (a server shutting down ends it with OK) or cuts
 // with UNAVAILABLE is resumed after the last turn received, under the
 // Client's retry budget (see WithRetry), counting failures in a row; past
-// it the sequence ends with the error, UNAVAILABLE for a clean end. A turn
+// it the sequence ends with the error, UNAVAILABLE for a clean end. A
+// watch the server ends at its maximum age (historyd serve's
+// --watch-max-age), or after a reload of its token file that lets the
+// tenant read the thread, is resumed at once and counts as no failure;
+// one a reload revokes ends with UNAUTHENTICATED or PERMISSION_DENIED. A turn
 // that ended again (its end moved) is yielded again; a resumed watch
 // yields the checkpoints written from the time it resumed.
 func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) iter.Seq2[*WatchEvent, error] {
@@ -86,6 +90,10 @@ func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) 
 			switch {
 			case errors.Is(err, errStopped):
 				return
+			case resumed(err) && ctx.Err() == nil:
+				// The server's maximum age, or a reload of its token file:
+				// made again at once, from the last turn received.
+				continue
 			case err == nil:
 				err = status.Error(codes.Unavailable, "the server ended the watch (it is shutting down)")
 			}
@@ -120,7 +128,7 @@ func (c *Client) watch(ctx context.Context, req *historydv1.WatchTurnsRequest, r
 			return nil
 		}
 		if err != nil {
-			return err
+			return streamEnd(err, s.Trailer())
 		}
 		ev := &WatchEvent{Total: int(msg.GetTotal())}
 		var ts *historydv1.TurnState

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"strings"
 
@@ -37,7 +38,7 @@ func OpenBackend(ctx context.Context, dsn, schema string, channels []string, opt
 	case dsn == "":
 		return nil, errors.New("no store: set --dsn or HISTORYD_DSN to the checkpointer's database, e.g. postgres://user@localhost:5432/app or sqlite:///path/checkpoints.db")
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: channels, TracerProvider: o.tp, Pooler: o.pooler})
+		b, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, Channels: channels, TracerProvider: o.tp, Pooler: o.pooler, Logger: o.log})
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", RedactDSN(dsn), err)
 		}
@@ -70,6 +71,13 @@ type BackendOption func(*backendOptions)
 type backendOptions struct {
 	tp     trace.TracerProvider
 	pooler postgres.Pooler
+	log    *slog.Logger
+}
+
+// WithLogger gives the backend a log for what it finds out by itself (a
+// transaction pooler --pooler does not name); default slog.Default().
+func WithLogger(l *slog.Logger) BackendOption {
+	return func(o *backendOptions) { o.log = l }
 }
 
 // WithTracing traces the backend's statements with tp (otelpgx for

@@ -266,10 +266,10 @@ func TestTokenReload(t *testing.T) {
 	}
 }
 
-// Client certificates map to tenants by URI SAN, DNS SAN or common name,
-// over real TLS; a certificate no tenant lists is refused, and so is a
-// token that names a different tenant from the certificate.
-func TestClientCertificateTenants(t *testing.T) {
+// mutualTLS is a CA of clients, and the server's TLS requiring
+// certificates it issued, with a server certificate for "localhost".
+func mutualTLS(t *testing.T) (*authtest.CA, *auth.ServerTLS) {
+	t.Helper()
 	ca := authtest.NewCA(t, "clients")
 	dir := t.TempDir()
 	certFile, keyFile := ca.Server().WriteFiles(t, dir, "server")
@@ -279,6 +279,14 @@ func TestClientCertificateTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ca, stls
+}
+
+// Client certificates map to tenants by URI SAN, DNS SAN or common name,
+// over real TLS; a certificate no tenant lists is refused, and so is a
+// token that names a different tenant from the certificate.
+func TestClientCertificateTenants(t *testing.T) {
+	ca, stls := mutualTLS(t)
 	b, path := twoTenants(t)
 	authtest.WriteFile(t, path, authtest.TokenFile(t,
 		authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"token-a"}, ClientCerts: []string{"uri:spiffe://test/a", "cn:agent-a"}},

@@ -197,6 +197,9 @@ func clampInt32(n int) int32 {
 // fail turns err into the status the caller gets, logging what the caller
 // cannot act on.
 func (s *Server) fail(ctx context.Context, method string, err error) error {
-	logCause(ctx, s.log, method, err)
+	r := ruleFor(err)
+	if !r.summarise || !summarise(ctx, failureKind{code: r.code, what: r.message, by: "method"}, method, oneLine(err.Error())) {
+		logCause(ctx, s.log, method, err)
+	}
 	return toStatus(err).Err()
 }

@@ -165,16 +165,22 @@ func (l *tenantLimiter) admit(ctx context.Context) error {
 	}
 	r.CancelAt(now) // a refused call must not use up a later call's token
 	wait = max(wait.Round(time.Millisecond), time.Millisecond)
-	who := ""
+	who, key := "", "(all callers)"
 	if name != "" {
-		who = fmt.Sprintf(" for tenant %q", name)
+		who, key = fmt.Sprintf(" for tenant %q", name), name
 	}
+	// A tenant at its limit may be refused thousands of times a second.
+	summarise(ctx, rateLimited, key, "")
 	st := status.Newf(codes.ResourceExhausted, "rate limit of %g calls/s (burst %d) exceeded%s; retry in %s", float64(l.limit), l.burst, who, wait)
 	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
 		st = d
 	}
 	return st.Err()
 }
+
+// rateLimited is the kind of failure the rate limit's refusals are
+// summarised as.
+var rateLimited = failureKind{code: codes.ResourceExhausted, what: "rate limit exceeded", by: "tenant"}
 
 func (l *tenantLimiter) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := l.admit(ctx); err != nil {

@@ -39,6 +39,12 @@ type Options struct {
 	ThreadIDs ThreadIDLogging
 	// ThreadIDSalt keys the thread id hash. Empty: random per process.
 	ThreadIDSalt []byte
+	// FailureSummaryEvery is how often failures that come in floods (the
+	// store unreachable, a tenant past its rate limit) are summed up in the
+	// log: the first of a flood is logged as any failed call is, the rest
+	// counted and summed up in one line per period. Default
+	// DefaultFailureSummaryEvery.
+	FailureSummaryEvery time.Duration
 	// LogSuccessEvery logs one successful ThreadHistory call in this many
 	// at info and the others at debug: formatting and writing a line for
 	// every call costs a tenth of a small call's CPU. Failed calls are
@@ -94,6 +100,13 @@ type Options struct {
 	// with ResourceExhausted saying what to ask for instead. Zero: gRPC's
 	// default (no limit).
 	MaxResponseBytes int
+	// StreamMaxAge ends server-streaming calls (WatchTurns, and
+	// StreamSnapshots when MaxCallDuration does not end it first) once
+	// they have lasted this long, with UNAVAILABLE and ResumeTrailer, which
+	// historyd's clients resume from at once: a watch then lasts as long
+	// as its client wants, but no credential reads through one stream
+	// longer than this. Zero: no maximum.
+	StreamMaxAge time.Duration
 	// MaxConcurrentStreams bounds the calls in flight on one connection.
 	MaxConcurrentStreams uint32
 	// KeepaliveEnforcement rejects clients that ping more often than it
@@ -111,19 +124,24 @@ type Options struct {
 //
 //  1. metrics, so every outcome is counted, panics and refusals included
 //     (for health and reflection only with MetricsAllMethods);
-//  2. thread tagging, so what follows can log the thread's hash, never its
-//     id (server-streaming calls have their request read here, see
-//     prefetchStream);
-//  3. request logging (method, code, duration, tenant, thread hash), at
+//  2. a note in the call's context, through which what follows tells the
+//     request log to leave a failure to its summary (see failureSummary);
+//  3. thread tagging, so what follows can log the thread's hash, never its
+//     id (server-streaming calls have their request read here, once
+//     their credentials are accepted, see prefetchStream);
+//  4. request logging (method, code, duration, tenant, thread hash), at
 //     info or above, except successful health and reflection calls: at
 //     debug, since probes would otherwise drown the calls that matter; and
 //     with LogSuccessEvery, all but one in that many successful calls;
-//  4. panic recovery: Internal, logged with the stack, the process lives on;
-//  5. per-call limits: the response size limit and the deadline cap;
-//  6. reflection switch (streams only);
-//  7. authentication (not for health and reflection);
-//  8. per-tenant rate limiting (after authentication, to know the tenant);
-//  9. tenant isolation (see isolation), which sends denied calls to the
+//  5. panic recovery: Internal, logged with the stack, the process lives on;
+//  6. per-call limits: the response size limit and the deadline cap;
+//  7. reflection switch (streams only);
+//  8. authentication (not for health and reflection);
+//  9. per-tenant rate limiting (after authentication, to know the tenant);
+//  10. the stream guard (streams only; see streamGuard), which ends a
+//     stream at StreamMaxAge, and when a reload of the token file revokes
+//     what it was allowed;
+//  11. tenant isolation (see isolation), which sends denied calls to the
 //     same handlers over an empty store;
 //
 // then the handler, which validates the request. With TracerProvider set,
@@ -177,7 +195,9 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		unary = append(unary, selector.UnaryServerInterceptor(o.Metrics.UnaryServerInterceptor(), guarded))
 		stream = append(stream, selector.StreamServerInterceptor(o.Metrics.StreamServerInterceptor(), guarded))
 	}
+	noteUnary, noteStream := noteCalls(newFailureSummary(log, o.FailureSummaryEvery))
 	unary = append(unary,
+		noteUnary,
 		tagThreadUnary(tagger),
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(log), logOpts...), guarded),
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(slogAdapter(log), openLogOpts...), open),
@@ -185,7 +205,8 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		selector.UnaryServerInterceptor(lim.unary, guarded),
 	)
 	stream = append(stream,
-		prefetchStream(tagger),
+		noteStream,
+		prefetchStream(tagger, o.Auth),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), logOpts...), guarded),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(slogAdapter(log), openLogOpts...), open),
 		recovery.StreamServerInterceptor(recoverOpts...),
@@ -203,6 +224,10 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		tl := newTenantLimiter(o.RateLimit, o.RateBurst)
 		unary = append(unary, selector.UnaryServerInterceptor(tl.unary, guarded))
 		stream = append(stream, selector.StreamServerInterceptor(tl.stream, guarded))
+	}
+	if o.Auth != nil || o.StreamMaxAge > 0 {
+		g := newStreamGuard(o.Auth, o.StreamMaxAge)
+		stream = append(stream, selector.StreamServerInterceptor(g.stream, guarded))
 	}
 	if o.Auth != nil {
 		iso := newIsolation(log, o.StateChannels, o.Watches)
@@ -272,6 +297,9 @@ func sampledLevel(every uint64) logging.CodeToLevel {
 // slogAdapter lets go-grpc-middleware's logging write through slog.
 func slogAdapter(l *slog.Logger) logging.Logger {
 	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		if n := noteFrom(ctx); n != nil && n.summarised.Load() {
+			lvl = logging.LevelDebug // the failure's summary line counts it
+		}
 		l.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/historyd/historyd/auth"
 )
 
 type streamRequestKey struct{}
@@ -24,11 +26,21 @@ type streamRequestKey struct{}
 // Client- and bidirectional-streaming calls, and open services (health's
 // Watch), pass through untouched; isolation refuses the former to tenants
 // confined to prefixes.
-func prefetchStream(tt threadTagger) grpc.StreamServerInterceptor {
+//
+// With a, a caller whose credentials a does not accept has nothing read:
+// the call goes on unread to the authentication interceptor, which refuses
+// it UNAUTHENTICATED, so that what such a caller sends is never parsed
+// and, malformed, cannot make the call fail any other way.
+func prefetchStream(tt threadTagger, a *auth.Authenticator) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		svc, method := splitMethod(info.FullMethod)
 		if info.IsClientStream || OpenService(svc) {
 			return handler(srv, ss)
+		}
+		if a != nil {
+			if _, err := a.Authenticate(ss.Context()); err != nil {
+				return handler(srv, ss)
+			}
 		}
 		req, ok := newRequest(svc, method)
 		if !ok {

@@ -90,6 +90,7 @@ func (s *Server) Watch(ctx context.Context) {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	last := healthpb.HealthCheckResponse_UNKNOWN
+	var downSince time.Time
 	for {
 		status := healthpb.HealthCheckResponse_SERVING
 		pctx, cancel := context.WithTimeout(ctx, s.interval)
@@ -102,10 +103,13 @@ func (s *Server) Watch(ctx context.Context) {
 			status = healthpb.HealthCheckResponse_NOT_SERVING
 		}
 		if status != last {
+			// Once per change: while the store stays down, calls' failures
+			// are summed up in the request log (see failureSummary).
 			if err != nil {
+				downSince = time.Now()
 				s.log.Warn("store unreachable", "err", err)
 			} else if last != healthpb.HealthCheckResponse_UNKNOWN {
-				s.log.Info("store reachable again")
+				s.log.Info("store reachable again", "down_for", time.Since(downSince).Round(time.Millisecond).String())
 			}
 			s.SetServing(status == healthpb.HealthCheckResponse_SERVING)
 			last = status

@@ -27,6 +27,9 @@ type statusRule struct {
 	// log, when set, logs the error's own text at this level, so that what
 	// the caller is not told is in the operator's log.
 	log *slog.Level
+	// summarise says such failures come in floods, and are logged by
+	// summary (see failureSummary).
+	summarise bool
 }
 
 func is(target error) func(error) bool {
@@ -42,6 +45,10 @@ func as[T error]() func(error) bool {
 
 func level(l slog.Level) *slog.Level { return &l }
 
+func both(a, b func(error) bool) func(error) bool {
+	return func(err error) bool { return a(err) && b(err) }
+}
+
 // The messages callers read in place of causes they must not see.
 const (
 	// MessageUnavailable is UNAVAILABLE's message when the checkpoint
@@ -55,6 +62,13 @@ const (
 	// store cannot walk a listing's thread-id prefixes without visiting
 	// other threads: the operator's to fix, the log says how.
 	MessageUnorderedPrefixes = "this checkpoint store cannot list threads under a thread-id prefix (every listing of a tenant confined to prefixes is one): its thread ids do not sort bytewise and no index sorts them so; the operator can create the index the deploy guide describes (\"Listing threads\"), and the server logged which"
+	// MessageStoreTimeout is DEADLINE_EXCEEDED's message when the deadline
+	// passed while the checkpoint store itself had not answered.
+	MessageStoreTimeout = "deadline exceeded before the checkpoint store answered"
+	// MessageDeadline is DEADLINE_EXCEEDED's message when it passed
+	// anywhere else (waiting for another call's read of the thread,
+	// decoding, sending, a watch that lasted until its deadline).
+	MessageDeadline = "deadline exceeded"
 	// MessageInternal is INTERNAL's message.
 	MessageInternal = "internal error; the server logged the cause"
 )
@@ -62,9 +76,12 @@ const (
 var statusRules = []statusRule{
 	// A field error names the caller's own field and limit.
 	{code: codes.InvalidArgument, match: as[*FieldError]()},
-	{code: codes.DeadlineExceeded, match: is(context.DeadlineExceeded), message: "deadline exceeded before the checkpoint store answered"},
+	// Where the store kept the call waiting, and anywhere else.
+	{code: codes.DeadlineExceeded, match: both(is(context.DeadlineExceeded), is(store.ErrNoAnswer)), message: MessageStoreTimeout},
+	{code: codes.DeadlineExceeded, match: is(context.DeadlineExceeded), message: MessageDeadline},
 	{code: codes.Canceled, match: is(context.Canceled), message: "call cancelled"},
-	{code: codes.Unavailable, match: is(store.ErrUnavailable), message: MessageUnavailable, log: level(slog.LevelWarn)},
+	// While the store is down every call fails so.
+	{code: codes.Unavailable, match: is(store.ErrUnavailable), message: MessageUnavailable, log: level(slog.LevelWarn), summarise: true},
 	// The thread changed twice while it was read; a retry reads it afresh.
 	{code: codes.Unavailable, match: is(store.ErrStale), message: "thread changed while it was read; retry"},
 	{code: codes.FailedPrecondition, match: is(store.ErrNotCheckpointStore), message: MessageMisconfigured, log: level(slog.LevelError)},

@@ -16,6 +16,13 @@ var ErrUnavailable = errors.New("checkpoint store unavailable")
 // the database's grants must change.
 var ErrNotCheckpointStore = errors.New("cannot read LangGraph checkpoint tables")
 
+// ErrNoAnswer marks a read whose context ended while it waited for the
+// checkpoint store itself: a statement in flight, or a shared freshness
+// probe. A context that ends anywhere else (while a call waits for
+// another's read of the thread, or decodes, or sends) is not marked, so
+// that a caller is told the store kept it waiting only when it did.
+var ErrNoAnswer = errors.New("the checkpoint store had not answered")
+
 // ErrStale marks a read that found a turn's last checkpoint deleted since
 // its History was derived. The cached index is dropped, so deriving the
 // History again and rereading gives the current answer; ReadEncoded does

@@ -119,7 +119,7 @@ func (pr *prober) probe(ctx context.Context, p Probe) (ProbeResult, error) {
 			pr.pending = slices.DeleteFunc(pr.pending, func(p *probeCall) bool { return p == c })
 		}
 		pr.mu.Unlock()
-		return ProbeResult{}, ctx.Err()
+		return ProbeResult{}, fmt.Errorf("%w: %w", ErrNoAnswer, ctx.Err())
 	}
 }
 

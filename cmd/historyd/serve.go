@@ -124,7 +124,7 @@ type serveConfig struct {
 
 	metricsListen *string
 	metricsAll    *bool
-	watch         func() service.WatchConfig
+	watch         func() (watchSettings, error)
 
 	logLevel *string
 }
@@ -163,13 +163,18 @@ func (c serveConfig) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	watch, err := c.watch()
+	if err != nil {
+		return err
+	}
+	opts.StreamMaxAge = watch.maxAge
 	cfg := server.Config{
 		Store: store.Config{
 			MessagesChannel: *c.messages, StateChannels: channels, Reducers: reducers,
 			CacheThreads: offIfZero(*c.cacheThreads), CacheStateBytes: offIfZero(int(*c.cacheState)),
 		},
 		Metrics: true, MetricsAllMethods: *c.metricsAll, Build: currentBuild(),
-		Watch: c.watch(),
+		Watch: watch.config,
 	}
 	if err := cfg.Store.Validate(); err != nil {
 		return fmt.Errorf("--state-channels/--channel-reducers: %w", err)
@@ -186,7 +191,7 @@ func (c serveConfig) run(ctx context.Context) error {
 	}
 	defer tr.Close(log)
 	cfg.TracerProvider = tr.TracerProvider()
-	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels(), server.WithTracing(cfg.TracerProvider), server.WithPooler(pooler))
+	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels(), server.WithTracing(cfg.TracerProvider), server.WithPooler(pooler), server.WithLogger(log))
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,7 @@ func TestServeHelpNamesEveryFlagAndVariable(t *testing.T) {
 		"-log-level", "HISTORYD_LOG_LEVEL", "-metrics-all-methods", "HISTORYD_METRICS_ALL_METHODS",
 		"SIGHUP", "docs/security.md", "default 64MiB", "-pooler", "HISTORYD_POOLER",
 		"-page-token-key-file", "HISTORYD_PAGE_TOKEN_KEY_FILE",
+		"-watch-max-age", "HISTORYD_WATCH_MAX_AGE", "default 1h0m0s",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -83,6 +84,7 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{"env pooler", map[string]string{"HISTORYD_POOLER": "pgbouncer"}, nil, "--pooler"},
 		{"missing page token key file", nil, []string{"--page-token-key-file", "/nonexistent/key"}, "--page-token-key-file"},
 		{"env page token key file", map[string]string{"HISTORYD_PAGE_TOKEN_KEY_FILE": "/nonexistent/key"}, nil, "--page-token-key-file"},
+		{"negative stream age", nil, []string{"--watch-max-age", "-1s"}, "--watch-max-age -1s: must not be negative"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"regexp"
@@ -46,8 +47,18 @@ type Config struct {
 	// Nil: the pool has no tracer at all.
 	TracerProvider trace.TracerProvider
 	// Pooler says what connection pooler, if any, stands between historyd
-	// and PostgreSQL. The zero value is PoolerNone.
+	// and PostgreSQL. The zero value is PoolerNone. With PoolerNone or
+	// PoolerSession, a transaction pooler is looked for before the first
+	// connection and recognised by its errors on reads; once found, the
+	// backend runs as with PoolerTransaction (see pooling).
 	Pooler Pooler
+	// Logger receives the warning that a transaction pooler was found.
+	// Default slog.Default().
+	Logger *slog.Logger
+
+	// skipPoolerDetect leaves the look before the first connection out,
+	// for the tests of what reads recognise.
+	skipPoolerDetect bool
 }
 
 // Pooler is the kind of connection pooler in front of PostgreSQL, as far
@@ -90,6 +101,11 @@ func ParsePooler(s string) (Pooler, error) {
 // Backend is a store.Backend over a pgx connection pool.
 type Backend struct {
 	pool *pgxpool.Pool
+	// gate stops the pool dialling while the database is unreachable.
+	gate *gate
+	// pooling says whether a transaction pooler is in front, configured
+	// or found (see pooling).
+	pooling *pooling
 	// Queries are built once with the schema-qualified table names.
 	listSQL   string
 	probeSQL  string
@@ -97,6 +113,8 @@ type Backend struct {
 	countSQL  string
 	valuesSQL string
 	writesSQL [2]string // without and with task_path
+	// readableSQL reads the checkpoints table as every read does, for Ping.
+	readableSQL string
 	// newestSQL and newestAllSQL sample one thread's newest checkpoints,
 	// and any thread's.
 	newestSQL, newestAllSQL string
@@ -139,16 +157,13 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
 		pc.ConnConfig.RuntimeParams["application_name"] = "historyd"
 	}
-	if pooler == PoolerTransaction {
-		// Server sessions are shared and change between transactions: no
-		// named prepared statements, unless the DSN asks for a mode itself
-		// (default_query_exec_mode, say cache_statement for a PgBouncer
-		// with max_prepared_statements).
-		if !setsParam(cfg.DSN, "default_query_exec_mode") {
-			pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
-		}
-	} else {
-		pc.AfterConnect = ownSession
+	// Server sessions are shared and change between transactions: no
+	// named prepared statements, unless the DSN asks for a mode itself
+	// (default_query_exec_mode, say cache_statement for a PgBouncer with
+	// max_prepared_statements).
+	ownMode := setsParam(cfg.DSN, "default_query_exec_mode")
+	if pooler == PoolerTransaction && !ownMode {
+		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	if cfg.TracerProvider != nil {
 		// Spans carry the statement text, never its arguments (otelpgx
@@ -157,16 +172,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		pc.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(cfg.TracerProvider),
 			otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()))
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: create pool: %w", redact(err))
-	}
 	checkpoints := table(cfg.Schema, "checkpoints")
 	blobs := table(cfg.Schema, "checkpoint_blobs")
 	writes := table(cfg.Schema, "checkpoint_writes")
 	versions, err := versionsSQL(cfg.Channels)
 	if err != nil {
-		pool.Close()
 		return nil, err
 	}
 	// present lists which of the checkpoints in $4 exist. Each is looked
@@ -184,10 +194,10 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	// The same with every channel's version, for sampling which channels
 	// there are.
 	allRow := `c.checkpoint_id, c.parent_checkpoint_id, jsonb_build_object('ts', c.checkpoint->'ts', 'channel_versions', c.checkpoint->'channel_versions')::text, ` + metadataSQL
-	return &Backend{
-		pool:    pool,
-		schema:  cfg.Schema,
-		listSQL: `SELECT ` + row + ` FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
+	b := &Backend{
+		schema:      cfg.Schema,
+		listSQL:     `SELECT ` + row + ` FROM ` + checkpoints + ` c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2`,
+		readableSQL: `SELECT 1 FROM ` + checkpoints + ` WHERE thread_id = '' AND checkpoint_ns = '' AND checkpoint_id = '' LIMIT 1`,
 		// The census and the newer rows come from one statement, hence one
 		// snapshot. The smallest id is an index probe; the count reads the
 		// thread's index entries, so it is asked for only now and then.
@@ -232,7 +242,19 @@ WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = $3 AND checkpoint_id =
 			`SELECT checkpoint_id, task_id, task_path, idx, type, blob FROM ` + writes + `
 WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = $3 AND checkpoint_id = ANY($4)`,
 		},
-	}, nil
+	}
+	b.gate = newGate(pc.ConnConfig, sortError)
+	b.pooling = newPooling(cfg, pooler, ownMode)
+	pc.BeforeConnect = b.beforeConnect
+	if pooler != PoolerTransaction {
+		pc.AfterConnect = b.afterConnect
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: create pool: %w", redact(err))
+	}
+	b.pool = pool
+	return b, nil
 }
 
 // ownSession sets up a connection whose server session is historyd's
@@ -300,9 +322,9 @@ func table(schema, name string) string {
 	return pgx.Identifier{schema, name}.Sanitize()
 }
 
-// List hands fn the thread's checkpoints, all of them or those newer than
+// list hands fn the thread's checkpoints, all of them or those newer than
 // q.After, with the census q asks for, from one statement.
-func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (b *Backend) list(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
 	if q.After == "" {
 		// Planned with the thread's own statistics (the simple protocol),
 		// like the incremental listing.
@@ -433,9 +455,9 @@ func (r rowCols) row() store.Row {
 	return out
 }
 
-// EachValue reads channel's value at each checkpoint in ids, handing each
+// eachValue reads channel's value at each checkpoint in ids, handing each
 // blob over straight from the row buffer.
-func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+func (b *Backend) eachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
 	at := make(map[string][]int, len(ids))
 	for i, id := range ids {
 		at[id] = append(at[id], i)
@@ -493,9 +515,9 @@ func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, 
 	return nil
 }
 
-// EachWrite hands fn channel's writes attached to the checkpoints of ids,
+// eachWrite hands fn channel's writes attached to the checkpoints of ids,
 // each value straight from the row buffer.
-func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
+func (b *Backend) eachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
 	withPath, err := b.hasTaskPath(ctx)
 	if err != nil {
 		return err
@@ -534,9 +556,9 @@ func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, 
 	return nil
 }
 
-// Newest hands fn up to limit of the newest checkpoints, of the thread or
+// newest hands fn up to limit of the newest checkpoints, of the thread or
 // of any thread, with every channel's version.
-func (b *Backend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+func (b *Backend) newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
 	if limit <= 0 {
 		return nil
 	}
@@ -610,9 +632,12 @@ func (b *Backend) hasTaskPath(ctx context.Context) (bool, error) {
 	return *exists, nil
 }
 
-// Ping checks that the database answers and that the checkpoint tables are
-// where the configuration says.
-func (b *Backend) Ping(ctx context.Context) error {
+// ping checks that the database answers, that the checkpoint tables are
+// where the configuration says, and that they can be read now: a lock
+// that blocks every read (an ALTER TABLE, a LOCK TABLE, a VACUUM FULL of a
+// migration) blocks the probe too, which then fails at ctx's deadline, so
+// that readiness and health say what callers meet.
+func (b *Backend) ping(ctx context.Context) error {
 	var ok, canRead bool
 	var role string
 	name, blobs := b.name("checkpoints"), b.name("checkpoint_blobs")
@@ -629,6 +654,11 @@ func (b *Backend) Ping(ctx context.Context) error {
 	if !canRead {
 		return fmt.Errorf("%w: role %q may not SELECT from %s and %s; GRANT SELECT ON %[3]s, %[4]s TO %s", store.ErrNotCheckpointStore,
 			role, name, blobs, pgx.Identifier{role}.Sanitize())
+	}
+	// An index probe for a thread that cannot exist: it costs nothing
+	// whatever the table holds, and takes the lock every read takes.
+	if err := b.pool.QueryRow(ctx, b.readableSQL).Scan(new(int)); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return b.classify(ctx, err)
 	}
 	return nil
 }
@@ -649,8 +679,11 @@ func (b *Backend) where() string {
 	return fmt.Sprintf("schema %q", b.schema)
 }
 
-// Close closes the pool.
-func (b *Backend) Close() { b.pool.Close() }
+// Close stops connecting and closes the pool.
+func (b *Backend) Close() {
+	b.gate.close()
+	b.pool.Close()
+}
 
 // classify sorts a query error into what the layers above act on: the
 // caller's own deadline or cancellation; the database being unreachable,
@@ -658,10 +691,32 @@ func (b *Backend) Close() { b.pool.Close() }
 // will (store.ErrNotCheckpointStore): no such database, a login the
 // server refuses, a missing grant, no checkpoint tables. Each message is
 // one line and says what to fix.
+//
+// A connection attempt that failed closes the backend's gate (see gate):
+// until an attempt succeeds again, queries fail at once with a
+// NotConnectedError wrapping the attempt's error, classified.
 func (b *Backend) classify(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("postgres: %w", ctxErr)
+		return fmt.Errorf("postgres: %w: %w", store.ErrNoAnswer, ctxErr)
 	}
+	if isNotConnected(err) {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && poolerSign(pgErr) {
+		return b.movedByPooler(pgErr)
+	}
+	out := sortError(err)
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		b.gate.failed(out)
+	}
+	return out
+}
+
+// sortError is classify's sorting of an error that is not the caller's
+// deadline or cancellation.
+func sortError(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		msg := oneLine(pgErr.Message)

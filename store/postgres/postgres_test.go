@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
@@ -134,9 +136,13 @@ func openPooled(t *testing.T, dsn, schema string, pooler Pooler, channels ...str
 // TestPoolerUnderConcurrency reads one thread through PgBouncer in
 // transaction mode from 8 goroutines at once, every backend method, and
 // requires every read to succeed with the answer the direct connection
-// gives. The same load with the direct-connection settings (prepared
-// statements that outlive a transaction) is the control: it must fail,
-// else the load does not exercise what the pooler setting is for.
+// gives: configured for the pooler (PoolerTransaction); not configured
+// (PoolerNone), the pooler found before the first connection; and not
+// configured with that look left out, the pooler recognised by the errors
+// of the first reads, which are made again. That last case also shows the
+// load reaches the pooler's server connections: only a transaction pooler's
+// error turns the backend pooler-safe. Connected directly, and through
+// PgBouncer in session mode, nothing is taken for a transaction pooler.
 func TestPoolerUnderConcurrency(t *testing.T) {
 	admin, schema, ro := newSchema(t)
 	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
@@ -148,6 +154,9 @@ func TestPoolerUnderConcurrency(t *testing.T) {
 	}
 	direct := openBackend(t, ro, schema, "messages", "tool_state")
 	want := readAll(t, direct, ref, ids)
+	if direct.PoolerSafe() {
+		t.Error("a direct connection was taken for a transaction pooler")
+	}
 
 	dsn := pooledDSN(t, admin, schema, "HISTORYD_TEST_POOLER_TX_DSN", "")
 	const workers, rounds = 8, 40
@@ -178,14 +187,40 @@ func TestPoolerUnderConcurrency(t *testing.T) {
 		wg.Wait()
 		return calls, failed, first
 	}
-	calls, failed, first := load(openPooled(t, dsn, schema, PoolerTransaction, "messages", "tool_state"))
-	if failed > 0 {
-		t.Errorf("--pooler transaction: %d of %d rounds failed, first: %v", failed, calls, first)
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"--pooler transaction", Config{Pooler: PoolerTransaction}},
+		{"--pooler none, found at the first connection", Config{Pooler: PoolerNone}},
+		{"--pooler none, recognised by reads", Config{Pooler: PoolerNone, skipPoolerDetect: true}},
+	} {
+		var log syncbuf.Buffer
+		tt.cfg.DSN, tt.cfg.Schema, tt.cfg.Channels = dsn, schema, []string{"messages", "tool_state"}
+		tt.cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+		b, err := Open(context.Background(), tt.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls, failed, first := load(b)
+		b.Close()
+		t.Logf("%s: %d of %d rounds failed; log: %s", tt.name, failed, calls, strings.TrimSpace(log.String()))
+		if failed > 0 {
+			t.Errorf("%s: %d of %d rounds failed, first: %v", tt.name, failed, calls, first)
+		}
+		if !b.PoolerSafe() {
+			t.Errorf("%s: the backend does not run pooler-safe", tt.name)
+		}
+		if warned := strings.Count(log.String(), "transaction pooler that --pooler does not name"); tt.cfg.Pooler == PoolerNone && warned != 1 {
+			t.Errorf("%s: %d warnings, want 1:\n%s", tt.name, warned, log.String())
+		}
 	}
-	calls, failed, first = load(openPooled(t, dsn, schema, PoolerNone, "messages", "tool_state"))
-	t.Logf("control, direct-connection settings through the transaction pooler: %d of %d rounds failed, first: %v", failed, calls, first)
-	if failed == 0 {
-		t.Errorf("control: the direct-connection settings never failed through a transaction pooler in %d rounds; the load does not reach the pooler's server connections", calls)
+	session := openPooled(t, pooledDSN(t, admin, schema, "HISTORYD_TEST_POOLER_SESSION_DSN", ""), schema, PoolerNone, "messages", "tool_state")
+	if got := readAll(t, session, ref, ids); got != want {
+		t.Errorf("through a session pooler: %s, want %s", got, want)
+	}
+	if session.PoolerSafe() {
+		t.Error("a session pooler was taken for a transaction pooler")
 	}
 }
 

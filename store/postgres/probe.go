@@ -25,9 +25,9 @@ func (b *Backend) probeManySQL() string {
 FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(thread, ns, after, i)`
 }
 
-// Probe implements store.Backend: every probe of the batch in one
+// probe answers store.Backend.Probe: every probe of the batch in one
 // statement, one round trip however many reads share it.
-func (b *Backend) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
+func (b *Backend) probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
 	threads := make([]string, len(ps))
 	namespaces := make([]string, len(ps))
 	after := make([]string, len(ps))

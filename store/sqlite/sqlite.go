@@ -601,7 +601,7 @@ func (b *Backend) classify(ctx context.Context, err error) error {
 		return nil
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("sqlite: %w", ctxErr)
+		return fmt.Errorf("sqlite: %w: %w", store.ErrNoAnswer, ctxErr)
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {

@@ -13,6 +13,18 @@
 //     restarted, under continuous load; every answer is correct or
 //     Unavailable, and the first correct answer follows the database's
 //     return within two seconds.
+//   - TestNoDialStormWhileStoreDown: PostgreSQL stopped under callers that
+//     call again at once; historyd keeps at most one connection attempt in
+//     flight, backs off to about two a second, answers every call at once
+//     with Unavailable, logs a handful of lines, and recovers within
+//     two seconds of PostgreSQL's return.
+//   - TestLockedTableNotReady: LOCK TABLE checkpoints held; health turns
+//     NOT_SERVING and /readyz 503 while calls time out, saying the store
+//     had not answered, and both recover once it is released.
+//   - TestSIGHUPEndsRevokedWatches, TestWatchMaxAge: a token revoked by
+//     SIGHUP ends its open watch with Unauthenticated at once; a watch
+//     ends at --watch-max-age with the resume trailer, and the Go client
+//     resumes it without a failure.
 //   - TestCorruptBlob: one turn's state blob is garbage; that turn answers
 //     DataLoss naming the thread, checkpoint and channel, the rest of the
 //     thread and other threads are unaffected.
@@ -31,8 +43,10 @@
 //     once with a non-zero exit and one line naming the DSN (password
 //     masked) and what to fix.
 //   - TestThroughPgBouncer: Debian's PgBouncer, stock settings, in
-//     transaction and session mode, 8 concurrent clients making every kind
-//     of call; every answer is exactly the directly connected historyd's.
+//     transaction and session mode, and in transaction mode without
+//     --pooler transaction (found and warned of), 8 concurrent clients
+//     making every kind of call; every answer is exactly the directly
+//     connected historyd's.
 //   - TestHotStandby: served from a real hot standby; a turn written on the
 //     primary appears once replayed, and with replay paused neither a new
 //     turn nor the pruning of an old one shows until it resumes.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,8 +21,9 @@ import (
 )
 
 // TestThroughPgBouncer serves a thread through Debian's PgBouncer with its
-// stock settings, in transaction mode (historyd serve --pooler transaction)
-// and in session mode (--pooler session), as a role granted SELECT only,
+// stock settings, in transaction mode (historyd serve --pooler transaction,
+// and --pooler none, which historyd finds out and warns of) and in session
+// mode (--pooler session), as a role granted SELECT only,
 // to 8 concurrent clients making every kind of call. Every call must
 // succeed with exactly the answer a historyd connected to PostgreSQL
 // directly gives.
@@ -39,11 +41,13 @@ func TestThroughPgBouncer(t *testing.T) {
 		t.Fatalf("the direct historyd's answer is wrong: %v", err)
 	}
 
-	for _, mode := range []struct{ pooler, env string }{
-		{"transaction", "HISTORYD_TEST_POOLER_TX_DSN"},
-		{"session", "HISTORYD_TEST_POOLER_SESSION_DSN"},
+	for _, mode := range []struct{ name, pooler, env string }{
+		{"transaction", "transaction", "HISTORYD_TEST_POOLER_TX_DSN"},
+		{"session", "session", "HISTORYD_TEST_POOLER_SESSION_DSN"},
+		// Not told of the transaction pooler, historyd finds it.
+		{"transaction, --pooler none", "none", "HISTORYD_TEST_POOLER_TX_DSN"},
 	} {
-		t.Run(mode.pooler, func(t *testing.T) {
+		t.Run(mode.name, func(t *testing.T) {
 			h := startHistoryd(t, bin, "--dsn", poolerDSN(t, pool, schema, mode.env), "--schema", schema, "--pooler", mode.pooler)
 			conn := dial(t, h.addr)
 			waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
@@ -74,9 +78,13 @@ func TestThroughPgBouncer(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			t.Logf("through PgBouncer in %s mode: %d calls from %d clients, %d rounds failed", mode.pooler, calls, clients, len(failed))
+			t.Logf("through PgBouncer in %s mode: %d calls from %d clients, %d rounds failed", mode.name, calls, clients, len(failed))
 			if len(failed) > 0 {
 				t.Fatalf("%d of %d rounds failed; first: %v", len(failed), clients*rounds, failed[0])
+			}
+			warned := strings.Count(h.logs.String(), "transaction pooler that --pooler does not name")
+			if want := map[bool]int{true: 1, false: 0}[mode.pooler == "none"]; warned != want {
+				t.Errorf("%d warnings of an unnamed transaction pooler, want %d", warned, want)
 			}
 			h.requireRunning(t)
 		})

@@ -59,6 +59,14 @@ export const DEFAULTS = Object.freeze({
   valueFormat: "json" as ValueFormat,
 });
 
+/**
+ * The trailer with which historyd ends a stream the client is to make again
+ * from where it got to (the stream reached the server's maximum age, or a
+ * reload of its token file changed what the call reads), with UNAVAILABLE:
+ * it is resumed at once and counts as no failure.
+ */
+export const RESUME_TRAILER = "historyd-resume";
+
 /** The largest turn number the API can carry (int32). */
 const MAX_TURN = 2 ** 31 - 1;
 
@@ -498,7 +506,9 @@ export class ThreadHistory {
    * StreamSnapshots: a long history never has to fit in one response nor in
    * memory. Breaking out of the loop cancels the call. A stream cut with
    * UNAVAILABLE resumes after the last turn yielded, so no turn comes twice;
-   * only failures in a row count against the retries, and the deadline
+   * one the server ends at its maximum age (RESUME_TRAILER) resumes at once,
+   * counting as no failure; only failures in a row count against the
+   * retries, and the deadline
    * bounds the whole read. Each turn carries the numbering its message was
    * sent with.
    */
@@ -529,6 +539,7 @@ export class ThreadHistory {
         } catch (err) {
           const e = err instanceof HistorydError ? err : ConnectError.from(err);
           if (e instanceof HistorydError) throw e;
+          if (e.code === Code.Unavailable && e.metadata.has(RESUME_TRAILER)) continue; // not a failure: resume at once
           if (e.code !== Code.Unavailable || failures >= this.retries) throw fail(method, threadId, e);
         }
         failures++;

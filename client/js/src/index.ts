@@ -5,6 +5,7 @@
 
 export {
   DEFAULTS,
+  RESUME_TRAILER,
   HistorydError,
   ThreadHistory,
   type CallOpts,

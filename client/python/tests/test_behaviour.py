@@ -36,6 +36,7 @@ class DefaultsTest(unittest.TestCase):
         self.assertEqual(historyd_client.client._BACKOFF_JITTER, want["backoff_jitter"])
         self.assertEqual(historyd_client.DEFAULT_MAX_RECEIVE_MESSAGE_LENGTH, want["max_receive_bytes"])
         self.assertEqual(want["retry_codes"], ["UNAVAILABLE"])
+        self.assertEqual(historyd_client.client.RESUME_TRAILER, want["resume_trailer"])
         h = HistorydThreadHistory("127.0.0.1:1")
         self.assertEqual(h.value_format, want["value_format"])
         self.assertEqual((h.timeout, h.retries, h.backoff), (10.0, 3, 0.1))
@@ -45,12 +46,14 @@ class DefaultsTest(unittest.TestCase):
 
 class Flaky(FakeHistory):
     """FakeHistory whose first ``fail`` calls fail with UNAVAILABLE; streams
-    fail after sending ``cut`` messages, as a restarting server's do."""
+    fail after sending ``cut`` messages, as a restarting server's do, or with
+    ``resume`` end there as historyd ends a stream at its maximum age."""
 
-    def __init__(self, fail: int = 0, cut: int | None = None) -> None:
+    def __init__(self, fail: int = 0, cut: int | None = None, resume: bool = False) -> None:
         super().__init__()
         self.fail = fail
         self.cut = cut
+        self.resume = resume
         self.calls = 0
         self.from_turns: list[int] = []
 
@@ -73,6 +76,9 @@ class Flaky(FakeHistory):
             if n < request.from_turn:
                 continue
             if failing and self.cut is not None and sent == self.cut:
+                if self.resume:
+                    context.set_trailing_metadata(((historyd_client.client.RESUME_TRAILER, "max-age"),))
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, "the stream reached this server's maximum age")
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "server going away")
             yield pb.StreamSnapshotsResponse(turn=turns[n], total=total)
             sent += 1
@@ -132,6 +138,17 @@ class RetryTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(fake.from_turns[:3], [0, 4, 5])
         self.assertEqual([t.n for t in history.turns], RETAINED)
         self.assertEqual(history.total, TOTAL)
+
+    async def test_stream_resumes_at_max_age_as_no_failure(self) -> None:
+        # Every call ends after one turn, asking to be resumed: with no
+        # retries allowed, the read still yields every turn once.
+        fake = Flaky(fail=100, cut=1, resume=True)
+        async with HistorydThreadHistory(await self.serve(fake), plaintext=True, retries=0, backoff=5) as h:
+            start = time.monotonic()
+            turns = [t.n async for t in h.stream_snapshots("t")]
+        self.assertEqual(turns, RETAINED)
+        self.assertEqual(fake.from_turns, [0, 4, 5])
+        self.assertLess(time.monotonic() - start, 2.0)  # resumed at once, not after a backoff
 
     async def test_stream_gives_up_after_failures_in_a_row(self) -> None:
         fake = Flaky(fail=100)

@@ -55,7 +55,8 @@ function turnState(n) {
 
 /**
  * serve starts the server; `flaky.fail` makes the next calls fail with
- * UNAVAILABLE (streams after `flaky.cut` messages). It records each call's
+ * UNAVAILABLE (streams after `flaky.cut` messages; with `flaky.resume`
+ * asking to be resumed, as at historyd's maximum age). It records each call's
  * method, request and authorization header.
  */
 /** JSON text as historyd writes it: JSON.stringify's, but for -0, which it writes "-0". */
@@ -69,7 +70,7 @@ function historydJson(v) {
 
 export async function serve({ tls = false } = {}) {
   const calls = [];
-  const flaky = { fail: 0, cut: null };
+  const flaky = { fail: 0, cut: null, resume: false };
   const values = { json: true, texts: {} };
   const encoder = new TextEncoder();
   const enter = async (method, req, ctx) => {
@@ -129,7 +130,11 @@ export async function serve({ tls = false } = {}) {
       if (!turns.length) yield { total, numbering: numbering(req) };
       let sent = 0;
       for (const n of turns) {
-        if (failing && sent === flaky.cut) throw new ConnectError("server going away", Code.Unavailable);
+        if (failing && sent === flaky.cut) {
+          // With flaky.resume, as historyd ends a stream at its maximum age.
+          if (flaky.resume) throw new ConnectError("the stream reached this server's maximum age", Code.Unavailable, { "historyd-resume": "max-age" });
+          throw new ConnectError("server going away", Code.Unavailable);
+        }
         yield { turn: project(turnState(n), req), total, numbering: numbering(req) };
         sent++;
       }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 
-import { Code, DEFAULTS, HistorydError, ThreadHistory } from "../../dist/index.js";
+import { Code, DEFAULTS, HistorydError, RESUME_TRAILER, ThreadHistory } from "../../dist/index.js";
 import { ANSWERED_WITH, AREA, AWKWARD, QUESTIONS, RETAINED, TOTAL, serve } from "../support/server.mjs";
 import { Inspector } from "../../dist/inspect.js";
 import { sameValues } from "../support/same.mjs";
@@ -21,6 +21,7 @@ describe("defaults", () => {
     assert.equal(DEFAULTS.backoffJitter, want.backoff_jitter);
     assert.equal(DEFAULTS.maxReceiveBytes, want.max_receive_bytes);
     assert.equal(DEFAULTS.valueFormat, want.value_format);
+    assert.equal(RESUME_TRAILER, want.resume_trailer);
     const h = new ThreadHistory("127.0.0.1:1");
     assert.equal(h.plaintext, false);
     assert.deepEqual([h.timeoutMs, h.retries, h.backoffMs, h.valueFormat], [10_000, 3, 100, "json"]);
@@ -257,6 +258,28 @@ describe("over plaintext", () => {
     srv.flaky.fail = 0;
     assert.deepEqual(turns, RETAINED);
     assert.deepEqual(srv.calls.slice(start).map((c) => c.req.fromTurn), [0, 4, 5]);
+  });
+
+  test("a stream ended at the server's maximum age resumes at once, as no failure", async () => {
+    // Every call ends after one turn asking to be resumed: with no retries
+    // allowed, the read still yields every turn once, without a backoff.
+    const h = client({ retries: 0, backoffMs: 5000 });
+    srv.flaky.fail = 100;
+    srv.flaky.cut = 1;
+    srv.flaky.resume = true;
+    const start = srv.calls.length;
+    const began = Date.now();
+    const turns = [];
+    try {
+      for await (const t of h.streamSnapshots("t")) turns.push(t.turn);
+    } finally {
+      srv.flaky.cut = null;
+      srv.flaky.fail = 0;
+      srv.flaky.resume = false;
+    }
+    assert.deepEqual(turns, RETAINED);
+    assert.deepEqual(srv.calls.slice(start).map((c) => c.req.fromTurn), [0, 4, 5]);
+    assert.ok(Date.now() - began < 2000, "resumed at once");
   });
 
   test("the deadline bounds each call", async () => {

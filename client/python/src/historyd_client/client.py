@@ -60,6 +60,12 @@ MAX_BACKOFF = 2.0
 
 _BACKOFF_JITTER = 0.2
 
+#: The trailer with which historyd ends a stream the client is to make again
+#: from where it got to (the stream reached the server's maximum age, or a
+#: reload of its token file changed what the call reads), with UNAVAILABLE:
+#: it is resumed at once and counts as no failure.
+RESUME_TRAILER = "historyd-resume"
+
 _USER_AGENT = "historyd-python-client"
 
 
@@ -489,7 +495,9 @@ class HistorydThreadHistory:
         :class:`~historyd_client.LocalTurn`), read with ``StreamSnapshots``, so
         a long history never has to fit in one response nor in memory. A
         stream cut with UNAVAILABLE is resumed after the last turn yielded,
-        so no turn comes twice. :meth:`stream_turns` reads the same as
+        so no turn comes twice; one the server ends at its maximum age (the
+        ``historyd-resume`` trailer) is resumed at once, counting as no
+        failure. :meth:`stream_turns` reads the same as
         :class:`TurnState` items, with ``answered_with`` and ``numbering``,
         which ``Turn`` has no field for.
         """
@@ -796,12 +804,21 @@ class HistorydThreadHistory:
                     yield message
                 return
             except grpc.aio.AioRpcError as exc:
+                if _resume_asked(exc):
+                    continue
                 if exc.code() != grpc.StatusCode.UNAVAILABLE or failures >= self.retries:
                     raise HistorydError(method, exc.code(), exc.details()) from exc
             finally:
                 call.cancel()  # a no-op once the stream has ended
             failures += 1
             await self._wait(method, failures, deadline)
+
+
+def _resume_asked(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether the server ended the stream for the client to make it again at once."""
+    if exc.code() != grpc.StatusCode.UNAVAILABLE:
+        return False
+    return any(key == RESUME_TRAILER for key, _ in exc.trailing_metadata() or ())
 
 
 def _utc(t: _dt.datetime) -> _dt.datetime:
