@@ -118,17 +118,17 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // Client reads thread history from a historyd server over gRPC. It
 // implements ThreadHistory and is safe for concurrent use.
 type Client struct {
-	rpc     historydv1.ThreadHistoryClient
-	owned   *grpc.ClientConn // closed by Close; nil when the caller owns the connection
+	rpc   historydv1.ThreadHistoryClient
+	owned *grpc.ClientConn // closed by Close; nil when the caller owns the connection
 	// target is what Dial dialled, and insecure whether without TLS: what
 	// a failure to connect is probed against (see transportMismatch).
 	// Empty for a Client from New, whose connection is the caller's.
 	target   string
 	insecure bool
-	timeout time.Duration
-	retries int
-	backoff retry.BackoffFunc // the wait before retry n (from 1)
-	closed  atomic.Bool
+	timeout  time.Duration
+	retries  int
+	backoff  retry.BackoffFunc // the wait before retry n (from 1)
+	closed   atomic.Bool
 }
 
 var _ ThreadHistory = (*Client)(nil)
