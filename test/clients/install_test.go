@@ -40,7 +40,7 @@ print(json.dumps({"file": historyd_client.__file__, "langchain_core": langchain_
 
 // TestPythonInstall installs the client with its [langchain] extra the
 // ordinary way, `pip install "historyd-client[langchain] @
-// git+file://…@<commit>#subdirectory=client/python"`, into a new
+// git+file://localhost/…@<commit>#subdirectory=client/python"`, into a new
 // virtualenv of the oldest Python it supports (3.10), with
 // requirements-langchain.txt as constraints so that what installs is what
 // is pinned (langchain-core 1.7.7 there); then runs the client's unit tests
@@ -54,7 +54,9 @@ func TestPythonInstall(t *testing.T) {
 	venv := filepath.Join(dir, "venv")
 	run(t, dir, nil, python, "-m", "venv", venv)
 	py := filepath.Join(venv, "bin", "python")
-	spec := "historyd-client[langchain] @ git+file://" + root + "@" + headCommit(t, root) + "#subdirectory=client/python"
+	// file://localhost/…: the pip of Python 3.10 (23.0) refuses a file URL
+	// with an empty host (file:///…) in a "name[extra] @ url" requirement.
+	spec := "historyd-client[langchain] @ git+file://localhost" + root + "@" + headCommit(t, root) + "#subdirectory=client/python"
 	run(t, dir, nil, py, "-m", "pip", "--disable-pip-version-check", "--no-input", "install", "-q",
 		"-c", filepath.Join(root, "client/python/requirements-langchain.txt"), spec)
 	run(t, dir, nil, py, "-m", "pip", "--disable-pip-version-check", "check")
