@@ -5,8 +5,8 @@ TLS, fails in gRPC's words for whatever broke first: ``WRONG_VERSION_NUMBER``
 from the TLS library, or ``Socket closed`` when the TLS server hangs up on
 the plaintext preface. Neither says what to change. So when a call fails to
 connect at all, the target is asked directly, once, by a TLS handshake that
-verifies nothing (nothing is sent over it): a TLS server answers in TLS, a
-plaintext one answers with bytes that are not TLS. When that contradicts
+verifies nothing and is closed without a request: a TLS server answers in
+TLS, a plaintext one answers with bytes that are not TLS. When that contradicts
 the client's setting, the call's error says in one line which the server
 speaks and which argument to change, with the code UNAVAILABLE, as the Go
 and TypeScript clients do.

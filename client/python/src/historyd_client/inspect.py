@@ -33,6 +33,16 @@ For the same state and arguments the text is the Go tool's byte for byte
 U+2029 escaped, numbers in Go's shortest form), sizes in characters, and
 patterns read as RE2 reads them (see ``historyd_client._re2``).
 
+Without a thread id (a host that did not pass the run's thread) but with a
+history, a read answers ``no_thread_id``, saying the host named no thread,
+and logs a warning for the host's author on the ``historyd_client.inspect``
+logger.
+
+:meth:`Inspector.read` is async and :meth:`Inspector.read_sync` is the same
+for synchronous code: both drive one generator that works out the answer
+and yields each read it needs, so the two cannot answer differently. Either
+reads through either client.
+
 This module needs nothing beyond the client; ``historyd_client.langchain``
 wraps it as a LangChain tool.
 """
