@@ -37,7 +37,7 @@ const probeTimeout = 2 * time.Second
 // closed without a request. A TLS server answers in TLS; a plaintext one
 // answers with bytes that are not a TLS record.
 func (c *Client) transportMismatch(st *status.Status) error {
-	if c.target == "" || st.Code() != codes.Unavailable || !connectFailure(st.Message()) {
+	if c == nil || c.target == "" || st.Code() != codes.Unavailable || !connectFailure(st.Message()) {
 		return nil
 	}
 	addr, ok := tcpAddress(c.target)
