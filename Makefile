@@ -95,10 +95,11 @@ breaking:
 test-unit:
 	$(GO) test -short $(TEST_FLAGS) ./...
 
-## test-python: the Python client's unit tests (no PostgreSQL needed).
+## test-python: the Python client's unit tests on Python 3.10, 3.11, 3.12
+## and 3.13, each in a virtualenv of its own (scripts/pyclients.sh; no
+## PostgreSQL needed).
 test-python:
-	scripts/pyenv.sh
-	PYTHONPATH=client/python/src $${HISTORYD_VENV:-.cache/venv}/bin/python -m unittest discover -s client/python/tests
+	scripts/pyclients.sh
 
 ## test-deps: install what the integration suites need.
 test-deps:
@@ -111,7 +112,7 @@ test-deps:
 ## integration, conformance and fault-injection tests against a throwaway
 ## PostgreSQL (or the one HISTORYD_TEST_DSN names), then each fuzz target
 ## for $(TEST_FUZZTIME).
-test: check-gen lint breaking build test-deps test-deploy
+test: check-gen lint breaking build test-deps test-deploy test-python
 	scripts/test.sh $(TEST_FLAGS) ./...
 	scripts/fuzz.sh $(TEST_FUZZTIME)
 

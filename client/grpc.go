@@ -118,12 +118,17 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // Client reads thread history from a historyd server over gRPC. It
 // implements ThreadHistory and is safe for concurrent use.
 type Client struct {
-	rpc     historydv1.ThreadHistoryClient
-	owned   *grpc.ClientConn // closed by Close; nil when the caller owns the connection
-	timeout time.Duration
-	retries int
-	backoff retry.BackoffFunc // the wait before retry n (from 1)
-	closed  atomic.Bool
+	rpc   historydv1.ThreadHistoryClient
+	owned *grpc.ClientConn // closed by Close; nil when the caller owns the connection
+	// target is what Dial dialled, and insecure whether without TLS: what
+	// a failure to connect is probed against (see transportMismatch).
+	// Empty for a Client from New, whose connection is the caller's.
+	target   string
+	insecure bool
+	timeout  time.Duration
+	retries  int
+	backoff  retry.BackoffFunc // the wait before retry n (from 1)
+	closed   atomic.Bool
 }
 
 var _ ThreadHistory = (*Client)(nil)
@@ -158,7 +163,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("historyd: Dial %q: %w", target, err)
 	}
 	c := newClient(conn, cfg)
-	c.owned = conn
+	c.owned, c.target, c.insecure = conn, target, cfg.insecure
 	return c, nil
 }
 
@@ -393,8 +398,15 @@ func (c *Client) begin(ctx context.Context) (context.Context, context.CancelFunc
 
 // fail names the call and thread in err's text while keeping its status, so
 // logs say what failed and status.FromError and status.Code still work.
+//
+// A call that could not connect because the server speaks the other of TLS
+// and plaintext says so instead, with the code UNAVAILABLE, and matches
+// ErrServerPlaintext or ErrServerTLS.
 func (c *Client) fail(method, threadID string, err error) error {
 	st, _ := status.FromError(err)
+	if mismatch := c.transportMismatch(st); mismatch != nil {
+		return &rpcError{method: method, threadID: threadID, st: status.New(codes.Unavailable, mismatchMessage(c.target, mismatch)), mismatch: mismatch}
+	}
 	return &rpcError{method: method, threadID: threadID, st: st}
 }
 
@@ -404,6 +416,7 @@ type rpcError struct {
 	method   string
 	threadID string
 	st       *status.Status
+	mismatch error // ErrServerPlaintext, ErrServerTLS or nil
 }
 
 func (e *rpcError) Error() string {
@@ -416,8 +429,12 @@ func (e *rpcError) GRPCStatus() *status.Status { return e.st }
 
 // Is lets errors.Is match the context errors a call ended with, so callers
 // can test for context.DeadlineExceeded and context.Canceled as with any
-// other context-bound call.
+// other context-bound call, and ErrServerPlaintext or ErrServerTLS when the
+// call could not connect for that reason.
 func (e *rpcError) Is(target error) bool {
+	if e.mismatch != nil && target == e.mismatch {
+		return true
+	}
 	switch target {
 	case context.DeadlineExceeded:
 		return e.st.Code() == codes.DeadlineExceeded

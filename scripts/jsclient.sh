@@ -2,7 +2,7 @@
 # jsclient.sh: node_modules for the TypeScript client, client/js.
 #
 # Runs `npm ci` in client/js, which installs exactly what package-lock.json
-# pins: the client's dependencies (@bufbuild/protobuf, @connectrpc/connect,
+# pins (and runs the package's prepare script, which builds dist/): the client's dependencies (@bufbuild/protobuf, @connectrpc/connect,
 # @connectrpc/connect-node, re2js) and its build and test tools
 # (protoc-gen-es, which `make gen` runs, typescript, @langchain/core,
 # @langchain/langgraph, zod). Nothing in it is native or fetched from outside

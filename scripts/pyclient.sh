@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# pyclient.sh: the client virtualenv, .cache/venv-client (HISTORYD_CLIENT_VENV
+# pyclient.sh: a client virtualenv, .cache/venv-client (HISTORYD_CLIENT_VENV
 # to put it elsewhere): the Python client's dependencies with its [langchain]
 # extra and nothing else — grpcio, protobuf, orjson, langchain-core and what
 # that pulls in, every one pinned in client/python/requirements-langchain.txt
-# — on the machine's default Python (3.11), without mcp-toolsets-runtime or
-# LangGraph. test/clients runs the Python client's tests and the shared
-# inspect_state cases in it, so what a LangChain host without
+# (with markers where Python 3.10 needs other versions) — on the machine's
+# default Python, or PYTHON, without mcp-toolsets-runtime or LangGraph.
+# test/clients runs the shared inspect_state cases in the default one, and
+# scripts/pyclients.sh builds one per supported Python (3.10 to 3.13) and
+# runs the client's unit tests in each, so what a LangChain host without
 # mcp-toolsets-runtime installs is what is tested. The client itself is
 # imported from client/python/src (PYTHONPATH), so edits need no reinstall.
 #
 # Nothing is reinstalled while the requirements and the Python version are
-# unchanged (stamp: .cache/venv-client/.historyd-stamp).
+# unchanged (stamp: <venv>/.historyd-stamp).
 #
 # Environment: PYTHON (interpreter, default python3; 3.10 or newer),
 # HISTORYD_CLIENT_VENV (venv directory).

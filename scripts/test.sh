@@ -25,6 +25,9 @@
 # - HISTORYD_TEST_CLIENT_PYTHON: the client venv python of scripts/pyclient.sh
 #   (langchain-core, grpcio, protobuf only), and HISTORYD_TEST_CLIENT_JS:
 #   client/js, its node_modules from scripts/jsclient.sh (test/clients).
+# - HISTORYD_TEST_CLIENT_PYTHON_OLDEST: the client venv python of the oldest
+#   Python the client supports (3.10, scripts/pyclients.sh --venvs), which
+#   test/clients installs the client from git with.
 # - HISTORYD_TEST_REFERENCE=required when scripts/pyenv.sh found that the
 #   reference implementation imports, so that losing it fails the suite
 #   instead of only being logged.
@@ -57,6 +60,7 @@ fi
 scripts/pyenv.sh
 scripts/nodeenv.sh
 scripts/pyclient.sh
+HISTORYD_PYTHON_VERSIONS=3.10 scripts/pyclients.sh --venvs
 scripts/jsclient.sh
 
 venv=${HISTORYD_VENV:-$REPO/.cache/venv}
@@ -65,6 +69,7 @@ export HISTORYD_TEST_SUPERUSER_DSN=${HISTORYD_TEST_SUPERUSER_DSN:-$HISTORYD_TEST
 export HISTORYD_TEST_PYTHON=${HISTORYD_TEST_PYTHON:-$venv/bin/python}
 export HISTORYD_TEST_NODE=${HISTORYD_TEST_NODE:-$REPO/test/conformance/js}
 export HISTORYD_TEST_CLIENT_PYTHON=${HISTORYD_TEST_CLIENT_PYTHON:-${HISTORYD_CLIENT_VENV:-$REPO/.cache/venv-client}/bin/python}
+export HISTORYD_TEST_CLIENT_PYTHON_OLDEST=${HISTORYD_TEST_CLIENT_PYTHON_OLDEST:-$REPO/.cache/venv-client-3.10/bin/python}
 export HISTORYD_TEST_CLIENT_JS=${HISTORYD_TEST_CLIENT_JS:-$REPO/client/js}
 if [[ -z ${HISTORYD_TEST_REFERENCE:-} ]] && grep -q '^ok' "$venv/reference.status" 2>/dev/null; then
   export HISTORYD_TEST_REFERENCE=required

@@ -183,7 +183,10 @@ func (in *Inspector) Diff(ctx context.Context, threadID string, args DiffArgs) (
 	if key == "" {
 		key = AllKeys
 	}
-	if in.History == nil || threadID == "" {
+	if in.History != nil && threadID == "" {
+		return in.noThread(ctx, nil, "The host running this tool did not name this conversation's thread, so its saved state cannot be read and no two turns can be compared. Calling again will not change that: say that the state could not be read."), nil
+	}
+	if in.History == nil {
 		turn := 0
 		if args.To != nil {
 			turn = *args.To

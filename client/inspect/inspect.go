@@ -30,7 +30,10 @@
 // to skip notes.
 //
 // Without a history the tool still reads the present, and a turn read
-// answers no_turn_history.
+// answers no_turn_history. With a history but no thread id (a host that did
+// not pass the run's thread), the tool answers no_thread_id, saying the host
+// named no thread, and logs a warning for the host's author: the model can
+// do nothing about it, and "no history" would be false.
 //
 // Answers are plain text meant for the model. A value whose JSON is larger
 // than Inspector.MaxValueChars comes back as an outline of its structure,
@@ -49,6 +52,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,6 +142,9 @@ type Inspector struct {
 	// MaxLineChars caps the value shown on one matching line. Default
 	// DefaultMaxLineChars.
 	MaxLineChars int
+	// Logger receives what the host's author must fix, such as a call
+	// without a thread id. Default slog.Default().
+	Logger *slog.Logger
 }
 
 func (in *Inspector) maxValueChars() int { return positive(in.MaxValueChars, DefaultMaxValueChars) }
@@ -173,6 +180,9 @@ func (in *Inspector) Read(ctx context.Context, threadID string, args Args) (stri
 	if args.Turn != nil {
 		return in.readAt(ctx, threadID, key, *args.Turn, project, args)
 	}
+	if in.Present == nil && in.History != nil && threadID == "" {
+		return in.noThread(ctx, nil, noThreadReason), nil
+	}
 	st, newest, err := in.present(ctx, threadID, project)
 	if err != nil {
 		return "", err
@@ -194,11 +204,14 @@ func (in *Inspector) Read(ctx context.Context, threadID string, args Args) (stri
 
 // readAt answers a turn read.
 func (in *Inspector) readAt(ctx context.Context, threadID, key string, turn int, project []string, args Args) (string, error) {
-	if in.History == nil || threadID == "" {
+	if in.History == nil {
 		return dumps(noTurnHistory{
 			Turn:   turn,
 			Reason: "This deployment keeps no per-turn history, so only the current value of a key can be read. Call again without turn.",
 		}), nil
+	}
+	if threadID == "" {
+		return in.noThread(ctx, &turn, noThreadReason), nil
 	}
 	snap, err := in.History.Snapshot(ctx, threadID, turn, in.opts(project)...)
 	if err == nil && snap != nil && snap.Outcome == client.Found && key != AllKeys && !populated(snap.State, key) {
@@ -230,6 +243,24 @@ func (in *Inspector) readAt(ctx context.Context, threadID, key string, turn int,
 		}), nil
 	}
 	return "", status.Errorf(codes.Internal, "inspect: snapshot of turn %d has no outcome", turn)
+}
+
+// noThreadReason is what a read without a thread id tells the model: the
+// cause is the host's, and no other call the model could make reads the
+// state, so it is told to say so rather than to try again.
+const noThreadReason = "The host running this tool did not name this conversation's thread, so its saved state cannot be read, now or at any turn. Calling again will not change that: say that the state could not be read."
+
+// noThread answers a read the host gave no thread id for, and logs why for
+// the host's author, who is the one who can pass it.
+func (in *Inspector) noThread(ctx context.Context, turn *int, reason string) string {
+	logger := in.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.WarnContext(ctx, "inspect_state: called without a thread id, so the history cannot be read; "+
+		"the host must pass the conversation's thread id to Inspector.Read (LangGraph: the run's configurable.thread_id)",
+		"tool", ToolName)
+	return dumps(noThreadID{NoThread: true, Turn: turn, Reason: reason})
 }
 
 // estimatedNumbers is what a turn read of a thread whose numbering is
@@ -466,6 +497,12 @@ func describeMiss(m pathMiss, at any) pathMiss {
 type noTurnHistory struct {
 	Turn   int    `json:"no_turn_history"`
 	Reason string `json:"reason"`
+}
+
+type noThreadID struct {
+	NoThread bool   `json:"no_thread_id"`
+	Turn     *int   `json:"turn,omitempty"`
+	Reason   string `json:"reason"`
 }
 
 // Note, on each answer at a turn, is Inspector.turnNote's text.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -536,5 +537,57 @@ func TestSchema(t *testing.T) {
 	}
 	if inspect.ToolName != "inspect_state" || !strings.Contains(inspect.ToolDescription, "turn=<n>") {
 		t.Errorf("tool name/description not as expected")
+	}
+}
+
+// A host that passes no thread id has a history the tool cannot read: the
+// answer says the host named no thread (not that the deployment keeps no
+// history, which would be false), whether the read is of a turn or of the
+// present, and the host's author reads why in the log.
+func TestReadWithoutThread(t *testing.T) {
+	ctx := context.Background()
+	var logs strings.Builder
+	h := demo()
+	in := &inspect.Inspector{History: h, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	const reason = `"reason":"The host running this tool did not name this conversation's thread, so its saved state cannot be read, now or at any turn. Calling again will not change that: say that the state could not be read."}`
+	for _, tt := range []struct {
+		args inspect.Args
+		want string
+	}{
+		{inspect.Args{Key: "area", Turn: turn(2)}, `{"no_thread_id":true,"turn":2,` + reason},
+		{inspect.Args{Key: "area"}, `{"no_thread_id":true,` + reason},
+		{inspect.Args{Key: "*", Turn: turn(1)}, `{"no_thread_id":true,"turn":1,` + reason},
+	} {
+		got, err := in.Read(ctx, "", tt.args)
+		if err != nil {
+			t.Fatalf("%+v: %v", tt.args, err)
+		}
+		if got != tt.want {
+			t.Errorf("%+v:\n got: %s\nwant: %s", tt.args, got, tt.want)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=WARN msg=\"inspect_state: called without a thread id"); n != 3 {
+		t.Errorf("%d warnings for 3 calls without a thread id; log:\n%s", n, logs.String())
+	}
+	if len(h.calls) != 0 {
+		t.Errorf("the history was read: %v", h.calls)
+	}
+
+	// Without a history, "no per-turn history" is the truth, thread or not.
+	got, _ := (&inspect.Inspector{}).Read(ctx, "", inspect.Args{Key: "area", Turn: turn(2)})
+	if !strings.HasPrefix(got, `{"no_turn_history":2,`) {
+		t.Errorf("no history, no thread: %s", got)
+	}
+	// A host holding the present itself still answers present reads.
+	live := &inspect.Inspector{History: demo(), Present: func(context.Context, string) (map[string]client.Entry, error) {
+		return map[string]client.Entry{"k": {Value: 1.0}}, nil
+	}, Logger: slog.New(slog.DiscardHandler)}
+	if got, _ := live.Read(ctx, "", inspect.Args{Key: "k"}); got != "1" {
+		t.Errorf("present read from Present without a thread: %s", got)
+	}
+
+	d, err := in.Diff(ctx, "", inspect.DiffArgs{Key: "area"})
+	if err != nil || !strings.HasPrefix(d, `{"no_thread_id":true,"reason":"The host running this tool did not name this conversation's thread, so`) {
+		t.Errorf("diff without a thread: %s, %v", d, err)
 	}
 }

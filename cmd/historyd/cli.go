@@ -87,7 +87,7 @@ func (cc clientCommand) run(ctx context.Context, args []string, stdout, stderr i
 	e := &envFlags{fs: fs}
 	c := &cliContext{stdout: stdout, stderr: stderr, name: cc.name}
 	c.addr = stringFlag(fs, "addr", "HISTORYD_ADDR", "localhost:50051", "historyd's gRPC address")
-	c.plaintext = e.bool("plaintext", "HISTORYD_PLAINTEXT", false, "connect without TLS (the default for a loopback --addr without TLS flags)")
+	c.plaintext = e.bool("plaintext", "HISTORYD_PLAINTEXT", false, "connect without TLS (the default for a loopback --addr, 0.0.0.0 included, without TLS flags)")
 	c.tlsCA = stringFlag(fs, "tls-ca", "HISTORYD_TLS_CA", "", "PEM CA bundle to verify historyd's certificate with (default: the system roots)")
 	c.tlsCert = stringFlag(fs, "tls-cert", "HISTORYD_CLIENT_CERT", "", "PEM client certificate, for a server that requires one")
 	c.tlsKey = stringFlag(fs, "tls-key", "HISTORYD_CLIENT_KEY", "", "PEM private key of --tls-cert")
@@ -205,7 +205,9 @@ func (c *cliContext) dial() (*client.Client, error) {
 }
 
 // loopback reports whether addr is this machine, which is reached in
-// plaintext unless TLS is asked for.
+// plaintext unless TLS is asked for: localhost, a loopback address, or the
+// unspecified address (0.0.0.0, ::), which a connection reaches this
+// machine by, and which is what a server's --listen often says.
 func loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(strings.TrimPrefix(addr, "dns:///"))
 	if err != nil {
@@ -215,11 +217,15 @@ func loopback(addr string) bool {
 		return true
 	}
 	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
 }
 
 // fail reports err and returns its exit code.
 func (c *cliContext) fail(err error) int {
+	if line, ok := c.mismatch(err); ok {
+		fmt.Fprintf(c.stderr, "historyd %s: %s\n", c.name, line)
+		return exitUnavailable
+	}
 	fmt.Fprintf(c.stderr, "historyd %s: %v\n", c.name, err)
 	switch status.Code(err) {
 	case codes.InvalidArgument:
@@ -230,6 +236,21 @@ func (c *cliContext) fail(err error) int {
 		return exitDenied
 	}
 	return exitFailed
+}
+
+// mismatch is the line that says which of TLS and plaintext the server
+// speaks and which flag to change, when err is a call that could not
+// connect for that reason.
+func (c *cliContext) mismatch(err error) (string, bool) {
+	switch {
+	case errors.Is(err, client.ErrServerPlaintext):
+		return fmt.Sprintf("historyd at %s speaks plaintext, not TLS: pass --plaintext", *c.addr), true
+	case errors.Is(err, client.ErrServerTLS) && *c.plaintext:
+		return fmt.Sprintf("historyd at %s speaks TLS, not plaintext: drop --plaintext (and pass --tls-ca for a private CA)", *c.addr), true
+	case errors.Is(err, client.ErrServerTLS):
+		return fmt.Sprintf("historyd at %s speaks TLS, not plaintext: a loopback --addr is dialled in plaintext unless a TLS flag is given: pass --tls-ca (or --tls-server-name)", *c.addr), true
+	}
+	return "", false
 }
 
 // miss reports a turn that was not found, and returns its exit code.

@@ -34,6 +34,10 @@ type sharedCase struct {
 	Name string `json:"name"`
 	// Thread is the thread the tool reads.
 	Thread string `json:"thread"`
+	// NoThread runs the tool without a thread id (no configurable.thread_id
+	// in the run's config), as a host that forgot to pass it does; Thread
+	// is then empty.
+	NoThread bool `json:"no_thread,omitempty"`
 	// NoHistory builds the tool without a history, as a deployment that
 	// keeps none does.
 	NoHistory bool `json:"no_history,omitempty"`
@@ -79,8 +83,8 @@ func loadTable(t *testing.T, root string) table {
 			t.Fatalf("%s: case %d: name %q is empty or not unique", casesFile, i, c.Name)
 		}
 		seen[c.Name] = true
-		if c.Thread == "" || len(c.Args) == 0 {
-			t.Fatalf("%s: case %q: thread and args are required", casesFile, c.Name)
+		if (c.Thread == "") != c.NoThread || len(c.Args) == 0 {
+			t.Fatalf("%s: case %q: args, and either thread or no_thread, are required", casesFile, c.Name)
 		}
 	}
 	return tab

@@ -10,7 +10,10 @@
 // and TypeScript case runners against the same address and compares all
 // three with the table. It also runs the TypeScript package's own tests
 // (npm test), whose end-to-end test drives a LangGraph.js agent against
-// historyd over PostgreSQL.
+// historyd over PostgreSQL; a LangGraph agent with the Python tool under
+// invoke and ainvoke; every client and the CLI against a historyd in the
+// other of TLS and plaintext; and the Python and TypeScript packages
+// installed the ordinary way (pip from git, npm from a folder and from git).
 //
 // See client/testdata/README.md for how to add a case.
 package clients

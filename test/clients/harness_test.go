@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -103,6 +104,13 @@ func writeFixture(t testing.TB, bin string) string {
 // test failed.
 func startHistoryd(t testing.TB, bin string, args ...string) string {
 	t.Helper()
+	return startHistorydWith(t, insecure.NewCredentials(), bin, args...)
+}
+
+// startHistorydWith is startHistoryd for a server the health check reaches
+// with creds (TLS, for one started with --tls-cert).
+func startHistorydWith(t testing.TB, creds credentials.TransportCredentials, bin string, args ...string) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("no free loopback port: %v", err)
@@ -136,7 +144,7 @@ func startHistoryd(t testing.TB, bin string, args ...string) string {
 		}
 	})
 
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import {
   type TurnState as WireTurnState,
 } from "./gen/historyd/v1/history_pb.js";
 import { traceContextInterceptor } from "./tracing.js";
+import { hostPort, mismatch } from "./transport.js";
 
 /**
  * How state values travel from historyd, and what an Entry holds:
@@ -419,6 +420,8 @@ export class ThreadHistory {
   readonly valueFormat: ValueFormat;
   readonly #rpc: Client<typeof ThreadHistoryService>;
   readonly #token: ThreadHistoryOptions["token"];
+  /** The address the client's own transport dials; undefined over a transport of the caller's. */
+  readonly #address: { host: string; port: number } | undefined;
   #closed = false;
 
   /**
@@ -446,6 +449,7 @@ export class ThreadHistory {
     this.backoffMs = o.backoffMs ?? DEFAULTS.backoffMs;
     this.plaintext = o.plaintext === true;
     this.#token = o.token;
+    this.#address = o.transport ? undefined : hostPort(target);
     const transport =
       o.transport ??
       createGrpcTransport({
@@ -540,7 +544,7 @@ export class ThreadHistory {
           const e = err instanceof HistorydError ? err : ConnectError.from(err);
           if (e instanceof HistorydError) throw e;
           if (e.code === Code.Unavailable && e.metadata.has(RESUME_TRAILER)) continue; // not a failure: resume at once
-          if (e.code !== Code.Unavailable || failures >= this.retries) throw fail(method, threadId, e);
+          if (e.code !== Code.Unavailable || failures >= this.retries) throw await this.#fail(method, threadId, e, opts.signal);
         }
         failures++;
         await this.#wait(method, threadId, failures, deadline, opts.signal);
@@ -707,10 +711,25 @@ export class ThreadHistory {
       } catch (err) {
         if (err instanceof HistorydError) throw err;
         const e = ConnectError.from(err);
-        if (e.code !== Code.Unavailable || failures >= this.retries) throw fail(method, threadId, e);
+        if (e.code !== Code.Unavailable || failures >= this.retries) throw await this.#fail(method, threadId, e, opts.signal);
       }
       await this.#wait(method, threadId, failures + 1, deadline, opts.signal);
     }
+  }
+
+  /**
+   * The error a failed call throws. A call that could not connect because
+   * the server speaks the other of TLS and plaintext says so in one line,
+   * with the code UNAVAILABLE (see transport.ts); finding that out asks the
+   * server once, so it is not done for a call the caller aborted, nor over
+   * a transport of the caller's.
+   */
+  async #fail(method: string, threadId: string, e: ConnectError, signal?: AbortSignal): Promise<HistorydError> {
+    if (this.#address && !signal?.aborted) {
+      const line = await mismatch(this.target, this.#address, this.plaintext, e);
+      if (line !== undefined) return new HistorydError(method, threadId, Code.Unavailable, line, e);
+    }
+    return fail(method, threadId, e);
   }
 
   /** Waits before retry number n (from 1), or fails if the deadline or an abort comes first. */

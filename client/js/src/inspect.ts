@@ -6,7 +6,9 @@
 // naming its turn; no_such_turn with how many turns the conversation has had;
 // turn_no_longer_retained with the turns still retained and a reason telling
 // the model not to answer from the current value. Without a history the
-// present can still be read, and a turn read answers no_turn_history. Large
+// present can still be read, and a turn read answers no_turn_history; with a
+// history but no thread id (a host that did not pass the run's thread), a
+// read answers no_thread_id and the host's author is warned in the log. Large
 // values come back as an outline; `pattern` searches flattened
 // "path = value" lines (an RE2 expression, as in Go, run with re2js), `path`
 // reads one part; data: URIs become a short marker before anything else
@@ -59,6 +61,8 @@ const SHAPE_STRING_CHARS = 40;
 const OUTLINE_KEYS = 50;
 const OUTLINE_FIRST_CHARS = 500;
 const MARKER_HEADER_CHARS = 40;
+const NO_THREAD_REASON =
+  "The host running this tool did not name this conversation's thread, so its saved state cannot be read, now or at any turn. Calling again will not change that: say that the state could not be read.";
 const ESTIMATED_NUMBERS =
   "Turn numbers here are estimated and may be too low: the oldest part of this conversation's saved history was pruned, and what is left does not show how many questions came before it.";
 
@@ -97,6 +101,8 @@ export interface InspectorOptions {
   maxValueChars?: number;
   maxMatches?: number;
   maxLineChars?: number;
+  /** Gets what the host's author must fix, such as a call without a thread id. Default: console.warn. */
+  log?: (message: string) => void;
 }
 
 /** A read of the present with no way to see it; a host misconfiguration, not something to tell the model. */
@@ -120,6 +126,7 @@ export class Inspector {
   readonly maxValueChars: number;
   readonly maxMatches: number;
   readonly maxLineChars: number;
+  readonly log: (message: string) => void;
 
   constructor(o: InspectorOptions = {}) {
     if ((o.history as { valueFormat?: unknown } | undefined)?.valueFormat === "raw") {
@@ -133,6 +140,7 @@ export class Inspector {
     this.maxValueChars = positive(o.maxValueChars, DEFAULT_MAX_VALUE_CHARS);
     this.maxMatches = positive(o.maxMatches, DEFAULT_MAX_MATCHES);
     this.maxLineChars = positive(o.maxLineChars, DEFAULT_MAX_LINE_CHARS);
+    this.log = o.log ?? ((message) => console.warn(message));
   }
 
   /**
@@ -146,6 +154,7 @@ export class Inspector {
     const pattern = args.pattern ?? "";
     const path = args.path ?? "";
     if (args.turn !== undefined && args.turn !== null) return this.#readAt(threadId, key, args.turn, project, pattern, path);
+    if (!this.present && this.history && threadId === "") return this.#noThread(undefined);
     let [state, newest] = await this.#present(threadId, project);
     if (newest > 0 && project && !populated(state, key)) {
       // The projection came back without the key; the listing the miss
@@ -155,6 +164,17 @@ export class Inspector {
       state = full.state;
     }
     return this.#render(key, state, undefined, "", pattern, path);
+  }
+
+  /** The answer to a read the host gave no thread id for, logged for the host's author. */
+  #noThread(turn: number | undefined): string {
+    this.log(
+      "inspect_state: called without a thread id, so the history cannot be read; the host must pass the conversation's thread id to Inspector.read (LangChain.js: the run's configurable.thread_id)",
+    );
+    const out = new Map<string, unknown>([["no_thread_id", true]]);
+    if (turn !== undefined) out.set("turn", turn);
+    out.set("reason", NO_THREAD_REASON);
+    return dumps(out);
   }
 
   /** The read options of every history read, projected to keys when given. */
@@ -182,7 +202,8 @@ export class Inspector {
   }
 
   async #readAt(threadId: string, key: string, turn: number, project: string[] | undefined, pattern: string, path: string): Promise<string> {
-    if (!this.history || threadId === "") {
+    if (this.history && threadId === "") return this.#noThread(turn);
+    if (!this.history) {
       return dumps(
         new Map<string, unknown>([
           ["no_turn_history", turn],

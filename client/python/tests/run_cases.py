@@ -8,7 +8,10 @@ virtualenv (langchain-core, grpcio and protobuf, no mcp-toolsets-runtime),
 and compares each answer with the table's and with the Go and TypeScript
 clients'. Each case is played as a host plays a tool call: a chat model with
 the tool bound (``bind_tools``) asks for it, and the tool runs the call under
-the case's thread as the run's ``configurable.thread_id``.
+the case's thread as the run's ``configurable.thread_id`` (none for a
+``no_thread`` case). Each call is made twice, with ``ainvoke`` over
+``HistorydThreadHistory`` and with ``invoke`` over
+``SyncHistorydThreadHistory``, and the two answers must be the same.
 
 Writes ``{"tool": {"name", "description", "parameters"}, "results": [{"name",
 "output"} or {"name", "error"}, ...]}``, the tool as the model sees it and
@@ -28,7 +31,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from historyd_client import HistorydThreadHistory
+from historyd_client import HistorydThreadHistory, SyncHistorydThreadHistory
 from historyd_client.langchain import inspect_state_tool
 
 
@@ -59,36 +62,43 @@ class ScriptedModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
+def content(reply: Any) -> str:
+    return reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
+
+
 async def run(target: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
     results = []
+    sync_history = SyncHistorydThreadHistory(target, plaintext=True)
     async with HistorydThreadHistory(target, plaintext=True) as history:
-        with_history = inspect_state_tool(history)
-        without = inspect_state_tool(None)
-        on_channel: dict[str, Any] = {}
+        tools: dict[tuple[bool, bool, str], Any] = {}
+
+        def tool(sync: bool, case: dict[str, Any]) -> Any:
+            which = (sync, bool(case.get("no_history")), case.get("channel") or "")
+            if which not in tools:
+                over = None if which[1] else (sync_history if sync else history)
+                tools[which] = inspect_state_tool(over, channel=which[2])
+            return tools[which]
+
         model = ScriptedModel(calls=[c["args"] for c in cases])
-        bound = model.bind_tools([with_history])
+        bound = model.bind_tools([tool(False, {})])
         conversation: list[BaseMessage] = []
         for case in cases:
             conversation.append(HumanMessage(content=case["name"]))
             ask = await bound.ainvoke(conversation)
             (call,) = ask.tool_calls
-            tool = with_history
-            if case.get("channel"):
-                channel = case["channel"]
-                if channel not in on_channel:
-                    on_channel[channel] = inspect_state_tool(history, channel=channel)
-                tool = on_channel[channel]
-            if case.get("no_history"):
-                tool = without
-            config = {"configurable": {"thread_id": case["thread"]}}
+            config = {} if case.get("no_thread") else {"configurable": {"thread_id": case["thread"]}}
             try:
-                reply = await tool.ainvoke({**call, "type": "tool_call"}, config=config)
-                content = reply.content
-                results.append({"name": case["name"], "output": content if isinstance(content, str) else json.dumps(content)})
+                answer = content(await tool(False, case).ainvoke({**call, "type": "tool_call"}, config=config))
+                # The sync path, as agent.invoke() runs tools (in a worker thread).
+                again = content(await asyncio.to_thread(tool(True, case).invoke, {**call, "type": "tool_call"}, config))
+                if again != answer:
+                    raise AssertionError(f"invoke answered {again!r}, ainvoke {answer!r}")
+                results.append({"name": case["name"], "output": answer})
             except Exception as exc:  # recorded: the comparison says which case failed and why
                 results.append({"name": case["name"], "error": f"{type(exc).__name__}: {exc}"})
             conversation.append(ask)
         function = model.bound[0]["function"]
+    sync_history.close()
     return {
         "tool": {"name": function["name"], "description": function["description"], "parameters": function["parameters"]},
         "results": results,

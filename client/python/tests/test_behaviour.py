@@ -19,7 +19,7 @@ import historyd_client
 from historyd_client import HistorydError, HistorydThreadHistory, Outcome
 from historyd_client.gen.historyd.v1 import history_pb2 as pb
 from historyd_client.gen.historyd.v1 import history_pb2_grpc as pb_grpc
-from test_client import AREA, RETAINED, TOTAL, FakeHistory
+from test_client import AREA, RETAINED, TOTAL, FakeHistory, also_sync
 
 DEFAULTS = os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "defaults.json")
 
@@ -86,7 +86,11 @@ class Flaky(FakeHistory):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "down")
 
 
+@also_sync
 class RetryTest(unittest.IsolatedAsyncioTestCase):
+    #: Makes the client under test (also_sync adds a sync twin).
+    make = staticmethod(HistorydThreadHistory)
+
     async def serve(self, fake: FakeHistory) -> str:
         self.server = grpc.aio.server()
         pb_grpc.add_ThreadHistoryServicer_to_server(fake, self.server)
@@ -97,14 +101,14 @@ class RetryTest(unittest.IsolatedAsyncioTestCase):
 
     async def test_unary_recovers(self) -> None:
         fake = Flaky(fail=2)
-        async with HistorydThreadHistory(await self.serve(fake), plaintext=True, backoff=0.001) as h:
+        async with self.make(await self.serve(fake), plaintext=True, backoff=0.001) as h:
             result = await h.turn("t", 3)
         self.assertIs(result.outcome, Outcome.FOUND)
         self.assertEqual(fake.calls, 3)
 
     async def test_unary_gives_up(self) -> None:
         fake = Flaky(fail=100)
-        async with HistorydThreadHistory(await self.serve(fake), plaintext=True, retries=2, backoff=0.001) as h:
+        async with self.make(await self.serve(fake), plaintext=True, retries=2, backoff=0.001) as h:
             with self.assertRaises(HistorydError) as err:
                 await h.turn("t", 3)
         self.assertEqual(err.exception.code(), grpc.StatusCode.UNAVAILABLE)
@@ -112,7 +116,7 @@ class RetryTest(unittest.IsolatedAsyncioTestCase):
 
     async def test_other_codes_not_retried(self) -> None:
         fake = Flaky()
-        async with HistorydThreadHistory(await self.serve(fake), plaintext=True, backoff=0.001) as h:
+        async with self.make(await self.serve(fake), plaintext=True, backoff=0.001) as h:
             with self.assertRaises(HistorydError) as err:
                 await h.turn("denied", 1)
         self.assertEqual(err.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
@@ -121,7 +125,7 @@ class RetryTest(unittest.IsolatedAsyncioTestCase):
     async def test_timeout_bounds_retries(self) -> None:
         fake = Flaky(fail=10_000)
         start = time.monotonic()
-        async with HistorydThreadHistory(
+        async with self.make(
             await self.serve(fake), plaintext=True, timeout=0.3, retries=1000, backoff=0.05
         ) as h:
             with self.assertRaises(HistorydError) as err:
@@ -131,7 +135,7 @@ class RetryTest(unittest.IsolatedAsyncioTestCase):
 
     async def test_stream_resumes_after_the_last_turn(self) -> None:
         fake = Flaky(fail=2, cut=1)
-        async with HistorydThreadHistory(await self.serve(fake), plaintext=True, backoff=0.001) as h:
+        async with self.make(await self.serve(fake), plaintext=True, backoff=0.001) as h:
             turns = [t.n async for t in h.stream_snapshots("t")]
             history = await h.snapshots("t")
         self.assertEqual(turns, RETAINED)
@@ -143,7 +147,7 @@ class RetryTest(unittest.IsolatedAsyncioTestCase):
         # Every call ends after one turn, asking to be resumed: with no
         # retries allowed, the read still yields every turn once.
         fake = Flaky(fail=100, cut=1, resume=True)
-        async with HistorydThreadHistory(await self.serve(fake), plaintext=True, retries=0, backoff=5) as h:
+        async with self.make(await self.serve(fake), plaintext=True, retries=0, backoff=5) as h:
             start = time.monotonic()
             turns = [t.n async for t in h.stream_snapshots("t")]
         self.assertEqual(turns, RETAINED)
@@ -152,7 +156,7 @@ class RetryTest(unittest.IsolatedAsyncioTestCase):
 
     async def test_stream_gives_up_after_failures_in_a_row(self) -> None:
         fake = Flaky(fail=100)
-        async with HistorydThreadHistory(await self.serve(fake), plaintext=True, retries=2, backoff=0.001) as h:
+        async with self.make(await self.serve(fake), plaintext=True, retries=2, backoff=0.001) as h:
             with self.assertRaises(HistorydError) as err:
                 [t async for t in h.stream_snapshots("t")]
         self.assertEqual(err.exception.code(), grpc.StatusCode.UNAVAILABLE)
@@ -160,19 +164,22 @@ class RetryTest(unittest.IsolatedAsyncioTestCase):
 
     async def test_stream_from_turn_and_keys(self) -> None:
         fake = Flaky()
-        async with HistorydThreadHistory(await self.serve(fake), plaintext=True) as h:
+        async with self.make(await self.serve(fake), plaintext=True) as h:
             turns = [t async for t in h.stream_snapshots("t", keys=[AREA], from_turn=4)]
         self.assertEqual([t.n for t in turns], [4, 5])
         self.assertEqual(list(turns[0].state), [AREA])
 
 
+@also_sync
 class TurnTest(unittest.IsolatedAsyncioTestCase):
+    make = staticmethod(HistorydThreadHistory)
+
     async def asyncSetUp(self) -> None:
         self.server = grpc.aio.server()
         pb_grpc.add_ThreadHistoryServicer_to_server(FakeHistory(), self.server)
         port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
-        self.history = HistorydThreadHistory(f"127.0.0.1:{port}", plaintext=True)
+        self.history = self.make(f"127.0.0.1:{port}", plaintext=True)
 
     async def asyncTearDown(self) -> None:
         await self.history.close()

@@ -11,7 +11,9 @@ the conversion of StateEntry back to tool_state entries (from value_json,
 the default, and from value, the same), the three Snapshot outcomes, the result types (mcp-toolsets-runtime's own when it
 imports, look-alikes when it does not), the bearer token, deadlines, error
 codes, StreamSnapshots with its Snapshots fallback, and use from more than one
-event loop.
+event loop. Every test served here runs twice: against HistorydThreadHistory,
+and against SyncHistorydThreadHistory seen through ``AsyncView`` (each call in
+a thread), so the two clients are held to the same behaviour.
 """
 
 from __future__ import annotations
@@ -46,7 +48,13 @@ import grpc.aio  # noqa: E402
 from google.protobuf import struct_pb2, timestamp_pb2  # noqa: E402
 
 import historyd_client  # noqa: E402
-from historyd_client import HistorydError, HistorydThreadHistory, Outcome, TurnResult  # noqa: E402
+from historyd_client import (  # noqa: E402
+    HistorydError,
+    HistorydThreadHistory,
+    Outcome,
+    SyncHistorydThreadHistory,
+    TurnResult,
+)
 from historyd_client.gen.historyd.v1 import history_pb2 as pb  # noqa: E402
 from historyd_client.gen.historyd.v1 import history_pb2_grpc as pb_grpc  # noqa: E402
 
@@ -292,8 +300,71 @@ class FakeHistory(pb_grpc.ThreadHistoryServicer):
         return out
 
 
+_END = object()
+
+
+class AsyncView:
+    """A SyncHistorydThreadHistory behind the async client's API: each call runs
+    in a thread (the in-process server needs the event loop), each stream is
+    an async iterator over the sync one, so a test written for
+    HistorydThreadHistory holds the sync client to the same."""
+
+    def __init__(self, sync: SyncHistorydThreadHistory) -> None:
+        self.sync = sync
+
+    def __getattr__(self, name: str):
+        attr = getattr(self.sync, name)
+        if name in ("stream_snapshots", "stream_turns"):
+
+            def stream(*args, **kwargs):
+                async def items():
+                    it = await asyncio.to_thread(lambda: iter(attr(*args, **kwargs)))
+                    while (item := await asyncio.to_thread(next, it, _END)) is not _END:
+                        yield item
+
+                return items()
+
+            return stream
+        if callable(attr):
+
+            async def call(*args, **kwargs):
+                return await asyncio.to_thread(attr, *args, **kwargs)
+
+            return call
+        return attr
+
+    def __repr__(self) -> str:
+        return repr(self.sync)
+
+    async def __aenter__(self) -> AsyncView:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.sync.close)
+
+
+def sync_client(target: str, **kw) -> AsyncView:
+    """A SyncHistorydThreadHistory, through AsyncView."""
+    return AsyncView(SyncHistorydThreadHistory(target, **kw))
+
+
+#: The error a failed call chains to, per client.
+CAUSE = {HistorydThreadHistory: grpc.aio.AioRpcError, sync_client: grpc.RpcError}
+
+
+def also_sync(cls):
+    """``cls`` and, beside it in its module, a copy run against the sync client."""
+    module = sys.modules[cls.__module__]
+    twin = type("Sync" + cls.__name__, (cls,), {"make": staticmethod(sync_client), "__doc__": cls.__doc__})
+    twin.__module__ = cls.__module__
+    setattr(module, twin.__name__, twin)
+    return cls
+
+
 class Served(unittest.IsolatedAsyncioTestCase):
     stream = True
+    #: Makes the client under test: HistorydThreadHistory, or sync_client.
+    make = staticmethod(HistorydThreadHistory)
 
     async def asyncSetUp(self) -> None:
         self.fake = FakeHistory(stream=self.stream)
@@ -307,9 +378,10 @@ class Served(unittest.IsolatedAsyncioTestCase):
         await self.server.stop(None)
 
     def client(self, **kw) -> HistorydThreadHistory:
-        return HistorydThreadHistory(self.target, plaintext=True, **kw)
+        return self.make(self.target, plaintext=True, **kw)
 
 
+@also_sync
 class SnapshotTest(Served):
     async def test_retained_turn_converts_entries(self) -> None:
         async with self.client() as h:
@@ -407,6 +479,7 @@ class SnapshotTest(Served):
         self.assertEqual(snap._fields, ("state", "retained", "total"))
 
 
+@also_sync
 class AuthTest(Served):
     async def test_bearer_token(self) -> None:
         tokens = iter(["first", "second"])
@@ -470,27 +543,30 @@ class AuthTest(Served):
     def test_tls_unless_plaintext_is_asked_for(self) -> None:
         # TLS by default, as in the Go and TypeScript clients (nothing is
         # dialled until the first call).
-        self.assertIn("plaintext=False", repr(HistorydThreadHistory("127.0.0.1:1", token="s3cret")))
-        HistorydThreadHistory("127.0.0.1:1", token="s3cret", credentials=grpc.ssl_channel_credentials())
-        self.assertIn("plaintext=True", repr(HistorydThreadHistory("127.0.0.1:1", token="s3cret", plaintext=True)))
-        with self.assertRaisesRegex(ValueError, "contradict"):
-            HistorydThreadHistory("127.0.0.1:1", plaintext=True, credentials=grpc.ssl_channel_credentials())
-        with self.assertRaises(TypeError):  # the old switch: refused, not read as TLS silently
-            HistorydThreadHistory("127.0.0.1:1", secure=False)
+        for client in (HistorydThreadHistory, SyncHistorydThreadHistory):
+            self.assertIn("plaintext=False", repr(client("127.0.0.1:1", token="s3cret")))
+            client("127.0.0.1:1", token="s3cret", credentials=grpc.ssl_channel_credentials())
+            self.assertIn("plaintext=True", repr(client("127.0.0.1:1", token="s3cret", plaintext=True)))
+            with self.assertRaisesRegex(ValueError, "contradict"):
+                client("127.0.0.1:1", plaintext=True, credentials=grpc.ssl_channel_credentials())
+            with self.assertRaises(TypeError):  # the old switch: refused, not read as TLS silently
+                client("127.0.0.1:1", secure=False)
 
     def test_bad_arguments(self) -> None:
-        for kw in ({"timeout": 0}, {"timeout": -1.0}):
+        for client in (HistorydThreadHistory, SyncHistorydThreadHistory):
+            for kw in ({"timeout": 0}, {"timeout": -1.0}):
+                with self.assertRaises(ValueError):
+                    client("127.0.0.1:1", **kw)
             with self.assertRaises(ValueError):
-                HistorydThreadHistory("127.0.0.1:1", **kw)
-        with self.assertRaises(ValueError):
-            HistorydThreadHistory("")
-        with self.assertRaises(ValueError):
-            HistorydThreadHistory("127.0.0.1:1", token="", plaintext=True)
-        for kw in ({"retries": -1}, {"retries": 1.5}, {"backoff": -0.1}):
+                client("")
             with self.assertRaises(ValueError):
-                HistorydThreadHistory("127.0.0.1:1", **kw)
+                client("127.0.0.1:1", token="", plaintext=True)
+            for kw in ({"retries": -1}, {"retries": 1.5}, {"backoff": -0.1}):
+                with self.assertRaises(ValueError):
+                    client("127.0.0.1:1", **kw)
 
 
+@also_sync
 class ErrorTest(Served):
     async def test_codes(self) -> None:
         async with self.client() as h:
@@ -502,7 +578,7 @@ class ErrorTest(Served):
         self.assertEqual(denied.exception.details(), "token may not read thread denied")
         self.assertIn("PERMISSION_DENIED", str(denied.exception))
         self.assertIsInstance(denied.exception, grpc.RpcError)
-        self.assertIsInstance(denied.exception.__cause__, grpc.aio.AioRpcError)
+        self.assertIsInstance(denied.exception.__cause__, CAUSE[self.make])
         self.assertEqual(invalid.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
 
     async def test_deadline(self) -> None:
@@ -515,7 +591,7 @@ class ErrorTest(Served):
         server = grpc.aio.server()
         port = server.add_insecure_port("127.0.0.1:0")  # bound, then never started
         await server.stop(None)
-        async with HistorydThreadHistory(f"127.0.0.1:{port}", timeout=2, plaintext=True) as h:
+        async with self.make(f"127.0.0.1:{port}", timeout=2, plaintext=True) as h:
             with self.assertRaises(HistorydError) as down:
                 await h.snapshot("t", 1)
         self.assertIn(down.exception.code(), (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED))
@@ -529,6 +605,7 @@ class ErrorTest(Served):
         self.assertEqual(closed.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
 
 
+@also_sync
 class SnapshotsTest(Served):
     async def test_history(self) -> None:
         async with self.client() as h:
@@ -571,6 +648,7 @@ class SnapshotsTest(Served):
         self.assertEqual(index.turns[3].question, TURN4.question)
 
 
+@also_sync
 class AnsweredWithAndNumberingTest(Served):
     async def test_turn(self) -> None:
         async with self.client() as h:
@@ -640,6 +718,7 @@ class AnsweredWithAndNumberingTest(Served):
             HistorydThreadHistory("h:1", plaintext=True, channel=None)  # type: ignore[arg-type]
 
 
+@also_sync
 class SnapshotsFallbackTest(Served):
     stream = False
 

@@ -9,6 +9,7 @@ translations on their own, and the tool's LangChain surface.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -42,6 +43,24 @@ class FakeHistory:
         if keys:
             state = {k: v for k, v in state.items() if k in keys}
         return TurnResult(Outcome.FOUND, turn, 4, retained, question=f"q{turn}", state=state)
+
+
+class SyncFakeHistory(FakeHistory):
+    """FakeHistory with a plain ``turn``, as SyncHistorydThreadHistory has."""
+
+    def turn(self, thread_id, turn, *, keys=None):  # type: ignore[override]
+        coro = super().turn(thread_id, turn, keys=keys)
+        try:
+            coro.send(None)
+        except StopIteration as done:
+            return done.value
+        raise AssertionError("FakeHistory.turn awaited something")
+
+
+NO_THREAD = (
+    "The host running this tool did not name this conversation's thread, so its saved state cannot be read, "
+    "now or at any turn. Calling again will not change that: say that the state could not be read."
+)
 
 
 class ChannelHistory(FakeHistory):
@@ -161,9 +180,54 @@ class InspectorTest(unittest.IsolatedAsyncioTestCase):
     async def test_no_source_of_the_present(self) -> None:
         with self.assertRaises(ins.NoStateError):
             await ins.Inspector().read("t", "area")
-        with self.assertRaises(ins.NoStateError):
-            await ins.Inspector(FakeHistory()).read("", "area")
-        self.assertIn("no_turn_history", await ins.Inspector(FakeHistory()).read("", "area", turn=2))
+        self.assertIn("no_turn_history", await ins.Inspector().read("", "area", turn=2))
+
+    async def test_no_thread_id(self) -> None:
+        # A history but no thread: the host named none, which is what the
+        # model is told (not that there is no history), and the host's
+        # author is told in the log.
+        history = FakeHistory()
+        inspector = ins.Inspector(history)
+        with self.assertLogs("historyd_client.inspect", "WARNING") as logs:
+            at = await inspector.read("", "area", turn=2)
+            now = await inspector.read("", "area")
+        self.assertEqual(at, json.dumps({"no_thread_id": True, "turn": 2, "reason": NO_THREAD}, separators=(",", ":")))
+        self.assertEqual(now, json.dumps({"no_thread_id": True, "reason": NO_THREAD}, separators=(",", ":")))
+        self.assertEqual(history.calls, [])
+        self.assertEqual(len(logs.records), 2)
+        self.assertIn("without a thread id", logs.output[0])
+        self.assertIn("configurable", logs.output[0])
+        # A host holding the present itself still has it read.
+        self.assertEqual(await ins.Inspector(history, present=lambda t: {"k": {"value": 1}}).read("", "k"), "1")
+
+    async def test_sync_and_async_read_alike(self) -> None:
+        asks = [
+            ("t", "area", {}),
+            ("t", "area", {"turn": 1}),
+            ("t", "area", {"turn": 3}),
+            ("t", "*", {"turn": 4}),
+            ("t", "nope", {}),
+            ("t", "area", {"turn": 9}),
+            ("t", "area", {"turn": 2, "pattern": "km"}),
+        ]
+        for thread, key, kw in asks:
+            with self.subTest(key=key, **kw):
+                asynchronous, synchronous = FakeHistory(), SyncFakeHistory()
+                want = await ins.Inspector(asynchronous).read(thread, key, **kw)
+                self.assertEqual(ins.Inspector(synchronous).read_sync(thread, key, **kw), want)
+                # Each kind of history read from the other kind of call.
+                self.assertEqual(await ins.Inspector(SyncFakeHistory()).read(thread, key, **kw), want)
+                self.assertEqual(await asyncio.to_thread(ins.Inspector(FakeHistory()).read_sync, thread, key, **kw), want)
+                self.assertEqual(synchronous.calls, asynchronous.calls)
+
+    async def test_sync_read_of_an_async_present(self) -> None:
+        async def present(thread_id):
+            return {"k": {"value": thread_id}}
+
+        inspector = ins.Inspector(present=present)
+        self.assertEqual(await asyncio.to_thread(inspector.read_sync, "t", "k"), '"t"')
+        with self.assertRaisesRegex(RuntimeError, "event loop"):
+            inspector.read_sync("t", "k")  # this thread runs a loop: the coroutine cannot be run here
 
     async def test_limits(self) -> None:
         inspector = ins.Inspector(present=lambda t: {"k": {"value": {"a": "x" * 30, "b": list(range(5))}}}, max_value_chars=20, max_matches=2, max_line_chars=10)
@@ -244,12 +308,27 @@ class ToolTest(unittest.IsolatedAsyncioTestCase):
         self.assertIsInstance(reply, ToolMessage)
         self.assertEqual(json.loads(reply.content)["turn_no_longer_retained"], 1)
         self.assertEqual(history.calls, [("thread-7", 1, ("area",))])
-        # Without a thread there is no history to read.
-        bare = await tool.ainvoke({"key": "area", "turn": 2})
-        self.assertIn("no_turn_history", bare)
+        # Without a thread the host named none.
+        with self.assertLogs("historyd_client.inspect", "WARNING"):
+            bare = await tool.ainvoke({"key": "area", "turn": 2})
+        self.assertTrue(bare.startswith('{"no_thread_id":true,"turn":2,'), bare)
         # The model may send null for what it leaves out.
         text = await tool.ainvoke({"key": "area", "turn": None, "pattern": None, "path": None}, config={"configurable": {"thread_id": "t"}})
         self.assertTrue(text.startswith('{"km2":12935}'))
+
+    async def test_invoke_and_ainvoke(self) -> None:
+        # The usual sync call of a host (agent.invoke) runs the tool with
+        # invoke; either kind of history serves both calls.
+        config = {"configurable": {"thread_id": "t"}}
+        call = {"name": "inspect_state", "args": {"key": "area", "turn": 2}, "id": "c1", "type": "tool_call"}
+        want = '{"km2":11420}\n[This is area as it stood at the end of turn 2.]'
+        for history in (FakeHistory(), SyncFakeHistory()):
+            with self.subTest(type(history).__name__):
+                tool = inspect_state_tool(history)
+                synchronous = await asyncio.to_thread(tool.invoke, call, config)
+                asynchronous = await tool.ainvoke(call, config)
+                self.assertEqual((synchronous.content, asynchronous.content), (want, want))
+                self.assertEqual(history.calls, [("t", 2, ("area",))] * 2)
 
 
 if __name__ == "__main__":

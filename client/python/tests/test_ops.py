@@ -19,6 +19,7 @@ import historyd_client
 from historyd_client import HistorydError, HistorydThreadHistory
 from historyd_client.gen.historyd.v1 import history_pb2 as pb
 from historyd_client.gen.historyd.v1 import history_pb2_grpc as pb_grpc
+from test_client import also_sync
 
 AT = timestamp_pb2.Timestamp(seconds=1_780_000_000)
 
@@ -107,19 +108,23 @@ class FakeOps(pb_grpc.ThreadHistoryServicer):
 
 
 class Served(unittest.IsolatedAsyncioTestCase):
+    #: Makes the client under test (test_client.also_sync adds a sync twin).
+    make = staticmethod(HistorydThreadHistory)
+
     async def asyncSetUp(self) -> None:
         self.fake = FakeOps()
         self.server = grpc.aio.server()
         pb_grpc.add_ThreadHistoryServicer_to_server(self.fake, self.server)
         port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
-        self.history = HistorydThreadHistory(f"127.0.0.1:{port}", plaintext=True, namespace="sub:1")
+        self.history = self.make(f"127.0.0.1:{port}", plaintext=True, namespace="sub:1")
 
     async def asyncTearDown(self) -> None:
         await self.history.close()
         await self.server.stop(None)
 
 
+@also_sync
 class ThreadsTest(Served):
     async def test_page_and_request(self) -> None:
         after = dt.datetime(2026, 11, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=2)))
@@ -162,6 +167,7 @@ class ThreadsTest(Served):
         self.assertIn("page_size", cm.exception.details())
 
 
+@also_sync
 class DiffTest(Served):
     async def test_changes(self) -> None:
         d = await self.history.diff("t", to_turn=2, keys=["area", "gone", "note"], include_unchanged=True)

@@ -25,7 +25,7 @@ from google.protobuf import struct_pb2
 from historyd_client import HistorydError, ValueFormat
 from historyd_client._convert import entry_to_python, json_to_python, value_to_python
 from historyd_client.gen.historyd.v1 import history_pb2 as pb
-from test_client import AREA, SUMMARY, TOTAL, Served, historyd_json, js_number, value
+from test_client import AREA, SUMMARY, TOTAL, Served, also_sync, historyd_json, js_number, value
 
 
 def typed(x: Any) -> Any:
@@ -177,6 +177,7 @@ class RawEntryTest(unittest.TestCase):
         self.assertEqual(orjson.loads(entry_to_python(e, raw=True)["value_json"]), entry_to_python(e)["value"])
 
 
+@also_sync
 class ServedFormatsTest(Served):
     async def read_all(self, h, fmt=None) -> list[Any]:
         kw = {} if fmt is None else {"value_format": fmt}

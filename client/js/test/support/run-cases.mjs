@@ -8,7 +8,7 @@
 // answer with the table's and with the Go and Python clients'. Each case is
 // played as a host plays a tool call: a chat model with the tool bound
 // (bindTools) asks for it, and the tool runs the call under the case's
-// thread as the run's configurable.thread_id.
+// thread as the run's configurable.thread_id (none for a no_thread case).
 //
 // Writes {"tool": {"name", "description", "parameters"}, "results": [{"name",
 // "output"} or {"name", "error"}, ...]}: the tool as the model sees it and one
@@ -78,7 +78,8 @@ async function main() {
     }
     if (c.no_history) tool = without;
     try {
-      const reply = await tool.invoke({ ...call, type: "tool_call" }, { configurable: { thread_id: c.thread } });
+      const config = c.no_thread ? {} : { configurable: { thread_id: c.thread } };
+      const reply = await tool.invoke({ ...call, type: "tool_call" }, config);
       const content = reply.content;
       results.push({ name: c.name, output: typeof content === "string" ? content : JSON.stringify(content) });
     } catch (err) {

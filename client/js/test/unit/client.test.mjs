@@ -309,10 +309,11 @@ describe("over plaintext", () => {
     assert.equal(srv.calls.at(-1).authorization, null);
   });
 
-  test("TLS is the default: a plaintext server is not reached without plaintext", async () => {
+  test("TLS is the default: a plaintext server is not reached without plaintext, and the error says so", async () => {
     const err = await new ThreadHistory(srv.target, { retries: 0, timeoutMs: 3000 }).snapshot("t", 3).catch((e) => e);
     assert.ok(err instanceof HistorydError);
-    assert.notEqual(err.code, Code.DeadlineExceeded);
+    assert.equal(err.codeName, "UNAVAILABLE");
+    assert.equal(err.details, `historyd at ${srv.target} speaks plaintext, not TLS: pass { plaintext: true }`);
   });
 
   test("close", async () => {
@@ -333,6 +334,14 @@ describe("over TLS", () => {
     const found = await h.snapshot("t", 3);
     assert.equal(found.outcome, "found");
     assert.equal(srv.calls.at(-1).authorization, "Bearer s3cret");
+  });
+
+  test("plaintext to a TLS server: the error says the server speaks TLS", async () => {
+    const err = await new ThreadHistory(srv.target, { plaintext: true, retries: 0, timeoutMs: 3000 }).snapshot("t", 3).catch((e) => e);
+    assert.ok(err instanceof HistorydError);
+    assert.equal(err.codeName, "UNAVAILABLE");
+    assert.equal(err.details, `historyd at ${srv.target} speaks TLS, not plaintext: drop plaintext: true (tls: { ca } for a private CA)`);
+    assert.doesNotMatch(err.message, /\n/);
   });
 
   test("an unknown CA is refused", async () => {

@@ -69,8 +69,22 @@ describe("Inspector", () => {
 
   test("no source of the present", async () => {
     await assert.rejects(new Inspector().read("t", { key: "area" }), NoStateError);
-    await assert.rejects(new Inspector({ history: fakeHistory() }).read("", { key: "area" }), NoStateError);
-    assert.match(await new Inspector({ history: fakeHistory() }).read("", { key: "area", turn: 2 }), /^\{"no_turn_history":2,/);
+    assert.match(await new Inspector().read("", { key: "area", turn: 2 }), /^\{"no_turn_history":2,/);
+  });
+
+  test("no thread id: the host named none, and its author is told", async () => {
+    const history = fakeHistory();
+    const logged = [];
+    const inspector = new Inspector({ history, log: (m) => logged.push(m) });
+    const reason =
+      "The host running this tool did not name this conversation's thread, so its saved state cannot be read, now or at any turn. Calling again will not change that: say that the state could not be read.";
+    assert.equal(await inspector.read("", { key: "area", turn: 2 }), JSON.stringify({ no_thread_id: true, turn: 2, reason }));
+    assert.equal(await inspector.read("", { key: "area" }), JSON.stringify({ no_thread_id: true, reason }));
+    assert.deepEqual(history.calls, []);
+    assert.equal(logged.length, 2);
+    assert.match(logged[0], /without a thread id.*configurable\.thread_id/);
+    // A host holding the present itself still has it read.
+    assert.equal(await new Inspector({ history, present: () => ({ k: { value: 1 } }) }).read("", { key: "k" }), "1");
   });
 
   test("limits", async () => {
@@ -156,7 +170,15 @@ describe("the LangChain.js tool", () => {
     assert.ok(reply instanceof ToolMessage);
     assert.equal(JSON.parse(reply.content).turn_no_longer_retained, 1);
     assert.deepEqual(history.calls, [["thread-7", 1, ["area"]]]);
-    assert.match(await tool.invoke({ key: "area", turn: 2 }), /no_turn_history/);
+    const warn = console.warn;
+    const warned = [];
+    console.warn = (m) => warned.push(m);
+    try {
+      assert.match(await tool.invoke({ key: "area", turn: 2 }), /^\{"no_thread_id":true,"turn":2,/);
+    } finally {
+      console.warn = warn;
+    }
+    assert.equal(warned.length, 1);
     const text = await tool.invoke({ key: "area", turn: null, pattern: null, path: null }, { configurable: { thread_id: "t" } });
     assert.match(text, /^\{"km2":12935\}/);
   });

@@ -1,8 +1,11 @@
 """Python client of historyd, the turn history of LangGraph threads.
 
 :class:`HistorydThreadHistory` reads historyd.v1.ThreadHistory over gRPC
-(``grpc.aio``). For any LangChain host (Python 3.10+, ``langchain-core``
-only, the ``[langchain]`` extra)::
+(``grpc.aio``); :class:`SyncHistorydThreadHistory` is the same client for
+synchronous code (the same arguments and methods, without ``await``). For
+any LangChain host (Python 3.10+, ``langchain-core`` only, the
+``[langchain]`` extra), the tool works under ``invoke`` and ``ainvoke``
+alike, over either client::
 
     from historyd_client import HistorydThreadHistory
     from historyd_client.langchain import inspect_state_tool
@@ -54,6 +57,7 @@ from historyd_client.client import (
     TurnState,
     ValueFormat,
 )
+from historyd_client.sync import SyncHistorydThreadHistory
 
 __version__ = "0.1.0"
 
@@ -75,6 +79,7 @@ __all__ = [
     "Numbering",
     "Outcome",
     "Snapshot",
+    "SyncHistorydThreadHistory",
     "ThreadInfo",
     "ThreadsPage",
     "Turn",

@@ -9,6 +9,13 @@ turn in a type that names which of the three answers it is, and
 ``historyd_client.langchain`` builds the ``inspect_state`` tool on it for any
 LangChain host.
 
+:class:`HistorydThreadHistory` is the ``grpc.aio`` client;
+:class:`~historyd_client.sync.SyncHistorydThreadHistory` is the same client
+for synchronous code, over a plain ``grpc`` channel. Both are built on
+``_ClientBase`` here, which holds everything but the transport: the
+settings, the requests, what a response is read as, the retry policy and
+what a failure says. Each client only sends, waits and retries.
+
 The defaults are the Go and TypeScript clients' (client/testdata/defaults.json
 records them): TLS unless ``plaintext=True``, a 10 s deadline per call,
 UNAVAILABLE retried 3 times after 0.1 s, 0.2 s and 0.4 s (each ±20%, at most
@@ -22,17 +29,20 @@ import asyncio
 import datetime as _dt
 import enum
 import random
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import grpc
 import grpc.aio
 
-from historyd_client import _compat, _convert, _ops, _tracing
+from historyd_client import _compat, _convert, _ops, _tracing, _transport
 from historyd_client.gen.historyd.v1 import history_pb2, history_pb2_grpc
 
-#: The largest turn number the API can carry (``int32``).
+if TYPE_CHECKING:
+    from historyd_client.sync import SyncHistorydThreadHistory
+
 _MAX_TURN = 2**31 - 1
 
 #: Default cap on one response: historyd's default ``--max-response-bytes``, as
@@ -269,47 +279,13 @@ def _value_format(value: ValueFormat | str) -> ValueFormat:
 Token = str | Callable[[], str]
 
 
-class HistorydThreadHistory:
-    """``mcp_state.history.ThreadHistory`` backed by a historyd server.
+class _ClientBase:
+    """What the async and the sync client share: everything but the transport.
 
-    ``target`` is a gRPC target (``"historyd.internal:8443"``,
-    ``"dns:///historyd:8443"``). The connection uses TLS, verified against the
-    system roots, unless ``plaintext=True`` asks for none (local development,
-    or a trusted proxy or mesh that provides transport security);
-    ``credentials`` (``grpc.ssl_channel_credentials(...)``) sets up TLS with a
-    private CA or client certificates instead.
-
-    ``token`` is sent on every call as ``authorization: Bearer <token>``; a
-    callable is called once per call, for tokens that rotate. Over plaintext
-    it is sent only because ``plaintext=True`` said that connection is
-    intended, as Go's ``WithInsecure`` does.
-
-    ``timeout`` bounds each call in seconds, retries and backoff included, and
-    a stream as a whole (``None``: no deadline). ``retries`` is how many times
-    a call that failed with UNAVAILABLE is tried again (0: never), the first
-    after ``backoff`` seconds and each later one after twice as long (±20%,
-    at most 2 s); only UNAVAILABLE is retried, as every other code would fail
-    the same way again. A stream cut with UNAVAILABLE resumes after the last
-    turn it delivered, and only failures in a row count against ``retries``.
-    ``namespace`` is the checkpoint namespace read, ``""`` being the root
-    graph. ``channel`` is the state channel read, ``""`` being the server's
-    default (the first of its ``--state-channels``), e.g. deepagents'
-    ``"files"``; every call also takes ``channel=`` for one read. A channel the
-    server does not serve fails with ``INVALID_ARGUMENT`` naming the ones it
-    does. ``value_format`` is how values travel (:class:`ValueFormat`: JSON
-    text by default, ``"proto"`` for ``google.protobuf.Value``, ``"raw"`` for
-    JSON text left unparsed); every read also takes ``value_format=``. The
-    first two give the same values. ``options`` are extra gRPC channel
-    options. ``trace_context`` sends the caller's OpenTelemetry trace
-    context on every call when ``opentelemetry-api`` is installed (the
-    ``[tracing]`` extra), so that historyd's spans join the host's traces;
-    turn it off when something else already injects it into this channel's
-    calls.
-
-    The channel is opened on first use, in the event loop of that call, and
-    opened again if a later call runs in another loop (``grpc.aio`` channels
-    belong to one loop). Use ``async with`` or :meth:`close` to release it.
-    Failed calls raise :class:`HistorydError`, carrying the gRPC code.
+    The settings and their validation, each RPC's request, what each
+    response is read as, the retry policy, the metadata of a call and what a
+    failed call raises are here, once; a client adds only how a call is sent
+    and how it waits, so the two cannot drift apart.
     """
 
     def __init__(
@@ -347,6 +323,22 @@ class HistorydThreadHistory:
             raise ValueError("historyd: token is empty; pass None to send none")
         if plaintext and credentials is not None:
             raise ValueError("historyd: plaintext=True and credentials contradict each other")
+        # What the constructor was given, for a twin of the other kind
+        # (HistorydThreadHistory.sync) with the same settings.
+        self._settings: dict[str, Any] = {
+            "token": token,
+            "timeout": timeout,
+            "credentials": credentials,
+            "plaintext": plaintext,
+            "retries": retries,
+            "backoff": backoff,
+            "namespace": namespace,
+            "max_receive_message_length": max_receive_message_length,
+            "options": tuple(options),
+            "channel": channel,
+            "value_format": value_format,
+            "trace_context": trace_context,
+        }
         if not plaintext and credentials is None:
             credentials = grpc.ssl_channel_credentials()
         self.value_format = _value_format(value_format)
@@ -363,9 +355,6 @@ class HistorydThreadHistory:
             ("grpc.max_receive_message_length", max_receive_message_length),
             *options,
         ]
-        self._channel: grpc.aio.Channel | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._rpc: history_pb2_grpc.ThreadHistoryStub | None = None
         self._closed = False
         # Resolved here rather than on the first call: looking for
         # mcp-toolsets-runtime imports LangChain, which would stall a running
@@ -373,13 +362,336 @@ class HistorydThreadHistory:
         self._snapshot_type = _compat.snapshot_type()
         self._history_type, self._turn_type = _compat.history_types()
         self._trace = _tracing.injector() if trace_context else None
+        self._init_transport()
+
+    def _init_transport(self) -> None:
+        """Set up what the client's transport keeps (its channel, made on first use)."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return (
-            f"HistorydThreadHistory({self.target!r}, namespace={self.namespace!r}, channel={self.channel!r}, "
+            f"{type(self).__name__}({self.target!r}, namespace={self.namespace!r}, channel={self.channel!r}, "
             f"value_format={self.value_format.value!r}, plaintext={self._credentials is None}, "
             f"token={'set' if self._token else 'none'})"
         )
+
+    # -- requests and what their responses are read as ------------------------
+
+    def _snapshot_request(
+        self, thread_id: str, turn: int, keys: Sequence[str] | None, channel: str | None, fmt: ValueFormat
+    ) -> history_pb2.SnapshotRequest:
+        if isinstance(turn, bool) or not isinstance(turn, int):
+            raise TypeError(f"historyd: turn must be an int, not {type(turn).__name__}")
+        asked = turn if 1 <= turn <= _MAX_TURN else 0  # 0 is answered no_such_turn
+        return history_pb2.SnapshotRequest(
+            thread_id=thread_id,
+            turn=asked,
+            checkpoint_ns=self.namespace,
+            keys=_keys(keys),
+            channel=self._channel_of(channel),
+            value_format=_WIRE_FORMAT[fmt],
+        )
+
+    @staticmethod
+    def _turn_result(response: history_pb2.SnapshotResponse, turn: int, fmt: ValueFormat) -> TurnResult:
+        result = response.WhichOneof("result")
+        common = {
+            "turn": turn,
+            "total": response.total,
+            "retained": tuple(response.retained_turns),
+            "numbering": _numbering(response.numbering),
+        }
+        if result == "state":
+            return TurnResult(
+                outcome=Outcome.FOUND,
+                question=response.state.question,
+                state=_entries("Snapshot", response.state, fmt),
+                checkpoint_id=response.state.checkpoint_id or None,
+                ended_at=_convert.timestamp_to_datetime(response.state, "ended_at"),
+                answered_with=tuple(response.state.answered_with),
+                **common,
+            )
+        if result == "no_such_turn":
+            return TurnResult(outcome=Outcome.NO_SUCH_TURN, **common)
+        if result == "no_longer_retained":
+            return TurnResult(
+                outcome=Outcome.NO_LONGER_RETAINED, question=response.no_longer_retained.question, **common
+            )
+        # Guessing would be the one wrong answer: an empty state reads as
+        # "the key was not there", which the server never said.
+        raise HistorydError(
+            "Snapshot", grpc.StatusCode.INTERNAL, "the response has none of state, no_such_turn, no_longer_retained"
+        )
+
+    def _protocol_snapshot(self, result: TurnResult) -> Any:
+        """A :class:`TurnResult` as the host protocol's ``Snapshot``."""
+        return self._snapshot_type(
+            state=result.state if result.found else None,
+            retained=frozenset(result.retained),
+            total=result.total,
+        )
+
+    def _stream_request(
+        self, thread_id: str, keys: list[str], from_turn: int, channel: str, fmt: ValueFormat
+    ) -> history_pb2.StreamSnapshotsRequest:
+        return history_pb2.StreamSnapshotsRequest(
+            thread_id=thread_id,
+            checkpoint_ns=self.namespace,
+            keys=keys,
+            from_turn=from_turn,
+            channel=channel,
+            value_format=_WIRE_FORMAT[fmt],
+        )
+
+    def _stream_turn(self, message: history_pb2.StreamSnapshotsResponse, fmt: ValueFormat) -> Any:
+        return _turn(self._turn_type, "StreamSnapshots", message.turn, fmt)
+
+    @staticmethod
+    def _stream_turn_state(message: history_pb2.StreamSnapshotsResponse, fmt: ValueFormat) -> TurnState:
+        t = message.turn
+        return TurnState(
+            n=t.turn,
+            question=t.question,
+            checkpoint_id=t.checkpoint_id or None,
+            state=_entries("StreamSnapshots", t, fmt),
+            ended_at=_convert.timestamp_to_datetime(t, "ended_at"),
+            answered_with=tuple(t.answered_with),
+            numbering=_numbering(message.numbering),
+        )
+
+    def _snapshots_request(
+        self, thread_id: str, keys: Sequence[str] | None, channel: str | None, fmt: ValueFormat
+    ) -> history_pb2.SnapshotsRequest:
+        return history_pb2.SnapshotsRequest(
+            thread_id=thread_id,
+            checkpoint_ns=self.namespace,
+            keys=_keys(keys),
+            channel=self._channel_of(channel),
+            value_format=_WIRE_FORMAT[fmt],
+        )
+
+    def _history(self, turns: dict[int, Any], total: int) -> Any:
+        return self._history_type(turns=[turns[n] for n in sorted(turns)], total=total)
+
+    def _history_of_snapshots(self, response: history_pb2.SnapshotsResponse, fmt: ValueFormat) -> Any:
+        turns = {n: _turn(self._turn_type, "Snapshots", state, fmt) for n, state in response.turns.items()}
+        return self._history(turns, response.total)
+
+    def _turns_request(self, thread_id: str, include_keys_written: bool, channel: str | None) -> history_pb2.TurnsRequest:
+        return history_pb2.TurnsRequest(
+            thread_id=thread_id,
+            checkpoint_ns=self.namespace,
+            include_keys_written=include_keys_written,
+            channel=self._channel_of(channel),
+        )
+
+    @staticmethod
+    def _turn_index(response: history_pb2.TurnsResponse) -> TurnIndex:
+        return TurnIndex(
+            turns=[
+                TurnInfo(
+                    n=info.number,
+                    question=info.question,
+                    retained=info.retained,
+                    checkpoint_id=info.checkpoint_id or None,
+                    ended_at=_convert.timestamp_to_datetime(info, "ended_at"),
+                    keys_written=tuple(info.keys_written),
+                    answered_with=tuple(info.answered_with),
+                )
+                for info in response.turns
+            ],
+            total=response.total,
+            numbering=_numbering(response.numbering),
+        )
+
+    def _threads_request(
+        self,
+        prefix: str,
+        page_size: int,
+        page_token: str,
+        newest_first: bool,
+        active_after: _dt.datetime | None,
+        active_before: _dt.datetime | None,
+        include_turns: bool,
+    ) -> history_pb2.ThreadsRequest:
+        request = history_pb2.ThreadsRequest(
+            thread_id_prefix=prefix,
+            checkpoint_ns=self.namespace,
+            page_size=page_size,
+            page_token=page_token,
+            include_turns=include_turns,
+        )
+        if newest_first:
+            request.order = history_pb2.THREADS_ORDER_LAST_ACTIVITY
+        if active_after is not None:
+            request.last_activity_after.FromDatetime(_utc(active_after))
+        if active_before is not None:
+            request.last_activity_before.FromDatetime(_utc(active_before))
+        return request
+
+    def _diff_request(
+        self,
+        thread_id: str,
+        to_turn: int,
+        from_turn: int,
+        keys: Sequence[str] | None,
+        include_unchanged: bool,
+        channel: str | None,
+        fmt: ValueFormat,
+    ) -> history_pb2.DiffRequest:
+        return history_pb2.DiffRequest(
+            thread_id=thread_id,
+            checkpoint_ns=self.namespace,
+            to_turn=_clamp_turn(to_turn),
+            from_turn=_clamp_turn(from_turn),
+            keys=_keys(keys),
+            include_unchanged=include_unchanged,
+            channel=self._channel_of(channel),
+            value_format=_WIRE_FORMAT[fmt],
+        )
+
+    def _channel_of(self, channel: str | None) -> str:
+        """The channel a read asks for: its own, else the client's."""
+        if channel is None:
+            return self.channel
+        if not isinstance(channel, str):
+            raise TypeError("historyd: channel must be a string")
+        return channel
+
+    def _format_of(self, value_format: ValueFormat | str | None) -> ValueFormat:
+        """The value format a read asks for: its own, else the client's."""
+        return self.value_format if value_format is None else _value_format(value_format)
+
+    # -- calls ----------------------------------------------------------------
+
+    def _check_open(self, method: str) -> None:
+        if self._closed:
+            raise HistorydError(method, grpc.StatusCode.FAILED_PRECONDITION, "the client is closed")
+
+    def _new_channel(self, aio: bool) -> Any:
+        """A new gRPC channel to the target: a ``grpc.aio`` one, or a plain one."""
+        module = grpc.aio if aio else grpc
+        if self._credentials is None:
+            return module.insecure_channel(self.target, options=self._options)
+        return module.secure_channel(self.target, self._credentials, options=self._options)
+
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        # Each attempt carries the context current when it is made.
+        trace = self._trace() if self._trace is not None else ()
+        if self._token is None:
+            return trace
+        token = self._token() if callable(self._token) else self._token
+        if not isinstance(token, str) or not token:
+            raise ValueError("historyd: the token callable returned no token")
+        return (("authorization", f"Bearer {token}"), *trace)
+
+    def _deadline(self) -> float | None:
+        return None if self.timeout is None else time.monotonic() + self.timeout
+
+    @staticmethod
+    def _remaining(method: str, deadline: float | None) -> float | None:
+        if deadline is None:
+            return None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HistorydError(method, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
+        return left
+
+    def _retries(self, exc: grpc.RpcError, failures: int) -> bool:
+        """Whether a call that failed with ``exc``, after ``failures`` failed tries before it, is tried again."""
+        return exc.code() == grpc.StatusCode.UNAVAILABLE and failures < self.retries
+
+    def _pause(self, method: str, retry: int, deadline: float | None) -> tuple[float, HistorydError | None]:
+        """How long to wait before retry number ``retry`` (from 1), and the error to raise
+        after waiting when the deadline comes first."""
+        wait = min(self.backoff * 2 ** (retry - 1) * (1 + _BACKOFF_JITTER * (2 * random.random() - 1)), MAX_BACKOFF)
+        if deadline is not None and time.monotonic() + wait >= deadline:
+            late = HistorydError(method, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded while waiting to retry")
+            return max(0.0, deadline - time.monotonic()), late
+        return wait, None
+
+    def _failure(self, method: str, exc: grpc.RpcError) -> HistorydError:
+        """The error a call that failed with ``exc`` raises.
+
+        A call that failed before reaching historyd because one side speaks
+        TLS and the other does not says so in one line, with the argument to
+        change; finding that out makes a connection to the target
+        (:mod:`historyd_client._transport`), so the async client runs this in
+        a thread.
+        """
+        mismatch = _transport.mismatch(
+            self.target, exc.code(), exc.details() or "", plaintext=self._credentials is None
+        )
+        if mismatch is not None:
+            return HistorydError(method, grpc.StatusCode.UNAVAILABLE, mismatch)
+        return HistorydError(method, exc.code(), exc.details())
+
+
+class _Resumption:
+    """Where a resumed ``StreamSnapshots`` read goes on from, and how many tries in a row failed."""
+
+    def __init__(self, from_turn: int) -> None:
+        self.from_turn = from_turn
+        self.failures = 0
+
+    def delivered(self, message: history_pb2.StreamSnapshotsResponse) -> None:
+        if message.HasField("turn"):
+            self.failures = 0
+            self.from_turn = message.turn.turn + 1
+
+
+class HistorydThreadHistory(_ClientBase):
+    """``mcp_state.history.ThreadHistory`` backed by a historyd server, over ``grpc.aio``.
+
+    ``target`` is a gRPC target (``"historyd.internal:8443"``,
+    ``"dns:///historyd:8443"``). The connection uses TLS, verified against the
+    system roots, unless ``plaintext=True`` asks for none (local development,
+    or a trusted proxy or mesh that provides transport security);
+    ``credentials`` (``grpc.ssl_channel_credentials(...)``) sets up TLS with a
+    private CA or client certificates instead. When the server speaks the
+    other (plaintext to a TLS client, TLS to ``plaintext=True``), a call fails
+    with UNAVAILABLE saying so and which argument to change.
+
+    ``token`` is sent on every call as ``authorization: Bearer <token>``; a
+    callable is called once per call, for tokens that rotate. Over plaintext
+    it is sent only because ``plaintext=True`` said that connection is
+    intended, as Go's ``WithInsecure`` does.
+
+    ``timeout`` bounds each call in seconds, retries and backoff included, and
+    a stream as a whole (``None``: no deadline). ``retries`` is how many times
+    a call that failed with UNAVAILABLE is tried again (0: never), the first
+    after ``backoff`` seconds and each later one after twice as long (±20%,
+    at most 2 s); only UNAVAILABLE is retried, as every other code would fail
+    the same way again. A stream cut with UNAVAILABLE resumes after the last
+    turn it delivered, and only failures in a row count against ``retries``.
+    ``namespace`` is the checkpoint namespace read, ``""`` being the root
+    graph. ``channel`` is the state channel read, ``""`` being the server's
+    default (the first of its ``--state-channels``), e.g. deepagents'
+    ``"files"``; every call also takes ``channel=`` for one read. A channel the
+    server does not serve fails with ``INVALID_ARGUMENT`` naming the ones it
+    does. ``value_format`` is how values travel (:class:`ValueFormat`: JSON
+    text by default, ``"proto"`` for ``google.protobuf.Value``, ``"raw"`` for
+    JSON text left unparsed); every read also takes ``value_format=``. The
+    first two give the same values. ``options`` are extra gRPC channel
+    options. ``trace_context`` sends the caller's OpenTelemetry trace
+    context on every call when ``opentelemetry-api`` is installed (the
+    ``[tracing]`` extra), so that historyd's spans join the host's traces;
+    turn it off when something else already injects it into this channel's
+    calls.
+
+    The channel is opened on first use, in the event loop of that call, and
+    opened again if a later call runs in another loop (``grpc.aio`` channels
+    belong to one loop). Use ``async with`` or :meth:`close` to release it.
+    Failed calls raise :class:`HistorydError`, carrying the gRPC code.
+    :meth:`sync` is the same client for synchronous code.
+    """
+
+    def _init_transport(self) -> None:
+        self._channel: grpc.aio.Channel | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._rpc: history_pb2_grpc.ThreadHistoryStub | None = None
+        self._twin: SyncHistorydThreadHistory | None = None
+        self._twin_lock = threading.Lock()
 
     # -- the host protocol -------------------------------------------------
 
@@ -410,11 +722,8 @@ class HistorydThreadHistory:
         turn past the total, with ``state`` ``None`` and the thread's real
         ``total`` and ``retained``, as the protocol expects, not an error.
         """
-        result = await self.turn(thread_id, turn, keys=keys, channel=channel, value_format=value_format)
-        return self._snapshot_type(
-            state=result.state if result.found else None,
-            retained=frozenset(result.retained),
-            total=result.total,
+        return self._protocol_snapshot(
+            await self.turn(thread_id, turn, keys=keys, channel=channel, value_format=value_format)
         )
 
     # -- beyond the protocol -----------------------------------------------
@@ -437,47 +746,9 @@ class HistorydThreadHistory:
         answer is :attr:`Outcome.NO_SUCH_TURN` with the thread's real total and
         retained turns, and ``turn`` the number asked for.
         """
-        if isinstance(turn, bool) or not isinstance(turn, int):
-            raise TypeError(f"historyd: turn must be an int, not {type(turn).__name__}")
-        asked = turn if 1 <= turn <= _MAX_TURN else 0  # 0 is answered no_such_turn
         fmt = self._format_of(value_format)
-        request = history_pb2.SnapshotRequest(
-            thread_id=thread_id,
-            turn=asked,
-            checkpoint_ns=self.namespace,
-            keys=_keys(keys),
-            channel=self._channel_of(channel),
-            value_format=_WIRE_FORMAT[fmt],
-        )
-        response = await self._unary("Snapshot", request)
-        result = response.WhichOneof("result")
-        common = {
-            "turn": turn,
-            "total": response.total,
-            "retained": tuple(response.retained_turns),
-            "numbering": _numbering(response.numbering),
-        }
-        if result == "state":
-            return TurnResult(
-                outcome=Outcome.FOUND,
-                question=response.state.question,
-                state=_entries("Snapshot", response.state, fmt),
-                checkpoint_id=response.state.checkpoint_id or None,
-                ended_at=_convert.timestamp_to_datetime(response.state, "ended_at"),
-                answered_with=tuple(response.state.answered_with),
-                **common,
-            )
-        if result == "no_such_turn":
-            return TurnResult(outcome=Outcome.NO_SUCH_TURN, **common)
-        if result == "no_longer_retained":
-            return TurnResult(
-                outcome=Outcome.NO_LONGER_RETAINED, question=response.no_longer_retained.question, **common
-            )
-        # Guessing would be the one wrong answer: an empty state reads as
-        # "the key was not there", which the server never said.
-        raise HistorydError(
-            "Snapshot", grpc.StatusCode.INTERNAL, "the response has none of state, no_such_turn, no_longer_retained"
-        )
+        request = self._snapshot_request(thread_id, turn, keys, channel, fmt)
+        return self._turn_result(await self._unary("Snapshot", request), turn, fmt)
 
     async def stream_snapshots(
         self,
@@ -501,11 +772,10 @@ class HistorydThreadHistory:
         :class:`TurnState` items, with ``answered_with`` and ``numbering``,
         which ``Turn`` has no field for.
         """
-        turn_type = self._turn_type
         fmt = self._format_of(value_format)
         async for message in self._resumed(thread_id, keys, from_turn, channel, fmt):
             if message.HasField("turn"):
-                yield _turn(turn_type, "StreamSnapshots", message.turn, fmt)
+                yield self._stream_turn(message, fmt)
 
     async def stream_turns(
         self,
@@ -524,16 +794,7 @@ class HistorydThreadHistory:
         fmt = self._format_of(value_format)
         async for message in self._resumed(thread_id, keys, from_turn, channel, fmt):
             if message.HasField("turn"):
-                t = message.turn
-                yield TurnState(
-                    n=t.turn,
-                    question=t.question,
-                    checkpoint_id=t.checkpoint_id or None,
-                    state=_entries("StreamSnapshots", t, fmt),
-                    ended_at=_convert.timestamp_to_datetime(t, "ended_at"),
-                    answered_with=tuple(t.answered_with),
-                    numbering=_numbering(message.numbering),
-                )
+                yield self._stream_turn_state(message, fmt)
 
     async def snapshots(
         self,
@@ -558,7 +819,6 @@ class HistorydThreadHistory:
         ``Snapshots``. ``value_format`` overrides the client's
         (:class:`ValueFormat`), as in every read.
         """
-        history_type, turn_type = self._history_type, self._turn_type
         fmt = self._format_of(value_format)
         turns: dict[int, Any] = {}
         total = 0
@@ -566,21 +826,13 @@ class HistorydThreadHistory:
             async for message in self._resumed(thread_id, keys, 0, channel, fmt):
                 total = max(total, message.total)
                 if message.HasField("turn"):
-                    turns[message.turn.turn] = _turn(turn_type, "StreamSnapshots", message.turn, fmt)
+                    turns[message.turn.turn] = self._stream_turn(message, fmt)
         except HistorydError as exc:
             if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
-            request = history_pb2.SnapshotsRequest(
-                thread_id=thread_id,
-                checkpoint_ns=self.namespace,
-                keys=_keys(keys),
-                channel=self._channel_of(channel),
-                value_format=_WIRE_FORMAT[fmt],
-            )
-            response = await self._unary("Snapshots", request)
-            total = response.total
-            turns = {n: _turn(turn_type, "Snapshots", state, fmt) for n, state in response.turns.items()}
-        return history_type(turns=[turns[n] for n in sorted(turns)], total=total)
+            request = self._snapshots_request(thread_id, keys, channel, fmt)
+            return self._history_of_snapshots(await self._unary("Snapshots", request), fmt)
+        return self._history(turns, total)
 
     async def turns(
         self, thread_id: str, *, include_keys_written: bool = False, channel: str | None = None
@@ -589,29 +841,8 @@ class HistorydThreadHistory:
 
         ``channel`` is the state channel ``include_keys_written`` reads.
         """
-        request = history_pb2.TurnsRequest(
-            thread_id=thread_id,
-            checkpoint_ns=self.namespace,
-            include_keys_written=include_keys_written,
-            channel=self._channel_of(channel),
-        )
-        response = await self._unary("Turns", request)
-        return TurnIndex(
-            turns=[
-                TurnInfo(
-                    n=info.number,
-                    question=info.question,
-                    retained=info.retained,
-                    checkpoint_id=info.checkpoint_id or None,
-                    ended_at=_convert.timestamp_to_datetime(info, "ended_at"),
-                    keys_written=tuple(info.keys_written),
-                    answered_with=tuple(info.answered_with),
-                )
-                for info in response.turns
-            ],
-            total=response.total,
-            numbering=_numbering(response.numbering),
-        )
+        request = self._turns_request(thread_id, include_keys_written, channel)
+        return self._turn_index(await self._unary("Turns", request))
 
     # -- operators -----------------------------------------------------------
 
@@ -635,19 +866,9 @@ class HistorydThreadHistory:
         ``active_after``/``active_before`` (aware datetimes) keep only threads
         whose last checkpoint was written after/before them.
         """
-        request = history_pb2.ThreadsRequest(
-            thread_id_prefix=prefix,
-            checkpoint_ns=self.namespace,
-            page_size=page_size,
-            page_token=page_token,
-            include_turns=include_turns,
+        request = self._threads_request(
+            prefix, page_size, page_token, newest_first, active_after, active_before, include_turns
         )
-        if newest_first:
-            request.order = history_pb2.THREADS_ORDER_LAST_ACTIVITY
-        if active_after is not None:
-            request.last_activity_after.FromDatetime(_utc(active_after))
-        if active_before is not None:
-            request.last_activity_before.FromDatetime(_utc(active_before))
         return _ops.threads_page(await self._unary("Threads", request))
 
     async def diff(
@@ -670,25 +891,37 @@ class HistorydThreadHistory:
         values are always parsed).
         """
         fmt = self._format_of(value_format)
-        request = history_pb2.DiffRequest(
-            thread_id=thread_id,
-            checkpoint_ns=self.namespace,
-            to_turn=_clamp_turn(to_turn),
-            from_turn=_clamp_turn(from_turn),
-            keys=_keys(keys),
-            include_unchanged=include_unchanged,
-            channel=self._channel_of(channel),
-            value_format=_WIRE_FORMAT[fmt],
-        )
+        request = self._diff_request(thread_id, to_turn, from_turn, keys, include_unchanged, channel, fmt)
         return _ops.diff(await self._unary("Diff", request), raw=fmt is ValueFormat.RAW)
 
     # -- lifecycle -----------------------------------------------------------
+
+    def sync(self) -> SyncHistorydThreadHistory:
+        """This client for synchronous code: a :class:`~historyd_client.sync.SyncHistorydThreadHistory`
+        with the same settings and a channel of its own, made on first use and
+        closed with this client.
+
+        ``historyd_client.langchain``'s tool reads through it when a host
+        calls the tool synchronously (``invoke``), so one client serves both.
+        """
+        with self._twin_lock:
+            if self._twin is None:
+                if self._closed:
+                    raise HistorydError("sync", grpc.StatusCode.FAILED_PRECONDITION, "the client is closed")
+                from historyd_client.sync import SyncHistorydThreadHistory
+
+                self._twin = SyncHistorydThreadHistory(self.target, **self._settings)
+            return self._twin
 
     async def close(self) -> None:
         """Close the channel. Later calls fail with ``FAILED_PRECONDITION``."""
         self._closed = True
         channel, loop = self._channel, self._loop
         self._channel = self._loop = self._rpc = None
+        with self._twin_lock:
+            twin, self._twin = self._twin, None
+        if twin is not None:
+            twin.close()
         if channel is not None and loop is asyncio.get_running_loop():
             await channel.close()
 
@@ -701,61 +934,26 @@ class HistorydThreadHistory:
     # -- plumbing ------------------------------------------------------------
 
     def _stub(self, method: str) -> history_pb2_grpc.ThreadHistoryStub:
-        if self._closed:
-            raise HistorydError(method, grpc.StatusCode.FAILED_PRECONDITION, "the client is closed")
+        self._check_open(method)
         loop = asyncio.get_running_loop()
         if self._rpc is None or self._loop is not loop:
             # A channel made in another loop cannot be used (or awaited
             # closed) from this one; it is released with that loop.
-            if self._credentials is None:
-                channel = grpc.aio.insecure_channel(self.target, options=self._options)
-            else:
-                channel = grpc.aio.secure_channel(self.target, self._credentials, options=self._options)
-            self._channel, self._loop = channel, loop
-            self._rpc = history_pb2_grpc.ThreadHistoryStub(channel)
+            self._channel, self._loop = self._new_channel(aio=True), loop
+            self._rpc = history_pb2_grpc.ThreadHistoryStub(self._channel)
         return self._rpc
 
-    def _channel_of(self, channel: str | None) -> str:
-        """The channel a read asks for: its own, else the client's."""
-        if channel is None:
-            return self.channel
-        if not isinstance(channel, str):
-            raise TypeError("historyd: channel must be a string")
-        return channel
-
-    def _format_of(self, value_format: ValueFormat | str | None) -> ValueFormat:
-        """The value format a read asks for: its own, else the client's."""
-        return self.value_format if value_format is None else _value_format(value_format)
-
-    def _metadata(self) -> tuple[tuple[str, str], ...]:
-        # Each attempt carries the context current when it is made.
-        trace = self._trace() if self._trace is not None else ()
-        if self._token is None:
-            return trace
-        token = self._token() if callable(self._token) else self._token
-        if not isinstance(token, str) or not token:
-            raise ValueError("historyd: the token callable returned no token")
-        return (("authorization", f"Bearer {token}"), *trace)
-
-    def _deadline(self) -> float | None:
-        return None if self.timeout is None else time.monotonic() + self.timeout
+    async def _raise(self, method: str, exc: grpc.aio.AioRpcError) -> HistorydError:
+        # _failure may connect to the target to tell a TLS mismatch apart:
+        # not on the event loop.
+        return await asyncio.to_thread(self._failure, method, exc)
 
     async def _wait(self, method: str, retry: int, deadline: float | None) -> None:
         """Sleep before retry number ``retry`` (from 1), or fail if the deadline comes first."""
-        wait = min(self.backoff * 2 ** (retry - 1) * (1 + _BACKOFF_JITTER * (2 * random.random() - 1)), MAX_BACKOFF)
-        if deadline is not None and time.monotonic() + wait >= deadline:
-            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
-            raise HistorydError(method, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded while waiting to retry")
+        wait, late = self._pause(method, retry, deadline)
         await asyncio.sleep(wait)
-
-    @staticmethod
-    def _remaining(method: str, deadline: float | None) -> float | None:
-        if deadline is None:
-            return None
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise HistorydError(method, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
-        return left
+        if late is not None:
+            raise late
 
     async def _unary(self, method: str, request: Any) -> Any:
         deadline = self._deadline()
@@ -765,8 +963,8 @@ class HistorydThreadHistory:
             try:
                 return await call(request, timeout=self._remaining(method, deadline), metadata=self._metadata())
             except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or failures >= self.retries:
-                    raise HistorydError(method, exc.code(), exc.details()) from exc
+                if not self._retries(exc, failures):
+                    raise await self._raise(method, exc) from exc
             failures += 1
             await self._wait(method, failures, deadline)
 
@@ -781,41 +979,35 @@ class HistorydThreadHistory:
         """``StreamSnapshots`` messages, the stream resumed after the last turn on UNAVAILABLE."""
         method = "StreamSnapshots"
         deadline = self._deadline()
-        failures = 0
-        keys = _keys(keys)
-        wanted = self._channel_of(channel)
+        at = _Resumption(from_turn)
+        keys, wanted = _keys(keys), self._channel_of(channel)
         while True:
-            request = history_pb2.StreamSnapshotsRequest(
-                thread_id=thread_id,
-                checkpoint_ns=self.namespace,
-                keys=keys,
-                from_turn=from_turn,
-                channel=wanted,
-                value_format=_WIRE_FORMAT[value_format],
-            )
+            request = self._stream_request(thread_id, keys, at.from_turn, wanted, value_format)
             call = self._stub(method).StreamSnapshots(
                 request, timeout=self._remaining(method, deadline), metadata=self._metadata()
             )
             try:
                 async for message in call:
-                    if message.HasField("turn"):
-                        failures = 0
-                        from_turn = message.turn.turn + 1
+                    at.delivered(message)
                     yield message
                 return
             except grpc.aio.AioRpcError as exc:
                 if _resume_asked(exc):
                     continue
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or failures >= self.retries:
-                    raise HistorydError(method, exc.code(), exc.details()) from exc
+                if not self._retries(exc, at.failures):
+                    raise await self._raise(method, exc) from exc
             finally:
                 call.cancel()  # a no-op once the stream has ended
-            failures += 1
-            await self._wait(method, failures, deadline)
+            at.failures += 1
+            await self._wait(method, at.failures, deadline)
 
 
-def _resume_asked(exc: grpc.aio.AioRpcError) -> bool:
-    """Whether the server ended the stream for the client to make it again at once."""
+def _resume_asked(exc: Any) -> bool:
+    """Whether the server ended the stream for the client to make it again at once.
+
+    ``exc`` is a ``grpc.aio.AioRpcError`` or a sync ``grpc.RpcError`` that is also a
+    ``grpc.Call``; both carry the code and the trailers.
+    """
     if exc.code() != grpc.StatusCode.UNAVAILABLE:
         return False
     return any(key == RESUME_TRAILER for key, _ in exc.trailing_metadata() or ())

@@ -33,23 +33,35 @@ For the same state and arguments the text is the Go tool's byte for byte
 U+2029 escaped, numbers in Go's shortest form), sizes in characters, and
 patterns read as RE2 reads them (see ``historyd_client._re2``).
 
+Without a thread id (a host that did not pass the run's thread) but with a
+history, a read answers ``no_thread_id``, saying the host named no thread,
+and logs a warning for the host's author on the ``historyd_client.inspect``
+logger.
+
+:meth:`Inspector.read` is async and :meth:`Inspector.read_sync` is the same
+for synchronous code: both drive one generator that works out the answer
+and yields each read it needs, so the two cannot answer differently. Either
+reads through either client.
+
 This module needs nothing beyond the client; ``historyd_client.langchain``
 wraps it as a LangChain tool.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect as _pyinspect
 import json
+import logging
 import math
 import unicodedata
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 import grpc
 
 from historyd_client._re2 import compile_re2
-from historyd_client.client import HistorydError, Numbering, Outcome, TurnResult
+from historyd_client.client import HistorydError, HistorydThreadHistory, Numbering, Outcome, TurnResult
 
 #: The name the tool is registered under.
 TOOL_NAME = "inspect_state"
@@ -83,6 +95,9 @@ PARAMETER_DESCRIPTIONS = {
 #: The key that lists every stored key, or with a pattern, searches all.
 ALL_KEYS = "*"
 
+#: Where an Inspector logs what the host's author must fix.
+_LOG = logging.getLogger("historyd_client.inspect")
+
 DEFAULT_MAX_VALUE_CHARS = 4000
 DEFAULT_MAX_MATCHES = 50
 DEFAULT_MAX_LINE_CHARS = 160
@@ -97,6 +112,10 @@ _MARKER_HEADER_CHARS = 40
 _NO_HISTORY_REASON = (
     "This deployment keeps no per-turn history, so only the current value of a key can be read. "
     "Call again without turn."
+)
+_NO_THREAD_REASON = (
+    "The host running this tool did not name this conversation's thread, so its saved state cannot be read, "
+    "now or at any turn. Calling again will not change that: say that the state could not be read."
 )
 _PRUNED_REASON = (
     "That turn happened, but its state has since been pruned and cannot be read. "
@@ -133,18 +152,42 @@ class NoStateError(RuntimeError):
 
 
 class TurnHistory(Protocol):
-    """What an :class:`Inspector` reads turns through (``HistorydThreadHistory`` is one).
+    """What an :class:`Inspector` reads turns through: ``HistorydThreadHistory``,
+    ``SyncHistorydThreadHistory``, or anything with a ``turn`` like theirs,
+    plain or async.
 
     ``channel`` is passed only by an Inspector given one, so a history that
     serves one channel need not take it.
     """
 
-    async def turn(
+    def turn(
         self, thread_id: str, turn: int, *, keys: Sequence[str] | None = None, channel: str | None = None
-    ) -> TurnResult: ...
+    ) -> TurnResult | Awaitable[TurnResult]: ...
 
 
 Present = Callable[[str], "Mapping[str, Any] | Awaitable[Mapping[str, Any]]"]
+
+
+class _TurnRead(NamedTuple):
+    """One turn an answer needs read: ``history.turn(thread_id, turn, keys=..., channel=...)``."""
+
+    thread_id: str
+    turn: int
+    keys: Sequence[str] | None
+    channel: str | None
+
+
+class _PresentRead(NamedTuple):
+    """The host's present state an answer needs: ``present(thread_id)``."""
+
+    thread_id: str
+
+
+#: How an answer is worked out: a generator that yields each read it needs,
+#: is sent what the read returned, and returns the answer. One generator
+#: serves both :meth:`Inspector.read` and :meth:`Inspector.read_sync`; only
+#: the loop driving it awaits or calls.
+_Steps = Generator["_TurnRead | _PresentRead", Any, Any]
 
 
 class Inspector:
@@ -152,14 +195,18 @@ class Inspector:
 
     ``history`` answers turn reads, and reads of the present when ``present``
     is ``None`` (the present is then the state the newest turn ended on);
-    ``None`` means the deployment keeps no history. ``present(thread_id)``
-    (plain or async) returns the live state, key → entry dict (``value``,
-    ``turns_written``, ...), for hosts holding fresher state than the
-    checkpointer has written. ``declared_keys`` are keys some tool declares:
-    a present read of one not stored yet tells the model to run that tool.
-    ``channel`` is the state channel read (``""``: the history's own), such
-    as deepagents' ``"files"``: the host's choice, not the model's, so the
-    tool has no argument for it.
+    ``None`` means the deployment keeps no history. It may be the async
+    client or the sync one (or any :class:`TurnHistory`, plain or async):
+    :meth:`read` (async) and :meth:`read_sync` give the same answers over
+    either. ``present(thread_id)`` (plain or async) returns the live state,
+    key → entry dict (``value``, ``turns_written``, ...), for hosts holding
+    fresher state than the checkpointer has written. ``declared_keys`` are
+    keys some tool declares: a present read of one not stored yet tells the
+    model to run that tool. ``channel`` is the state channel read (``""``:
+    the history's own), such as deepagents' ``"files"``: the host's choice,
+    not the model's, so the tool has no argument for it. ``logger`` gets what
+    the host's author must fix, such as a call without a thread id (default:
+    the ``historyd_client.inspect`` logger).
     """
 
     def __init__(
@@ -172,6 +219,7 @@ class Inspector:
         max_matches: int = DEFAULT_MAX_MATCHES,
         max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
         channel: str = "",
+        logger: logging.Logger | None = None,
     ) -> None:
         if not isinstance(channel, str):
             raise TypeError("inspect: channel must be a string")
@@ -188,6 +236,7 @@ class Inspector:
         self.max_value_chars = max_value_chars if max_value_chars > 0 else DEFAULT_MAX_VALUE_CHARS
         self.max_matches = max_matches if max_matches > 0 else DEFAULT_MAX_MATCHES
         self.max_line_chars = max_line_chars if max_line_chars > 0 else DEFAULT_MAX_LINE_CHARS
+        self.logger = logger if logger is not None else _LOG
 
     async def read(
         self, thread_id: str, key: str, *, turn: int | None = None, pattern: str = "", path: str = ""
@@ -195,30 +244,59 @@ class Inspector:
         """The answer to one ``inspect_state`` call, for the model.
 
         Misses are answers; errors (the history unreachable, :class:`NoStateError`)
-        are raised for the host to handle.
+        are raised for the host to handle. A plain (sync) history is called in
+        a worker thread, so the event loop is not blocked.
         """
+        return await self._run(self._answer(thread_id, key, turn, pattern or "", path or ""))
+
+    def read_sync(
+        self, thread_id: str, key: str, *, turn: int | None = None, pattern: str = "", path: str = ""
+    ) -> str:
+        """:meth:`read` for synchronous code: the same answer, without an event loop.
+
+        An async ``HistorydThreadHistory`` is read through its sync twin
+        (:meth:`~historyd_client.HistorydThreadHistory.sync`); another async
+        history, or an async ``present``, is run to completion with
+        ``asyncio.run``, which needs a thread that is not running an event
+        loop (a ``RuntimeError`` says so otherwise).
+        """
+        return self._run_sync(self._answer(thread_id, key, turn, pattern or "", path or ""))
+
+    # -- the answer, worked out once for both kinds of call --------------------
+
+    def _answer(self, thread_id: str, key: str, turn: int | None, pattern: str, path: str) -> _Steps:
         key = key[len(_HANDLE_PREFIX) :] if key.startswith(_HANDLE_PREFIX) else key
         if key == "":
             key = ALL_KEYS
         project = None if key == ALL_KEYS else [key]
-        pattern, path = pattern or "", path or ""
         if turn is not None:
-            return await self._read_at(thread_id, key, turn, project, pattern, path)
-        state, newest = await self._present(thread_id, project)
+            return (yield from self._read_at(thread_id, key, turn, project, pattern, path))
+        if self.present is None and self.history is not None and not thread_id:
+            return self._no_thread(None)
+        state, newest = yield from self._present_state(thread_id, project)
         if newest > 0 and project is not None and not _populated(state, key):
             # The projection came back without the key; the listing the miss
             # answers with needs every key of the same turn.
-            full = await self._turn(thread_id, newest, None)
+            full = yield self._turn_read(thread_id, newest, None)
             if full is None or full.outcome is not Outcome.FOUND:
                 raise _changed(thread_id)
             state = full.state or {}
         return self._render(key, state, None, "", pattern, path)
 
-    async def _turn(self, thread_id: str, turn: int, keys: Sequence[str] | None) -> TurnResult:
-        assert self.history is not None
-        if self.channel:
-            return await self.history.turn(thread_id, turn, keys=keys, channel=self.channel)
-        return await self.history.turn(thread_id, turn, keys=keys)
+    def _turn_read(self, thread_id: str, turn: int, keys: Sequence[str] | None) -> _TurnRead:
+        return _TurnRead(thread_id, turn, keys, self.channel or None)
+
+    def _no_thread(self, turn: int | None) -> str:
+        """The answer to a read the host gave no thread id for, logged for the host's author."""
+        self.logger.warning(
+            "inspect_state: called without a thread id, so the history cannot be read; the host must pass the "
+            "conversation's thread id to Inspector.read (LangChain: the run's configurable.thread_id)"
+        )
+        out: dict[str, Any] = {"no_thread_id": True}
+        if turn is not None:
+            out["turn"] = turn
+        out["reason"] = _NO_THREAD_REASON
+        return _dumps(out)
 
     def _turn_note(self, turn: int, snap: TurnResult) -> str:
         """What a turn read adds about the turn itself, as Go's ``Inspector.turnNote``, or ``""``."""
@@ -236,14 +314,16 @@ class Inspector:
                 parts.append(f"Turn {turn} is the question {quoted}.")
         return " ".join(parts)
 
-    async def _read_at(
+    def _read_at(
         self, thread_id: str, key: str, turn: int, project: list[str] | None, pattern: str, path: str
-    ) -> str:
-        if self.history is None or not thread_id:
+    ) -> _Steps:
+        if self.history is None:
             return _dumps({"no_turn_history": turn, "reason": _NO_HISTORY_REASON})
-        snap = await self._turn(thread_id, turn, project)
+        if not thread_id:
+            return self._no_thread(turn)
+        snap = yield self._turn_read(thread_id, turn, project)
         if snap is not None and snap.outcome is Outcome.FOUND and key != ALL_KEYS and not _populated(snap.state, key):
-            snap = await self._turn(thread_id, turn, None)
+            snap = yield self._turn_read(thread_id, turn, None)
         if snap is None:
             raise HistorydError("inspect", grpc.StatusCode.INTERNAL, f"history returned no snapshot of turn {turn}")
         note = self._turn_note(turn, snap)
@@ -262,20 +342,58 @@ class Inspector:
         out["reason"] = _PRUNED_REASON
         return _dumps(_noted(out, note))
 
-    async def _present(self, thread_id: str, keys: list[str] | None) -> tuple[Mapping[str, Any], int]:
+    def _present_state(self, thread_id: str, keys: list[str] | None) -> _Steps:
         if self.present is not None:
-            state = self.present(thread_id)
-            if _pyinspect.isawaitable(state):
-                state = await state
+            state = yield _PresentRead(thread_id)
             return state or {}, 0
         if self.history is None or not thread_id:
             raise NoStateError()
-        snap = await current(self.history, thread_id, keys=keys, channel=self.channel or None)
+        snap = yield from _current(thread_id, keys, self.channel or None)
         if snap.outcome is Outcome.FOUND:
             return snap.state or {}, snap.turn
         if snap.outcome is Outcome.NO_SUCH_TURN:
             return {}, 0  # no turns yet: nothing stored
         raise _changed(thread_id)
+
+    # -- the two ways of driving it -------------------------------------------
+
+    async def _run(self, steps: _Steps) -> Any:
+        result = None
+        try:
+            while True:
+                step = steps.send(result)
+                if isinstance(step, _PresentRead):
+                    result = await _awaited(self.present(step.thread_id))  # type: ignore[misc]
+                    continue
+                turn = self.history.turn  # type: ignore[union-attr]
+                args, kwargs = _turn_call(step)
+                if _pyinspect.iscoroutinefunction(turn):
+                    result = await turn(*args, **kwargs)
+                else:
+                    # A sync history (SyncHistorydThreadHistory) blocks: not on the loop.
+                    result = await _awaited(await asyncio.to_thread(turn, *args, **kwargs))
+        except StopIteration as done:
+            return done.value
+        finally:
+            steps.close()
+
+    def _run_sync(self, steps: _Steps) -> Any:
+        history = self.history
+        if isinstance(history, HistorydThreadHistory):
+            history = history.sync()
+        result = None
+        try:
+            while True:
+                step = steps.send(result)
+                if isinstance(step, _PresentRead):
+                    result = _completed(self.present(step.thread_id), "present")  # type: ignore[misc]
+                    continue
+                args, kwargs = _turn_call(step)
+                result = _completed(history.turn(*args, **kwargs), "history.turn")  # type: ignore[union-attr]
+        except StopIteration as done:
+            return done.value
+        finally:
+            steps.close()
 
     def _render(
         self, key: str, stored: Mapping[str, Any], as_of: int | None, turn_note: str, pattern: str, path: str
@@ -396,11 +514,42 @@ async def current(
     no turns answers ``NO_SUCH_TURN`` with turn and total 0. ``channel`` is
     passed on to ``history.turn`` when given.
     """
-    extra = {} if channel is None else {"channel": channel}
-    probe = await history.turn(thread_id, 0, keys=keys, **extra)
+    return await Inspector(history)._run(_current(thread_id, keys, channel))
+
+
+def _current(thread_id: str, keys: Sequence[str] | None, channel: str | None) -> _Steps:
+    probe = yield _TurnRead(thread_id, 0, keys, channel)
     if probe.total == 0:
         return probe
-    return await history.turn(thread_id, probe.total, keys=keys, **extra)
+    return (yield _TurnRead(thread_id, probe.total, keys, channel))
+
+
+def _turn_call(step: _TurnRead) -> tuple[tuple[str, int], dict[str, Any]]:
+    """``history.turn``'s arguments for one read; ``channel`` only when there is one to pass."""
+    kwargs: dict[str, Any] = {"keys": step.keys}
+    if step.channel is not None:
+        kwargs["channel"] = step.channel
+    return (step.thread_id, step.turn), kwargs
+
+
+async def _awaited(value: Any) -> Any:
+    return await value if _pyinspect.isawaitable(value) else value
+
+
+def _completed(value: Any, what: str) -> Any:
+    """``value``, or what it comes to when it is awaitable, for a synchronous read."""
+    if not _pyinspect.isawaitable(value):
+        return value
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_awaited(value))
+    if _pyinspect.iscoroutine(value):
+        value.close()
+    raise RuntimeError(
+        f"inspect: {what} is async, and a synchronous read cannot run it in a thread that runs an event loop; "
+        "await Inspector.read there (the tool's ainvoke), or give a synchronous one"
+    )
 
 
 def _and(ns: list[int]) -> str:

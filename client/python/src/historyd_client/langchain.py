@@ -3,18 +3,25 @@
 Needs only ``langchain-core`` (``pip install 'historyd-client[langchain]'``),
 not mcp-toolsets-runtime::
 
-    from historyd_client import HistorydThreadHistory
+    from historyd_client import SyncHistorydThreadHistory
     from historyd_client.langchain import inspect_state_tool
 
-    history = HistorydThreadHistory("historyd.internal:8443", token=token)
+    history = SyncHistorydThreadHistory("historyd.internal:8443", token=token)
     inspect_state = inspect_state_tool(history)
     model = model.bind_tools([inspect_state, ...])   # or ToolNode([inspect_state, ...])
+
+The tool runs under ``invoke`` and ``ainvoke`` alike (``agent.invoke()``
+runs its tools with ``invoke``), over either client: a sync one is called
+in a worker thread by ``ainvoke``, the async ``HistorydThreadHistory``
+through its sync twin by ``invoke``.
 
 The tool reads the thread named by the run's ``configurable.thread_id`` (the
 one LangGraph checkpoints under) and answers exactly as the Go client's
 ``client/inspect`` does: the value with its turn label, ``no_such_turn`` with
 the count, ``turn_no_longer_retained`` with the retained turns, and so on
-(see :mod:`historyd_client.inspect`). Its name, description and parameter
+(see :mod:`historyd_client.inspect`). A run without a thread id is answered
+``no_thread_id`` (the host named no thread), with a warning in the
+``historyd_client.inspect`` log. Its name, description and parameter
 descriptions are the Go tool's.
 """
 
@@ -61,7 +68,8 @@ def inspect_state_tool(
     max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     channel: str = "",
 ) -> StructuredTool:
-    """The ``inspect_state`` tool over ``history`` (a :class:`~historyd_client.HistorydThreadHistory`).
+    """The ``inspect_state`` tool over ``history`` (a :class:`~historyd_client.SyncHistorydThreadHistory`
+    or :class:`~historyd_client.HistorydThreadHistory`), for ``invoke`` and ``ainvoke``.
 
     ``history=None`` is a deployment without history: turn reads answer
     ``no_turn_history``, and reads of the present need ``present``.
@@ -87,7 +95,7 @@ def inspect_state_tool(
         channel=channel,
     )
 
-    async def inspect_state(
+    def inspect_state(
         key: str,
         pattern: str | None = None,
         path: str | None = None,
@@ -95,19 +103,29 @@ def inspect_state_tool(
         *,
         config: RunnableConfig,
     ) -> str:
-        configurable: dict[str, Any] = (config or {}).get("configurable") or {}
-        thread_id = configurable.get("thread_id")
-        return await inspector.read(
-            "" if thread_id is None else str(thread_id),
-            key,
-            turn=turn,
-            pattern=pattern or "",
-            path=path or "",
-        )
+        return inspector.read_sync(_thread_of(config), key, turn=turn, pattern=pattern or "", path=path or "")
+
+    async def ainspect_state(
+        key: str,
+        pattern: str | None = None,
+        path: str | None = None,
+        turn: int | None = None,
+        *,
+        config: RunnableConfig,
+    ) -> str:
+        return await inspector.read(_thread_of(config), key, turn=turn, pattern=pattern or "", path=path or "")
 
     return StructuredTool.from_function(
-        coroutine=inspect_state,
+        func=inspect_state,
+        coroutine=ainspect_state,
         name=TOOL_NAME,
         description=TOOL_DESCRIPTION,
         args_schema=InspectStateArgs,
     )
+
+
+def _thread_of(config: RunnableConfig | None) -> str:
+    """The run's thread id, ``""`` when the run names none."""
+    configurable: dict[str, Any] = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    return "" if thread_id is None else str(thread_id)
