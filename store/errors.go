@@ -26,8 +26,8 @@ var ErrNoAnswer = errors.New("the checkpoint store had not answered")
 // ErrStale marks a read that found a turn's last checkpoint deleted since
 // its History was derived. The cached index is dropped, so deriving the
 // History again and rereading gives the current answer; ReadEncoded does
-// that once itself, so callers see ErrStale only when the thread kept
-// changing.
+// that itself a few times (staleReads), so callers see ErrStale only when
+// the thread kept changing.
 var ErrStale = errors.New("thread changed while it was read; read it again")
 
 // DecodeError reports a stored value that could not be decoded, and where it

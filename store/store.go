@@ -718,10 +718,17 @@ func (s *Store) rebuildMessages(ctx context.Context, ref Ref, th *threadData, kn
 	return err
 }
 
+// staleReads is how many times readFresh derives the history again when
+// a turn's last checkpoint was deleted between deriving and reading. Each
+// try costs one listing of what changed; a retention job deleting while a
+// busy reader reads can overtake a try or two, and a refusal (ErrStale)
+// should be what only a thread changing faster than it can be read gets.
+const staleReads = 4
+
 // readFresh derives the history, picks turns and reads them with read,
-// deriving afresh and reading once more when read reports ErrStale: a
-// turn whose last checkpoint was deleted since the history was derived is
-// never answered from the cache. The turns pick selects from the cached
+// deriving afresh and reading again (up to staleReads tries in all, while
+// ctx lasts) when read reports ErrStale: a turn whose last checkpoint was
+// deleted since the history was derived is never answered from the cache. The turns pick selects from the cached
 // history are checked to still exist in the same read that refreshes the
 // history, and read learns which checkpoints that read saw.
 func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History) []Turn, read func(*index, []Turn, seen) (T, error)) (*History, []Turn, T, error) {
@@ -743,7 +750,7 @@ func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History
 				return ix.hist, turns, out, nil
 			}
 		}
-		if !errors.Is(err, ErrStale) || attempt > 0 {
+		if !errors.Is(err, ErrStale) || attempt+1 >= staleReads || ctx.Err() != nil {
 			return nil, nil, zero, err
 		}
 	}
