@@ -123,7 +123,12 @@ type Options struct {
 //  6. reflection switch (streams only);
 //  7. authentication (not for health and reflection);
 //  8. per-tenant rate limiting (after authentication, to know the tenant);
-//  9. tenant isolation (see isolation), which sends denied calls to the
+//  9. the refusal of requests whose bytes are no valid message, or hold an
+//     integer its field cannot (INVALID_ARGUMENT, see decode.go): after
+//     authentication, so that a caller without credentials learns only
+//     that, and before isolation, which has no thread to route such a
+//     call by;
+//  10. tenant isolation (see isolation), which sends denied calls to the
 //     same handlers over an empty store;
 //
 // then the handler, which validates the request. With TracerProvider set,
@@ -204,6 +209,8 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		unary = append(unary, selector.UnaryServerInterceptor(tl.unary, guarded))
 		stream = append(stream, selector.StreamServerInterceptor(tl.stream, guarded))
 	}
+	unary = append(unary, refuseMalformedUnary)
+	stream = append(stream, refuseMalformedStream)
 	if o.Auth != nil {
 		iso := newIsolation(log, o.StateChannels, o.Watches)
 		unary = append(unary, selector.UnaryServerInterceptor(iso.unary, guarded))
