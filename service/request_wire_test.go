@@ -1,13 +1,10 @@
 package service_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -221,14 +218,7 @@ func TestMalformedRequestBytes(t *testing.T) {
 		}
 	}
 
-	hs := httptest.NewServer(srv.MetricsHandler())
-	defer hs.Close()
-	res, err := http.Get(hs.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	body := srv.Metrics(t)
 	for _, r := range wireRPCs {
 		svc, method := splitFull(r.method)
 		typ := "unary"
@@ -236,11 +226,11 @@ func TestMalformedRequestBytes(t *testing.T) {
 			typ = "server_stream"
 		}
 		want := `grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="` + method + `",grpc_service="` + svc + `",grpc_type="` + typ + `"} ` + strconv.Itoa(calls[r.method])
-		if !bytes.Contains(body, []byte(want)) {
+		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if internal := regexp.MustCompile(`grpc_server_handled_total\{grpc_code="Internal",[^}]*\} [1-9]`).Find(body); internal != nil {
+	if internal := regexp.MustCompile(`grpc_server_handled_total\{grpc_code="Internal",[^}]*\} [1-9]`).FindString(body); internal != "" {
 		t.Errorf("/metrics counts malformed requests as Internal: %s", internal)
 	}
 	// One request log line per ThreadHistory call, with its code.
