@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
@@ -78,15 +79,18 @@ func checkWire(b []byte, md protoreflect.MessageDescriptor, prefix string) *Fiel
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return &FieldError{whole, fmt.Sprintf("is not a valid %s: %v", md.FullName(), protowire.ParseError(n))}
+			return &FieldError{whole, fmt.Sprintf("is not a valid %s: %s", md.FullName(), wireError(n))}
 		}
 		size := protowire.ConsumeFieldValue(num, typ, b[n:])
 		fd := md.Fields().ByNumber(num)
+		if fd != nil && !wireTypeOf(fd, typ) {
+			fd = nil // decoders keep it as an unknown field
+		}
 		if size < 0 {
 			if fd == nil {
-				return &FieldError{whole, fmt.Sprintf("is not a valid %s: field %d: %v", md.FullName(), num, protowire.ParseError(size))}
+				return &FieldError{whole, fmt.Sprintf("is not a valid %s: field %d: %s", md.FullName(), num, wireError(size))}
 			}
-			return &FieldError{joinField(prefix, fd), fmt.Sprintf("is not a valid %s field: %v", fd.Kind(), protowire.ParseError(size))}
+			return &FieldError{joinField(prefix, fd), fmt.Sprintf("is not a valid %s value: %s", fd.Kind(), wireError(size))}
 		}
 		if fd != nil {
 			if bad := checkField(fd, typ, b[n:n+size], joinField(prefix, fd)); bad != nil {
@@ -98,10 +102,37 @@ func checkWire(b []byte, md protoreflect.MessageDescriptor, prefix string) *Fiel
 	return nil
 }
 
+// wireError says what protowire's negative length n means, without the
+// "proto: " some of its errors start with (its space is at random a
+// no-break space, to keep callers from matching the text).
+func wireError(n int) string {
+	msg := protowire.ParseError(n).Error()
+	if rest, ok := strings.CutPrefix(msg, "proto:"); ok {
+		msg = strings.TrimLeft(rest, " \u00a0")
+	}
+	return msg
+}
+
+// wireTypeOf reports whether typ is a wire type field fd is sent with.
+// Under any other the value is no value of fd: decoders keep it aside as
+// an unknown field.
+func wireTypeOf(fd protoreflect.FieldDescriptor, typ protowire.Type) bool {
+	switch fd.Kind() {
+	case protoreflect.StringKind, protoreflect.BytesKind, protoreflect.MessageKind:
+		return typ == protowire.BytesType
+	case protoreflect.GroupKind:
+		return typ == protowire.StartGroupType
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		return typ == protowire.Fixed32Type || fd.IsList() && typ == protowire.BytesType
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		return typ == protowire.Fixed64Type || fd.IsList() && typ == protowire.BytesType
+	}
+	return typ == protowire.VarintType || fd.IsList() && typ == protowire.BytesType
+}
+
 // checkField checks one occurrence of field fd, value its bytes as sent
-// with wire type typ (already known to be well formed). A wire type other
-// than the field's own makes the value an unknown field, which decoders
-// keep aside, so it is not checked.
+// with wire type typ, one of fd's (see wireTypeOf), already known to be
+// well formed.
 func checkField(fd protoreflect.FieldDescriptor, typ protowire.Type, value []byte, name string) *FieldError {
 	switch {
 	case typ == protowire.VarintType:
@@ -118,7 +149,7 @@ func checkField(fd protoreflect.FieldDescriptor, typ protowire.Type, value []byt
 		for i := 0; len(v) > 0; i++ {
 			x, n := protowire.ConsumeVarint(v)
 			if n < 0 {
-				return &FieldError{name, fmt.Sprintf("is not a valid packed %s list: %v", fd.Kind(), protowire.ParseError(n))}
+				return &FieldError{name, fmt.Sprintf("is not a valid packed %s list: %s", fd.Kind(), wireError(n))}
 			}
 			if bad := checkWidth(fd.Kind(), x, fmt.Sprintf("%s[%d]", name, i)); bad != nil {
 				return bad

@@ -155,10 +155,20 @@ func TestIntegersPastTheirTypeOnTheWire(t *testing.T) {
 		})
 	}
 
+	// The message says what was sent and what the field holds.
+	snapshot := rpcNamed(t, "Snapshot")
+	_, err := callRaw(ctx, conn, snapshot, wire(t, snapshot.req, "thread_id", "demo", "turn", over32))
+	if got, want := status.Convert(err).Message(), "turn: is 4294967297, outside the int32 range, -2147483648 to 2147483647"; got != want {
+		t.Errorf("turn 2^32+1: %q, want %q", got, want)
+	}
+	_, err = callRaw(ctx, conn, snapshot, malformedBodies["11-byte varint"])
+	if got, want := status.Convert(err).Message(), "turn: is not a valid int32 value: variable length integer overflow"; got != want {
+		t.Errorf("an 11-byte turn: %q, want %q", got, want)
+	}
+
 	// What the types do hold is read as sent: the largest turn is a turn
 	// the thread never had, a negative one (ten bytes, sign-extended) is
 	// refused by the rule for turns, and turn 3 is turn 3.
-	snapshot := rpcNamed(t, "Snapshot")
 	resp, err := callRaw(ctx, conn, snapshot, wire(t, snapshot.req, "thread_id", "demo", "turn", uint64(math.MaxInt32)))
 	if err != nil || resp.(*historydv1.SnapshotResponse).GetNoSuchTurn().GetTurn() != math.MaxInt32 {
 		t.Errorf("turn 2^31-1: %v, %v; want no_such_turn for it", resp, err)
