@@ -78,8 +78,9 @@ func widen(m *descriptorpb.DescriptorProto) {
 // FuzzDecodeRequest decodes arbitrary bytes as each request type. It must
 // never panic; it accepts exactly the bytes that are a valid encoding of
 // the type once its 32-bit fields are read as 64-bit and its strings as
-// bytes (the widened oracle) and whose every such value fits its real
-// type; what it accepts holds those values; what it refuses leaves the
+// bytes (the widened oracle) and whose every such value, each occurrence
+// of a field included, fits its real type; what it accepts holds those
+// values; what it refuses leaves the
 // message empty and names a field and a reason.
 func FuzzDecodeRequest(f *testing.F) {
 	add := func(which uint8, b []byte) { f.Add(which, b) }
@@ -102,9 +103,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wide := dynamicpb.NewMessage(d.(protoreflect.MessageDescriptor))
+		wmd := d.(protoreflect.MessageDescriptor)
+		wide := dynamicpb.NewMessage(wmd)
 		wideErr := proto.Unmarshal(b, wide)
-		fitsAll := wideErr == nil && fits(m.ProtoReflect().Descriptor(), wide)
+		fitsAll := wideErr == nil && everyFits(b, md, wmd)
 
 		switch {
 		case bad != nil && fitsAll:
@@ -122,6 +124,30 @@ func FuzzDecodeRequest(f *testing.F) {
 			same(t, m.ProtoReflect(), wide)
 		}
 	})
+}
+
+// everyFits reports whether every value b holds for a 32-bit field of md
+// fits it, each occurrence of a field on its own (a decoder keeps only
+// the last, but every one was sent): b, a valid encoding of wmd (md
+// widened), is cut into its fields, each read alone into wmd, and nested
+// messages likewise.
+func everyFits(b []byte, md, wmd protoreflect.MessageDescriptor) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		size := protowire.ConsumeFieldValue(num, typ, b[n:])
+		one := dynamicpb.NewMessage(wmd)
+		if err := proto.Unmarshal(b[:n+size], one); err != nil || !fits(md, one) {
+			return false
+		}
+		if fd := md.Fields().ByNumber(num); fd != nil && fd.Kind() == protoreflect.MessageKind && typ == protowire.BytesType {
+			inner, _ := protowire.ConsumeBytes(b[n:])
+			if !everyFits(inner, fd.Message(), wmd.Fields().ByNumber(num).Message()) {
+				return false
+			}
+		}
+		b = b[n+size:]
+	}
+	return true
 }
 
 // fits reports whether every 32-bit value of wide, read into its widened
