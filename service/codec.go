@@ -29,21 +29,21 @@ func newSpliceCodec() spliceCodec { return spliceCodec{base: encoding.GetCodecV2
 // Name is the content subtype this codec serves in place of gRPC's own.
 func (c spliceCodec) Name() string { return grpcproto.Name }
 
-// Unmarshal is gRPC's own, but for a message whose string fields hold
-// invalid UTF-8, which gRPC's codec refuses and gRPC then fails as
-// INTERNAL ("failed to unmarshal"): such a message is decoded with those
-// fields holding the bytes as sent, so that request validation refuses it
-// as INVALID_ARGUMENT naming the field, like every other malformed
-// request. Anything else that does not parse is refused as gRPC refuses
-// it.
+// Unmarshal decodes a request with decodeRequest. Into a wireRequest it
+// never fails: what is wrong with the bytes is kept there, so that the
+// call is refused as INVALID_ARGUMENT (see decode.go) rather than failed
+// by gRPC as INTERNAL, which it does with any error a codec returns.
 func (c spliceCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	err := c.base.Unmarshal(data, v)
-	if err == nil {
+	if r, ok := v.(*wireRequest); ok {
+		r.bad = decodeRequest(data, r.msg)
 		return nil
 	}
 	m, ok := v.(proto.Message)
-	if !ok || unmarshalRawStrings(data.Materialize(), m) != nil {
-		return err
+	if !ok {
+		return c.base.Unmarshal(data, v)
+	}
+	if bad := decodeRequest(data, m); bad != nil {
+		return bad
 	}
 	return nil
 }

@@ -141,7 +141,12 @@ type Options struct {
 //  10. the stream guard (streams only; see streamGuard), which ends a
 //     stream at StreamMaxAge, and when a reload of the token file revokes
 //     what it was allowed;
-//  11. tenant isolation (see isolation), which sends denied calls to the
+//  11. the refusal of requests whose bytes are no valid message, or hold an
+//     integer its field cannot (INVALID_ARGUMENT, see decode.go): after
+//     authentication, so that a caller without credentials learns only
+//     that, and before isolation, which has no thread to route such a
+//     call by;
+//  12. tenant isolation (see isolation), which sends denied calls to the
 //     same handlers over an empty store;
 //
 // then the handler, which validates the request. With TracerProvider set,
@@ -229,6 +234,8 @@ func ServerOptions(o Options) []grpc.ServerOption {
 		g := newStreamGuard(o.Auth, o.StreamMaxAge)
 		stream = append(stream, selector.StreamServerInterceptor(g.stream, guarded))
 	}
+	unary = append(unary, refuseMalformedUnary)
+	stream = append(stream, refuseMalformedStream)
 	if o.Auth != nil {
 		iso := newIsolation(log, o.StateChannels, o.Watches)
 		unary = append(unary, selector.UnaryServerInterceptor(iso.unary, guarded))

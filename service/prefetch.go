@@ -23,8 +23,12 @@ type streamRequestKey struct{}
 // isolation, which routes a call by its thread before it starts. gRPC has
 // already bounded the message's size (MaxRecvMsgSize), as for unary calls.
 //
+// A request whose bytes are no valid message is not refused here, before
+// authentication, but carried to refuseMalformedStream (see decode.go).
+//
 // Client- and bidirectional-streaming calls, and open services (health's
-// Watch), pass through untouched; isolation refuses the former to tenants
+// Watch), are not read ahead; their messages are decoded as they are
+// received (decodingStream). Isolation refuses the former to tenants
 // confined to prefixes.
 //
 // With a, a caller whose credentials a does not accept has nothing read:
@@ -35,21 +39,25 @@ func prefetchStream(tt threadTagger, a *auth.Authenticator) grpc.StreamServerInt
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		svc, method := splitMethod(info.FullMethod)
 		if info.IsClientStream || OpenService(svc) {
-			return handler(srv, ss)
+			return handler(srv, decodingStream{ss})
 		}
 		if a != nil {
 			if _, err := a.Authenticate(ss.Context()); err != nil {
-				return handler(srv, ss)
+				return handler(srv, decodingStream{ss})
 			}
 		}
 		req, ok := newRequest(svc, method)
 		if !ok {
-			return handler(srv, ss)
+			return handler(srv, decodingStream{ss})
 		}
-		if err := ss.RecvMsg(req); err != nil {
+		bad, err := recvRequest(ss, req)
+		if err != nil {
 			return err
 		}
 		ctx := tagCall(context.WithValue(ss.Context(), streamRequestKey{}, req), tt, req)
+		if bad != nil {
+			ctx = context.WithValue(ctx, decodeVerdictKey{}, &decodeVerdict{bad: bad})
+		}
 		return handler(srv, &replayStream{ServerStream: ss, ctx: ctx, first: req})
 	}
 }

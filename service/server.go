@@ -75,10 +75,10 @@ func New(cfg Config) *Server {
 }
 
 // Register registers ThreadHistory, grpc.health.v1 and server reflection on
-// gs.
+// gs, their unary methods decoding requests as decode.go says.
 func (s *Server) Register(gs *grpc.Server) {
-	historydv1.RegisterThreadHistoryServer(gs, s)
-	healthpb.RegisterHealthServer(gs, s.health)
+	gs.RegisterService(decodingService(&historydv1.ThreadHistory_ServiceDesc), s)
+	gs.RegisterService(decodingService(&healthpb.Health_ServiceDesc), s.health)
 	registerReflection(gs)
 }
 

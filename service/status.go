@@ -24,6 +24,10 @@ type statusRule struct {
 	// database, schema or tables, which a tenant has no business knowing,
 	// and nothing a caller could act on.
 	message string
+	// describe, when set, builds what the caller reads from the error, for
+	// errors that carry a part the caller may read beside a cause it may
+	// not.
+	describe func(error) string
 	// log, when set, logs the error's own text at this level, so that what
 	// the caller is not told is in the operator's log.
 	log *slog.Level
@@ -86,13 +90,30 @@ var statusRules = []statusRule{
 	{code: codes.Unavailable, match: is(store.ErrStale), message: "thread changed while it was read; retry"},
 	{code: codes.FailedPrecondition, match: is(store.ErrNotCheckpointStore), message: MessageMisconfigured, log: level(slog.LevelError)},
 	{code: codes.FailedPrecondition, match: is(store.ErrUnorderedPrefixes), message: MessageUnorderedPrefixes, log: level(slog.LevelWarn)},
+	// Storage that reports its own files damaged: the caller reads which
+	// file it is to historyd, the log where it is and the driver's words.
+	{code: codes.DataLoss, match: as[*store.CorruptError](), describe: damaged, log: level(slog.LevelError)},
 	// A value historyd will not decode (pickle, encrypted, delta channels) is
 	// a deployment choice, not damage. The message names the caller's own
 	// thread, checkpoint and channel, and the format: nothing of the
 	// database.
 	{code: codes.FailedPrecondition, match: as[*lgcodec.UnsupportedError]()},
-	{code: codes.ResourceExhausted, match: as[*lgcodec.LimitError]()},
+	// A blob larger than the server decodes may be perfectly valid: a
+	// limit. A value nested deeper than lgcodec.Limits.MaxDepth is not:
+	// no LangGraph serializer writes one (lgwrite refuses to), so it is
+	// damage, DATA_LOSS like any other value that cannot be decoded.
+	{code: codes.ResourceExhausted, match: func(err error) bool {
+		var le *lgcodec.LimitError
+		return errors.As(err, &le) && le.Limit != "MaxDepth"
+	}},
 	{code: codes.DataLoss, match: as[*store.DecodeError]()},
+}
+
+// damaged is DATA_LOSS's message for storage that reports itself damaged.
+func damaged(err error) string {
+	var ce *store.CorruptError
+	errors.As(err, &ce)
+	return "checkpoint store damaged: " + ce.Role + " reports itself malformed and must be restored; the server logged the cause"
 }
 
 // internalRule is what an error no rule knows maps to: the cause (driver
@@ -121,6 +142,9 @@ func toStatus(err error) *status.Status {
 	}
 	r := ruleFor(err)
 	msg := r.message
+	if r.describe != nil {
+		msg = r.describe(err)
+	}
 	if msg == "" {
 		msg = err.Error()
 	}

@@ -30,8 +30,10 @@ func TestToStatus(t *testing.T) {
 		{"no tables", fmt.Errorf("ping: %w", store.ErrNotCheckpointStore), codes.FailedPrecondition},
 		{"prefixes no index ranges over", fmt.Errorf("list threads: %w", store.ErrUnorderedPrefixes), codes.FailedPrecondition},
 		{"malformed", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.MalformedError{Reason: "truncated"}}, codes.DataLoss},
+		{"damaged storage", fmt.Errorf("list: %w", &store.CorruptError{Role: "the SQLite checkpoint database", Err: errors.New("database disk image is malformed")}), codes.DataLoss},
 		{"unsupported", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.UnsupportedError{Format: "pickle"}}, codes.FailedPrecondition},
-		{"limit", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "depth"}}, codes.ResourceExhausted},
+		{"size limit", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxBytes"}}, codes.ResourceExhausted},
+		{"too deep", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxDepth"}}, codes.DataLoss},
 		{"status passes through", status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied},
 		{"unknown", errors.New("boom"), codes.Internal},
 	}
@@ -72,6 +74,7 @@ func TestStatusHidesTheDatabase(t *testing.T) {
 		{fmt.Errorf("%s: %w", secret, context.DeadlineExceeded), codes.DeadlineExceeded, ""},
 		{fmt.Errorf("%s: %w", secret, context.Canceled), codes.Canceled, ""},
 		{fmt.Errorf("%s: %w", secret, store.ErrStale), codes.Unavailable, ""},
+		{fmt.Errorf("list: %w", &store.CorruptError{Role: "the SQLite checkpoint database", Err: errors.New("sqlite: /srv/app_db/checkpoints\".db: " + secret)}), codes.DataLoss, "ERROR"},
 	} {
 		st := toStatus(tt.err)
 		if st.Code() != tt.code {

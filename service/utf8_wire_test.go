@@ -34,7 +34,9 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // wire encodes fields of msg by name, each value as it is, valid UTF-8 or
-// not; a []string value is a repeated field.
+// not; a []string value is a repeated field, an int or uint64 a varint, and
+// a []byte value a length-delimited field holding those bytes (a nested
+// message's encoding).
 func wire(t *testing.T, msg proto.Message, fields ...any) []byte {
 	t.Helper()
 	desc := msg.ProtoReflect().Descriptor().Fields()
@@ -53,6 +55,12 @@ func wire(t *testing.T, msg proto.Message, fields ...any) []byte {
 			}
 		case int:
 			b = protowire.AppendVarint(protowire.AppendTag(b, fd.Number(), protowire.VarintType), uint64(v))
+		case uint64:
+			b = protowire.AppendVarint(protowire.AppendTag(b, fd.Number(), protowire.VarintType), v)
+		case []byte:
+			b = protowire.AppendBytes(protowire.AppendTag(b, fd.Number(), protowire.BytesType), v)
+		default:
+			t.Fatalf("wire: %T for %s", v, fd.Name())
 		}
 	}
 	return b

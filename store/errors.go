@@ -23,6 +23,26 @@ var ErrNotCheckpointStore = errors.New("cannot read LangGraph checkpoint tables"
 // that a caller is told the store kept it waiting only when it did.
 var ErrNoAnswer = errors.New("the checkpoint store had not answered")
 
+// CorruptError reports checkpoint storage that says its own files are
+// damaged (SQLite's "database disk image is malformed"): neither a retry
+// nor a configuration change reads them; they must be restored. Role names
+// the damaged part by what it is to historyd, which a caller may read; Err
+// is the driver's error, which names where it lives, for the operator's
+// log.
+type CorruptError struct {
+	// Role says what the damaged part is, e.g. "the SQLite checkpoint
+	// database".
+	Role string
+	// Err is the driver's error.
+	Err error
+}
+
+// Error names the damaged part, then the driver's error.
+func (e *CorruptError) Error() string { return e.Role + " is damaged: " + e.Err.Error() }
+
+// Unwrap returns the driver's error.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
 // ErrStale marks a read that found a turn's last checkpoint deleted since
 // its History was derived. The cached index is dropped, so deriving the
 // History again and rereading gives the current answer; ReadEncoded does

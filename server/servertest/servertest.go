@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 
@@ -188,6 +190,22 @@ func (s *Server) Conn(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
 func (s *Server) Client(t testing.TB) historydv1.ThreadHistoryClient {
 	t.Helper()
 	return historydv1.NewThreadHistoryClient(s.Conn(t))
+}
+
+// Metrics returns what the metrics handler exports now, in Prometheus's
+// text format; it fails t when metrics are off.
+func (s *Server) Metrics(t testing.TB) string {
+	t.Helper()
+	h := s.MetricsHandler()
+	if h == nil {
+		t.Fatal("servertest: metrics are off (server.Config.Metrics)")
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("servertest: /metrics answered %d: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
 }
 
 // Addr is the loopback TCP address served with WithTCP ("host:port"), or

@@ -593,9 +593,13 @@ func (b *Backend) Close() {
 	}
 }
 
+// fileRole is what the file is to historyd, as a caller may read it when
+// the file is damaged: never its path.
+const fileRole = "the SQLite checkpoint database"
+
 // classify sorts a query error into what the layers above act on: the
 // caller's own deadline or cancellation, the file being locked or
-// unreadable for now, or the file not being a checkpoint store.
+// unreadable for now, damaged, or not a checkpoint store.
 func (b *Backend) classify(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
@@ -611,6 +615,10 @@ func (b *Backend) classify(ctx context.Context, err error) error {
 			return fmt.Errorf("%w: sqlite: %s still locked by its writer after the busy timeout: %s", store.ErrUnavailable, b.path, msg)
 		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOTFOUND, sqlite3.SQLITE_PROTOCOL:
 			return fmt.Errorf("%w: sqlite: %s: %s", store.ErrUnavailable, b.path, msg)
+		case sqlite3.SQLITE_CORRUPT:
+			// Damage, not a bug nor an outage: the log gets the file and
+			// SQLite's words, a caller only which file it is to historyd.
+			return &store.CorruptError{Role: fileRole, Err: fmt.Errorf("sqlite: %s: %s", b.path, msg)}
 		case sqlite3.SQLITE_NOTADB:
 			return fmt.Errorf("%w: %s is not an SQLite database: %s", store.ErrNotCheckpointStore, b.path, msg)
 		case sqlite3.SQLITE_ERROR:

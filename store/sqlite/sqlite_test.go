@@ -463,6 +463,67 @@ func checkDecodeError(t *testing.T, what string, err error, ref store.Ref, unsup
 	}
 }
 
+// TestCorruptFile damages the b-tree pages of the checkpoints table and
+// its index: reads fail with a store.CorruptError whose role names the
+// file by what it is, and whose error names the path and SQLite's words for
+// the log; it is neither unavailability nor a wrong configuration.
+func TestCorruptFile(t *testing.T) {
+	ctx := context.Background()
+	path, w := newSaverFile(t, lgsaver.SQLitePython)
+	ref := store.Ref{ThreadID: "damaged"}
+	storetest.Build(w, ref, storetest.Demo[:2])
+	// Everything into the database file itself, where the damage goes.
+	if _, err := w.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	var pageSize int64
+	if err := w.db.QueryRow(`PRAGMA page_size`).Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := w.db.Query(`SELECT rootpage FROM sqlite_master WHERE tbl_name = 'checkpoints'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots []int64
+	for rows.Next() {
+		var p int64
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		roots = append(roots, p)
+	}
+	rows.Close()
+	if len(roots) < 2 {
+		t.Fatalf("checkpoints has %d b-trees, want the table and its primary key", len(roots))
+	}
+	b := openBackend(t, path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range roots {
+		if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, 12), (p-1)*pageSize); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+
+	_, err = b.List(ctx, ref, store.Query{}, func(store.Row) error { return nil })
+	var ce *store.CorruptError
+	if !errors.As(err, &ce) || ce.Role != "the SQLite checkpoint database" {
+		t.Fatalf("List of a damaged file = %v; want a CorruptError for the SQLite checkpoint database", err)
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "malformed") {
+		t.Errorf("error %q names neither the file nor the damage", err)
+	}
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotCheckpointStore) {
+		t.Errorf("damage reported as an outage or a misconfiguration: %v", err)
+	}
+	if err := b.Ping(ctx); err != nil {
+		t.Errorf("Ping with damaged data pages = %v; the file is there and holds the tables", err)
+	}
+}
+
 // TestFileGoneAndBack checks that a deleted file is reported unavailable
 // rather than read through connections still holding it, and that a file
 // recreated at the path is read afresh.

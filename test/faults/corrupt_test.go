@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -15,8 +16,9 @@ import (
 )
 
 // TestCorruptBlob overwrites the tool_state blob one turn ended on with
-// garbage, in two threads: as a "json" blob (LangGraph.js) and as a
-// "msgpack" one (Python). Snapshot of that turn must answer DataLoss naming
+// garbage, in three threads: as a "json" blob (LangGraph.js), as a
+// "msgpack" one (Python), and as msgpack nested deeper than any serializer
+// writes (lgcodec.DefaultMaxDepth), which is damage too. Snapshot of that turn must answer DataLoss naming
 // the thread, the checkpoint and the channel; every other turn, a third
 // untouched thread, and Turns must be served as before, and the server must
 // stay healthy: damaged data is not an outage. A server that decoded the
@@ -32,6 +34,7 @@ func TestCorruptBlob(t *testing.T) {
 	threads := []thread{
 		writeThread(t, pool, q, "corrupt-json", rivers),
 		writeThread(t, pool, q, "corrupt-msgpack", rivers),
+		writeThread(t, pool, q, "corrupt-deep", rivers),
 		writeThread(t, pool, q, "untouched", rivers),
 	}
 	const bad = 3 // the turn whose end state is damaged
@@ -42,6 +45,8 @@ func TestCorruptBlob(t *testing.T) {
 		"corrupt-json": {"json", []byte("\xff\x00{\"area_km2\": garbage")},
 		// A map announcing two entries, holding one and a half.
 		"corrupt-msgpack": {"msgpack", []byte{0x82, 0xa4, 'n', 'a', 'm', 'e', 0xa5, 'T', 'r', 'e', 'n', 't', 0xa8, 'a', 'r', 'e'}},
+		// A map whose one entry is a list of lists, 300 levels down.
+		"corrupt-deep": {"msgpack", append(append([]byte{0x81, 0xa4, 'n', 'a', 'm', 'e'}, bytes.Repeat([]byte{0x91}, 300)...), 0xc0)},
 	}
 
 	h := startHistoryd(t, bin, "--dsn", sharedDSN(t), "--schema", schema)
@@ -79,7 +84,7 @@ WHERE c.thread_id = $1 AND c.checkpoint_ns = '' AND c.checkpoint_id = $2
 
 	// State versions never change in LangGraph, so the running server
 	// keeps answering from the copy it decoded before the damage.
-	for _, th := range threads[:2] {
+	for _, th := range threads[:len(damage)] {
 		resp, err := client.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: th.id, Turn: bad})
 		if err != nil {
 			t.Errorf("%s turn %d from the warm server's cache: %v", th.id, bad, err)

@@ -62,13 +62,18 @@ const (
 // An unknown thread is not an error: it has total 0 and no turns.
 //
 // Errors: INVALID_ARGUMENT for a malformed request (the message names the
-// field and the limit), UNAUTHENTICATED without valid credentials when the
-// deployment requires them, PERMISSION_DENIED for a call a tenant may not make
-// at all, RESOURCE_EXHAUSTED past a size or rate limit (the message names it),
+// field and the limit), bytes that are no valid encoding of the request
+// included, and integers past what their field's type holds (a turn past
+// 2147483647 is refused, never read as a smaller turn), UNAUTHENTICATED
+// without valid credentials when the deployment requires them,
+// PERMISSION_DENIED for a call a tenant may not make at all,
+// RESOURCE_EXHAUSTED past a size or rate limit (the message names it),
 // UNAVAILABLE when the checkpoint store cannot be reached, DEADLINE_EXCEEDED
 // when the call's deadline (or the server's cap) passes, DATA_LOSS when a
 // stored value cannot be decoded (the message names thread, checkpoint and
-// channel), FAILED_PRECONDITION when the thread uses a storage feature historyd
+// channel; a value nested deeper than any serializer writes is one) or the
+// store reports its own files damaged (the message names which file, never
+// where it is), FAILED_PRECONDITION when the thread uses a storage feature historyd
 // does not read (encrypted or pickled values, DeltaChannel writes the
 // channel's configured reducer cannot apply) or the store holds no readable
 // checkpoint tables.
@@ -235,13 +240,18 @@ type ThreadHistory_WatchTurnsClient = grpc.ServerStreamingClient[WatchTurnsRespo
 // An unknown thread is not an error: it has total 0 and no turns.
 //
 // Errors: INVALID_ARGUMENT for a malformed request (the message names the
-// field and the limit), UNAUTHENTICATED without valid credentials when the
-// deployment requires them, PERMISSION_DENIED for a call a tenant may not make
-// at all, RESOURCE_EXHAUSTED past a size or rate limit (the message names it),
+// field and the limit), bytes that are no valid encoding of the request
+// included, and integers past what their field's type holds (a turn past
+// 2147483647 is refused, never read as a smaller turn), UNAUTHENTICATED
+// without valid credentials when the deployment requires them,
+// PERMISSION_DENIED for a call a tenant may not make at all,
+// RESOURCE_EXHAUSTED past a size or rate limit (the message names it),
 // UNAVAILABLE when the checkpoint store cannot be reached, DEADLINE_EXCEEDED
 // when the call's deadline (or the server's cap) passes, DATA_LOSS when a
 // stored value cannot be decoded (the message names thread, checkpoint and
-// channel), FAILED_PRECONDITION when the thread uses a storage feature historyd
+// channel; a value nested deeper than any serializer writes is one) or the
+// store reports its own files damaged (the message names which file, never
+// where it is), FAILED_PRECONDITION when the thread uses a storage feature historyd
 // does not read (encrypted or pickled values, DeltaChannel writes the
 // channel's configured reducer cannot apply) or the store holds no readable
 // checkpoint tables.
