@@ -71,6 +71,8 @@ var statusRules = []statusRule{
 	{code: codes.FailedPrecondition, match: as[*lgcodec.UnsupportedError]()},
 	{code: codes.ResourceExhausted, match: as[*lgcodec.LimitError]()},
 	{code: codes.DataLoss, match: as[*store.DecodeError]()},
+	// Parent links that loop: no history can be derived from them.
+	{code: codes.DataLoss, match: as[*store.CycleError]()},
 }
 
 // internalRule is what an error no rule knows maps to: the cause (driver

@@ -278,7 +278,11 @@ func restOf(cp lgcodec.Checkpoint) Rest {
 // reads.
 func (s *Store) list(ctx context.Context, ref Ref, q Query) (Census, []listed, error) {
 	var out []listed
+	rows := steps{ctx: ctx}
 	census, err := s.b.List(ctx, ref, q, func(r Row) error {
+		if err := rows.next(); err != nil {
+			return err
+		}
 		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, s.readsChannel)
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "checkpoint", Err: err}
@@ -547,6 +551,10 @@ func (th *threadData) lookup(version string) (held, bool) {
 // (known) and new checkpoints alike. Checkpoints whose messages cannot be
 // rebuilt are Unplaced.
 func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Checkpoint, cps []listed) ([]Checkpoint, error) {
+	// Every walk below, and derivation's, follows parent links.
+	if err := checkLinks(ref, known, cps); err != nil {
+		return nil, err
+	}
 	mode := lgcodec.Humans
 	for _, c := range cps {
 		if c.delta {

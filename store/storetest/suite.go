@@ -47,7 +47,7 @@ type Case struct {
 
 // Run runs every case of Cases against the backends open returns.
 func Run(t *testing.T, open Open) {
-	for _, c := range slices.Concat(Cases, threadsCases) {
+	for _, c := range slices.Concat(Cases, cycleCases, threadsCases) {
 		t.Run(c.Name, func(t *testing.T) { c.Run(t, open) })
 	}
 }
