@@ -233,7 +233,9 @@ func (s *Server) Serve(lis net.Listener) error {
 // every service is marked NOT_SERVING for good, so that balancers stop
 // sending calls; no new calls are accepted; calls in flight may finish for
 // up to grace, and are then cancelled. It returns once every Serve has
-// returned.
+// returned and every call has ended, or at most StopWait after grace when
+// a cancelled call does not end (a read stuck in the driver): the process
+// can then exit whatever the store holds.
 func (s *Server) Shutdown(grace time.Duration) {
 	s.log.Info("shutting down", "grace", grace)
 	s.svc.Shutdown()
@@ -245,9 +247,17 @@ func (s *Server) Shutdown(grace time.Duration) {
 	case <-time.After(grace):
 		s.log.Warn("grace period over; cancelling in-flight RPCs")
 		s.gs.Stop()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(StopWait):
+			s.log.Error("calls still running after being cancelled; stopping without waiting for them", "waited", StopWait)
+		}
 	}
 }
+
+// StopWait is how long Shutdown waits, once the grace period is over and
+// the calls still running are cancelled, for them to end.
+const StopWait = time.Second
 
 // Stop stops the server at once, cancelling calls in flight.
 func (s *Server) Stop() {

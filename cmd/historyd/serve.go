@@ -187,7 +187,18 @@ func (c serveConfig) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer backend.Close()
+	defer func() {
+		// Closing waits for the connections in use, which a read stuck
+		// in the driver would hold for ever: as long as Shutdown waits
+		// for such calls, and no longer.
+		closed := make(chan struct{})
+		go func() { backend.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(server.StopWait):
+			log.Warn("checkpoint store connections still in use; exiting without closing them", "waited", server.StopWait)
+		}
+	}()
 	cfg.Store.Backend = backend
 
 	var reload []func() error
