@@ -9,6 +9,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,8 +50,9 @@ type Config struct {
 	// it once the server has stopped. MessagesChannel and StateChannels
 	// default to DefaultMessagesChannel and [DefaultStateChannel]; every other
 	// field's zero value is store.Config's default (decoding limits,
-	// caches). With Metrics on, the store reads through a wrapper of Backend
-	// that times each query.
+	// caches); its Logger and ThreadLabel default to the service's logger
+	// and the hash request logs name threads by. With Metrics on, the store
+	// reads through a wrapper of Backend that times each query.
 	Store store.Config
 	// Service configures everything between the network and the handlers
 	// (see service.Options): TLS, authentication and tenant isolation,
@@ -168,6 +170,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.Service.StateChannels = cfg.Store.StateChannels
 	log := service.RedactThreadIDs(cfg.Service.Logger)
 	cfg.Service.Logger = log
+	if len(cfg.Service.ThreadIDSalt) == 0 {
+		// One random key for the process, so that the store's log names a
+		// thread as the request log does.
+		cfg.Service.ThreadIDSalt = make([]byte, 32)
+		_, _ = rand.Read(cfg.Service.ThreadIDSalt) // never fails; see crypto/rand.Read
+	}
+	if cfg.Store.Logger == nil {
+		cfg.Store.Logger = log
+	}
+	if cfg.Store.ThreadLabel == nil {
+		cfg.Store.ThreadLabel = service.ThreadLabel(cfg.Service)
+	}
 
 	s := &Server{log: log}
 	if cfg.Metrics {
