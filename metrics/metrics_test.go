@@ -167,16 +167,7 @@ func TestWatchStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := map[string]float64{}
-	families, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		for _, metric := range f.GetMetric() {
-			got[f.GetName()] = metric.GetGauge().GetValue() + metric.GetCounter().GetValue()
-		}
-	}
+	got := gathered(t, m)
 	n := float64(len(storetest.Demo))
 	// Turns 2 and 3 end on one version: 3 versions, the first read misses
 	// all four turns, the second hits all four.
@@ -194,6 +185,27 @@ func TestWatchStore(t *testing.T) {
 	if got["historyd_state_cache_bytes"] <= 0 {
 		t.Errorf("historyd_state_cache_bytes = %v, want > 0", got["historyd_state_cache_bytes"])
 	}
+}
+
+// gathered returns the value of each gauge and counter m exports, by name
+// and labels: name{label="value"}….
+func gathered(t *testing.T, m *metrics.Metrics) map[string]float64 {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range metric.GetLabel() {
+				name += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+			}
+			got[name] = metric.GetGauge().GetValue() + metric.GetCounter().GetValue()
+		}
+	}
+	return got
 }
 
 // The caches' series, by cache, follow what the store's caches do: a
@@ -219,20 +231,7 @@ func TestCacheSeries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := map[string]float64{}
-	families, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		for _, metric := range f.GetMetric() {
-			name := f.GetName()
-			for _, l := range metric.GetLabel() {
-				name += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
-			}
-			got[name] = metric.GetGauge().GetValue() + metric.GetCounter().GetValue()
-		}
-	}
+	got := gathered(t, m)
 	for name, w := range map[string]float64{
 		`historyd_cache_capacity_bytes`:                 float64(4*one + 1),
 		`historyd_cache_entries{cache="index"}`:         2,

@@ -204,19 +204,8 @@ func TestShutdownWhateverTheStoreHolds(t *testing.T) {
 	case <-time.After(3 * time.Second):
 	}
 	const grace = 200 * time.Millisecond
-	shut := make(chan time.Duration, 1)
-	go func() {
-		start := time.Now()
-		srv.Shutdown(grace)
-		shut <- time.Since(start)
-	}()
-	select {
-	case took := <-shut:
-		if took > grace+5*time.Second {
-			t.Errorf("Shutdown took %v with a %v grace period", took, grace)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("Shutdown had not returned 20s after it began, with a %v grace period", grace)
+	if took := shutdownWithin(t, srv, grace); took > grace+5*time.Second {
+		t.Errorf("Shutdown took %v with a %v grace period", took, grace)
 	}
 	if !answered {
 		t.Fatal("the read of the looped thread had not answered 3s after it began, with a 2s deadline")
@@ -266,21 +255,25 @@ func TestShutdownBounded(t *testing.T) {
 	}()
 	<-b.entered
 	const grace = 100 * time.Millisecond
-	shut := make(chan time.Duration, 1)
-	go func() {
+	took := shutdownWithin(t, srv, grace)
+	t.Logf("Shutdown returned after %v with a call that ignores its cancellation", took)
+	if took > grace+server.StopWait+5*time.Second {
+		t.Errorf("Shutdown took %v, with a %v grace period and %v to wait for cancelled calls", took, grace, server.StopWait)
+	}
+}
+
+// shutdownWithin shuts srv down with grace and returns how long it took,
+// failing the test when it has not returned within 20 seconds.
+func shutdownWithin(t *testing.T, srv *servertest.Server, grace time.Duration) time.Duration {
+	t.Helper()
+	var took time.Duration
+	_ = storetest.ReturnsWithin(t, 20*time.Second, func() error {
 		start := time.Now()
 		srv.Shutdown(grace)
-		shut <- time.Since(start)
-	}()
-	select {
-	case took := <-shut:
-		t.Logf("Shutdown returned after %v with a call that ignores its cancellation", took)
-		if took > grace+server.StopWait+5*time.Second {
-			t.Errorf("Shutdown took %v, with a %v grace period and %v to wait for cancelled calls", took, grace, server.StopWait)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("Shutdown had not returned 20s after it began, with a %v grace period and a call that ignores its cancellation", grace)
-	}
+		took = time.Since(start)
+		return nil
+	})
+	return took
 }
 
 // With metrics on, the handler exports calls, store queries and cache

@@ -150,18 +150,11 @@ func FuzzParentGraphs(f *testing.F) {
 					return err
 				}},
 			} {
-				done := make(chan error, 1)
-				go func() {
+				err := storetest.ReturnsWithin(t, fuzzCall, func() error {
 					ctx, cancel := context.WithTimeout(context.Background(), fuzzCall/4)
 					defer cancel()
-					done <- r.call(ctx)
-				}()
-				var err error
-				select {
-				case err = <-done:
-				case <-time.After(fuzzCall):
-					t.Fatalf("%s of %d checkpoints did not return within %v", r.name, len(written), fuzzCall)
-				}
+					return r.call(ctx)
+				})
 				var ce *store.CycleError
 				switch {
 				case errors.As(err, &ce):

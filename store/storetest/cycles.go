@@ -130,7 +130,7 @@ func parentCycles(t *testing.T, open Open) {
 				},
 			}
 			for _, name := range []string{"History", "ReadEncoded", "History", "ReadEncoded"} {
-				err := returnsWithin(t, cycleBound, func() error {
+				err := ReturnsWithin(t, cycleBound, func() error {
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 					defer cancel()
 					return reads[name](ctx)
@@ -147,10 +147,10 @@ func parentCycles(t *testing.T, open Open) {
 	}
 }
 
-// returnsWithin runs fn and fails the test when it has not returned within
-// bound; a call that never returns is left running, as there is no
-// stopping it.
-func returnsWithin(t *testing.T, bound time.Duration, fn func() error) error {
+// ReturnsWithin runs fn and returns what it returned, failing t when it
+// has not returned within bound: a call that never returns is left
+// running, as there is no stopping it.
+func ReturnsWithin(t testing.TB, bound time.Duration, fn func() error) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- fn() }()
@@ -158,7 +158,7 @@ func returnsWithin(t *testing.T, bound time.Duration, fn func() error) error {
 	case err := <-done:
 		return err
 	case <-time.After(bound):
-		t.Fatalf("the read did not return within %v", bound)
+		t.Fatalf("no answer within %v", bound)
 		return nil
 	}
 }

@@ -77,7 +77,7 @@ func TestParentCycle(t *testing.T) {
 		}
 	}
 	for _, n := range []int32{1, 2} {
-		err := within(t, 10*time.Second, func() error {
+		err := storetest.ReturnsWithin(t, 10*time.Second, func() error {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			_, err := client.Snapshot(cctx, &historydv1.SnapshotRequest{ThreadId: looped.id, Turn: n})
@@ -85,13 +85,13 @@ func TestParentCycle(t *testing.T) {
 		})
 		dataLoss(fmt.Sprintf("Snapshot of turn %d", n), err)
 	}
-	dataLoss("Turns", within(t, 10*time.Second, func() error {
+	dataLoss("Turns", storetest.ReturnsWithin(t, 10*time.Second, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		_, err := client.Turns(cctx, &historydv1.TurnsRequest{ThreadId: looped.id})
 		return err
 	}))
-	dataLoss("the watch", within(t, 10*time.Second, func() error {
+	dataLoss("the watch", storetest.ReturnsWithin(t, 10*time.Second, func() error {
 		for {
 			if _, err := watch.Recv(); err != nil {
 				return err
@@ -118,20 +118,6 @@ func TestParentCycle(t *testing.T) {
 	t.Logf("SIGTERM: exited %v after the signal, code %d", exited.Round(time.Millisecond), code)
 	if code != 0 || exited > grace+2*time.Second {
 		t.Errorf("SIGTERM: exit code %d after %v, want 0 within the %v grace period", code, exited, grace)
-	}
-}
-
-// within runs fn and fails the test when it has not returned within bound.
-func within(t *testing.T, bound time.Duration, fn func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(bound):
-		t.Fatalf("no answer within %v", bound)
-		return nil
 	}
 }
 
