@@ -351,18 +351,24 @@ func checkResources(t *testing.T, c corev1.Container, env map[string]envValue) {
 	if goLimit >= memLimit.Value() {
 		t.Errorf("GOMEMLIMIT %s (%d bytes) is not below limits.memory %s (%d bytes)", v.value, goLimit, memLimit.String(), memLimit.Value())
 	}
-	// The state cache is bounded by HISTORYD_CACHE_STATE_BYTES (default
-	// 64MiB) and is the largest thing historyd keeps; it must fit below the
-	// request with the idle process (about 23 MB, docs/benchmarks.md).
-	cache := int64(64 << 20)
-	if cv, ok := env["HISTORYD_CACHE_STATE_BYTES"]; ok {
+	// The caches are bounded by HISTORYD_CACHE_BYTES (default a quarter of
+	// GOMEMLIMIT) and are the largest thing historyd keeps; they must fit
+	// below the request with the idle process (about 23 MB,
+	// docs/benchmarks.md).
+	cache := goLimit / 4
+	if cv, ok := env["HISTORYD_CACHE_BYTES"]; ok {
 		if cache, err = goSize(cv.value); err != nil {
-			t.Fatalf("HISTORYD_CACHE_STATE_BYTES: %v", err)
+			t.Fatalf("HISTORYD_CACHE_BYTES: %v", err)
+		}
+	}
+	for _, old := range []string{"HISTORYD_CACHE_THREADS", "HISTORYD_CACHE_STATE_BYTES"} {
+		if _, ok := env[old]; ok {
+			t.Errorf("%s is deprecated: HISTORYD_CACHE_BYTES bounds the caches", old)
 		}
 	}
 	memRequest := r.Requests[corev1.ResourceMemory]
 	if idle := int64(23e6); cache+idle > memRequest.Value() {
-		t.Errorf("state cache %d bytes + idle RSS %d exceeds requests.memory %s", cache, idle, memRequest.String())
+		t.Errorf("caches %d bytes + idle RSS %d exceeds requests.memory %s", cache, idle, memRequest.String())
 	}
 }
 

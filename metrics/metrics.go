@@ -118,33 +118,78 @@ func (m *Metrics) Handler(ready func() bool) http.Handler {
 	return mux
 }
 
-// WatchStore exports st's cache statistics, read at each scrape.
+// WatchStore exports st's cache statistics, read at each scrape: for each
+// cache (label cache: "index", the turn indexes; "state", the encoded
+// states) what it holds and what it did, and the budget they share. The
+// older per-cache series (historyd_index_cache_threads,
+// historyd_state_cache_*) are kept, with the values they had.
 func (m *Metrics) WatchStore(st *store.Store) {
 	stat := func(f func(store.CacheStats) float64) func() float64 {
 		return func() float64 { return f(st.CacheStats()) }
 	}
 	m.Registry.MustRegister(
+		cacheCollector{st},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "historyd_index_cache_threads",
-			Help: "Threads whose turn index is cached.",
+			Help: "Threads whose turn index is cached (historyd_cache_entries{cache=\"index\"}).",
 		}, stat(func(c store.CacheStats) float64 { return float64(c.Threads) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "historyd_state_cache_versions",
-			Help: "Encoded state versions held by the state cache.",
+			Help: "Encoded state versions held by the state cache (historyd_cache_entries{cache=\"state\"}).",
 		}, stat(func(c store.CacheStats) float64 { return float64(c.StateVersions) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "historyd_state_cache_bytes",
-			Help: "Approximate memory held by the state cache, bounded by --cache-state-bytes.",
+			Help: "Approximate memory held by the state cache (historyd_cache_bytes{cache=\"state\"}).",
 		}, stat(func(c store.CacheStats) float64 { return float64(c.StateBytes) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "historyd_state_cache_hits_total",
-			Help: "Turns whose state was served from the state cache.",
+			Help: "Turns whose state was served from the state cache (historyd_cache_hits_total{cache=\"state\"}).",
 		}, stat(func(c store.CacheStats) float64 { return float64(c.StateHits) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "historyd_state_cache_misses_total",
-			Help: "Turns whose state was read from the checkpoint store and decoded.",
+			Help: "Turns whose state was read from the checkpoint store and decoded (historyd_cache_misses_total{cache=\"state\"}).",
 		}, stat(func(c store.CacheStats) float64 { return float64(c.StateMisses) })),
 	)
+}
+
+// The cache series, by cache.
+var (
+	cacheCapacityDesc = prometheus.NewDesc("historyd_cache_capacity_bytes",
+		"Memory the caches may hold together (--cache-bytes).", nil, nil)
+	cacheBytesDesc = prometheus.NewDesc("historyd_cache_bytes",
+		"Memory held by the cache, as charged: about what its entries take.", []string{"cache"}, nil)
+	cacheEntriesDesc = prometheus.NewDesc("historyd_cache_entries",
+		"Entries the cache holds: threads' turn indexes (index), encoded state versions (state).", []string{"cache"}, nil)
+	cacheHitsDesc = prometheus.NewDesc("historyd_cache_hits_total",
+		"Lookups the cache answered: reads that found the thread's index (index), turns whose state it held (state).", []string{"cache"}, nil)
+	cacheMissesDesc = prometheus.NewDesc("historyd_cache_misses_total",
+		"Lookups the cache could not answer: reads that listed the whole thread (index), turns whose state was read and decoded (state).", []string{"cache"}, nil)
+	cacheEvictionsDesc = prometheus.NewDesc("historyd_cache_evictions_total",
+		"Entries dropped, least recently used first, to make room within --cache-bytes.", []string{"cache"}, nil)
+	cacheUncachedDesc = prometheus.NewDesc("historyd_cache_uncached_total",
+		"Entries too large to keep (over a quarter of the cache's bound), served without being cached.", []string{"cache"}, nil)
+)
+
+// cacheCollector reads a store's cache statistics once per scrape.
+type cacheCollector struct{ st *store.Store }
+
+func (cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{cacheCapacityDesc, cacheBytesDesc, cacheEntriesDesc, cacheHitsDesc, cacheMissesDesc, cacheEvictionsDesc, cacheUncachedDesc} {
+		ch <- d
+	}
+}
+
+func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.st.CacheStats()
+	ch <- prometheus.MustNewConstMetric(cacheCapacityDesc, prometheus.GaugeValue, float64(s.Capacity))
+	for name, u := range map[string]store.CacheUse{"index": s.Index, "state": s.State} {
+		ch <- prometheus.MustNewConstMetric(cacheBytesDesc, prometheus.GaugeValue, float64(u.Bytes), name)
+		ch <- prometheus.MustNewConstMetric(cacheEntriesDesc, prometheus.GaugeValue, float64(u.Entries), name)
+		ch <- prometheus.MustNewConstMetric(cacheHitsDesc, prometheus.CounterValue, float64(u.Hits), name)
+		ch <- prometheus.MustNewConstMetric(cacheMissesDesc, prometheus.CounterValue, float64(u.Misses), name)
+		ch <- prometheus.MustNewConstMetric(cacheEvictionsDesc, prometheus.CounterValue, float64(u.Evictions), name)
+		ch <- prometheus.MustNewConstMetric(cacheUncachedDesc, prometheus.CounterValue, float64(u.Uncached), name)
+	}
 }
 
 // Backend wraps b so that each query's latency and failure is recorded.

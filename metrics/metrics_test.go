@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,16 +167,7 @@ func TestWatchStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := map[string]float64{}
-	families, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		for _, metric := range f.GetMetric() {
-			got[f.GetName()] = metric.GetGauge().GetValue() + metric.GetCounter().GetValue()
-		}
-	}
+	got := gathered(t, m)
 	n := float64(len(storetest.Demo))
 	// Turns 2 and 3 end on one version: 3 versions, the first read misses
 	// all four turns, the second hits all four.
@@ -192,6 +184,85 @@ func TestWatchStore(t *testing.T) {
 	}
 	if got["historyd_state_cache_bytes"] <= 0 {
 		t.Errorf("historyd_state_cache_bytes = %v, want > 0", got["historyd_state_cache_bytes"])
+	}
+}
+
+// gathered returns the value of each gauge and counter m exports, by name
+// and labels: name{label="value"}….
+func gathered(t *testing.T, m *metrics.Metrics) map[string]float64 {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range metric.GetLabel() {
+				name += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+			}
+			got[name] = metric.GetGauge().GetValue() + metric.GetCounter().GetValue()
+		}
+	}
+	return got
+}
+
+// The caches' series, by cache, follow what the store's caches do: a
+// second read of a thread hits, a thread over a quarter of the budget is
+// counted uncached, and five threads into room for four evict the least
+// recently read.
+func TestCacheSeries(t *testing.T) {
+	mem := storetest.NewMemory()
+	for _, id := range []string{"a", "b"} {
+		storetest.Build(mem, store.Ref{ThreadID: id}, storetest.Demo)
+	}
+	probe := store.New(store.Config{Backend: mem})
+	if _, err := probe.History(context.Background(), store.Ref{ThreadID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	one := probe.CacheStats().Index.Bytes
+	storetest.Build(mem, store.Ref{ThreadID: "long"}, slices.Repeat(storetest.Demo, 4))
+	m := metrics.New(buildinfo.Info{})
+	st := store.New(store.Config{Backend: mem, CacheBytes: 4*one + 1, CacheStateBytes: -1})
+	m.WatchStore(st)
+	for _, id := range []string{"a", "b", "b", "long"} {
+		if _, err := st.History(context.Background(), store.Ref{ThreadID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := gathered(t, m)
+	for name, w := range map[string]float64{
+		`historyd_cache_capacity_bytes`:                 float64(4*one + 1),
+		`historyd_cache_entries{cache="index"}`:         2,
+		`historyd_cache_bytes{cache="index"}`:           float64(2 * one),
+		`historyd_cache_hits_total{cache="index"}`:      1,
+		`historyd_cache_misses_total{cache="index"}`:    3,
+		`historyd_cache_evictions_total{cache="index"}`: 0,
+		`historyd_cache_uncached_total{cache="index"}`:  1,
+		`historyd_cache_entries{cache="state"}`:         0,
+		`historyd_cache_uncached_total{cache="state"}`:  0,
+		`historyd_index_cache_threads`:                  2,
+	} {
+		if got[name] != w {
+			t.Errorf("%s = %v, want %v", name, got[name], w)
+		}
+	}
+	// Three more: the fifth has the least recently read, a, make room.
+	for _, id := range []string{"c", "d", "e"} {
+		storetest.Build(mem, store.Ref{ThreadID: id}, storetest.Demo)
+		if _, err := st.History(context.Background(), store.Ref{ThreadID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := st.CacheStats(); s.Index.Evictions != 1 || s.Index.Entries != 4 {
+		t.Errorf("after five threads into room for four: %+v, want one eviction", s.Index)
+	}
+	if _, err := st.History(context.Background(), store.Ref{ThreadID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := st.CacheStats(); s.Index.Misses != 7 {
+		t.Errorf("reading the evicted thread again: %+v, want a miss", s.Index)
 	}
 }
 

@@ -9,6 +9,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,8 +51,9 @@ type Config struct {
 	// it once the server has stopped. MessagesChannel and StateChannels
 	// default to DefaultMessagesChannel and [DefaultStateChannel]; every other
 	// field's zero value is store.Config's default (decoding limits,
-	// caches). With Metrics on, the store reads through a wrapper of Backend
-	// that times each query.
+	// caches); its Logger and ThreadLabel default to the service's logger
+	// and the hash request logs name threads by. With Metrics on, the store
+	// reads through a wrapper of Backend that times each query.
 	Store store.Config
 	// Service configures everything between the network and the handlers
 	// (see service.Options): TLS, authentication and tenant isolation,
@@ -175,6 +177,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.Service.StateChannels = cfg.Store.StateChannels
 	log := service.RedactThreadIDs(cfg.Service.Logger)
 	cfg.Service.Logger = log
+	if len(cfg.Service.ThreadIDSalt) == 0 {
+		// One random key for the process, so that the store's log names a
+		// thread as the request log does.
+		cfg.Service.ThreadIDSalt = make([]byte, 32)
+		_, _ = rand.Read(cfg.Service.ThreadIDSalt) // never fails; see crypto/rand.Read
+	}
+	if cfg.Store.Logger == nil {
+		cfg.Store.Logger = log
+	}
+	if cfg.Store.ThreadLabel == nil {
+		cfg.Store.ThreadLabel = service.ThreadLabel(cfg.Service)
+	}
 
 	s := &Server{log: log}
 	if cfg.Metrics {
@@ -240,7 +254,9 @@ func (s *Server) Serve(lis net.Listener) error {
 // every service is marked NOT_SERVING for good, so that balancers stop
 // sending calls; no new calls are accepted; calls in flight may finish for
 // up to grace, and are then cancelled. It returns once every Serve has
-// returned.
+// returned and every call has ended, or at most StopWait after grace when
+// a cancelled call does not end (a read stuck in the driver): the process
+// can then exit whatever the store holds.
 func (s *Server) Shutdown(grace time.Duration) {
 	s.log.Info("shutting down", "grace", grace)
 	s.svc.Shutdown()
@@ -252,9 +268,17 @@ func (s *Server) Shutdown(grace time.Duration) {
 	case <-time.After(grace):
 		s.log.Warn("grace period over; cancelling in-flight RPCs")
 		s.gs.Stop()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(StopWait):
+			s.log.Error("calls still running after being cancelled; stopping without waiting for them", "waited", StopWait)
+		}
 	}
 }
+
+// StopWait is how long Shutdown waits, once the grace period is over and
+// the calls still running are cancelled, for them to end.
+const StopWait = time.Second
 
 // Stop stops the server at once, cancelling calls in flight.
 func (s *Server) Stop() {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/syncbuf"
+	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
@@ -165,6 +168,112 @@ func TestShutdown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A thread whose parent links loop through checkpoints storing no value,
+// written after its index was cached, answers DATA_LOSS naming the loop,
+// and Shutdown still returns within its grace period.
+func TestShutdownWhateverTheStoreHolds(t *testing.T) {
+	mem := storetest.NewMemory()
+	ref := store.Ref{ThreadID: "looped"}
+	storetest.Build(mem, ref, storetest.Demo[:1])
+	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: mem}})
+	client := historydv1.NewThreadHistoryClient(srv.Conn(t))
+	if _, err := client.Snapshot(context.Background(), &historydv1.SnapshotRequest{ThreadId: ref.ThreadID, Turn: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// The next read refreshes the cached index in the call itself, to
+	// check that turn 1's end is still there.
+	for i, parent := range []string{"1f0d-3", "1f0d-1", "1f0d-2"} {
+		mem.Put(ref, lgsaver.Checkpoint{ID: fmt.Sprintf("1f0d-%d", i+1), Parent: parent, TS: storetest.Base.Add(time.Hour),
+			Versions: lgwrite.Map{{Key: "messages", Value: 100 + i}},
+			Metadata: lgwrite.Map{{Key: "source", Value: "loop"}}})
+	}
+	called := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := client.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: ref.ThreadID, Turn: 1})
+		called <- err
+	}()
+	var err error
+	answered := false
+	select {
+	case err = <-called:
+		answered = true
+	case <-time.After(3 * time.Second):
+	}
+	const grace = 200 * time.Millisecond
+	if took := shutdownWithin(t, srv, grace); took > grace+5*time.Second {
+		t.Errorf("Shutdown took %v with a %v grace period", took, grace)
+	}
+	if !answered {
+		t.Fatal("the read of the looped thread had not answered 3s after it began, with a 2s deadline")
+	}
+	if status.Code(err) != codes.DataLoss || !strings.Contains(status.Convert(err).Message(), "1f0d-1 → 1f0d-3 → 1f0d-2 → 1f0d-1") {
+		t.Errorf("read of the looped thread = %v, want DataLoss naming the loop", err)
+	}
+}
+
+// ignoring, once armed, blocks listing checkpoints, whatever its context
+// says, until release is closed: a driver stuck in a read.
+type ignoring struct {
+	*storetest.Memory
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *ignoring) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+	if s.armed.Load() {
+		s.entered <- struct{}{}
+		<-s.release
+	}
+	return s.Memory.List(ctx, ref, q, fn)
+}
+
+// Shutdown returns soon after the grace period even when a call does not
+// stop once cancelled: what it waits for is bounded.
+func TestShutdownBounded(t *testing.T) {
+	b := &ignoring{Memory: storetest.NewMemory(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(b.release)
+	ref := store.Ref{ThreadID: "stuck"}
+	storetest.Build(b.Memory, ref, storetest.Demo[:1])
+	// Counting on every refresh lists the thread in the call's own
+	// goroutine, where a stuck read holds the call.
+	srv, err := servertest.New(context.Background(), server.Config{Store: store.Config{Backend: b, RecountEvery: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := historydv1.NewThreadHistoryClient(srv.Conn(t))
+	if _, err := client.Snapshot(context.Background(), &historydv1.SnapshotRequest{ThreadId: ref.ThreadID, Turn: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b.armed.Store(true)
+	go func() {
+		_, _ = client.Snapshot(context.Background(), &historydv1.SnapshotRequest{ThreadId: ref.ThreadID, Turn: 1})
+	}()
+	<-b.entered
+	const grace = 100 * time.Millisecond
+	took := shutdownWithin(t, srv, grace)
+	t.Logf("Shutdown returned after %v with a call that ignores its cancellation", took)
+	if took > grace+server.StopWait+5*time.Second {
+		t.Errorf("Shutdown took %v, with a %v grace period and %v to wait for cancelled calls", took, grace, server.StopWait)
+	}
+}
+
+// shutdownWithin shuts srv down with grace and returns how long it took,
+// failing the test when it has not returned within 20 seconds.
+func shutdownWithin(t *testing.T, srv *servertest.Server, grace time.Duration) time.Duration {
+	t.Helper()
+	var took time.Duration
+	_ = storetest.ReturnsWithin(t, 20*time.Second, func() error {
+		start := time.Now()
+		srv.Shutdown(grace)
+		took = time.Since(start)
+		return nil
+	})
+	return took
 }
 
 // With metrics on, the handler exports calls, store queries and cache

@@ -79,6 +79,16 @@ func (tt threadTagger) tag(threadID string) threadTag {
 	return threadTag{raw: threadID, shown: hex.EncodeToString(mac.Sum(nil))[:12], hashed: true}
 }
 
+// ThreadLabel returns how o's request logs show a thread id: its keyed
+// hash, or "<thread>" with thread ids omitted. Other logs use it to name a
+// thread the way the request log does; give o a ThreadIDSalt (server.New
+// does), since without one every call hashes with a random key of its
+// own.
+func ThreadLabel(o Options) func(threadID string) string {
+	tt := newThreadTagger(o.ThreadIDs, o.ThreadIDSalt)
+	return func(threadID string) string { return tt.tag(threadID).shown }
+}
+
 // threadRequest is every request that names a thread.
 type threadRequest interface{ GetThreadId() string }
 

@@ -107,6 +107,8 @@ var statusRules = []statusRule{
 		return errors.As(err, &le) && le.Limit != "MaxDepth"
 	}},
 	{code: codes.DataLoss, match: as[*store.DecodeError]()},
+	// Parent links that loop: no history can be derived from them.
+	{code: codes.DataLoss, match: as[*store.CycleError]()},
 }
 
 // damaged is DATA_LOSS's message for storage that reports itself damaged.

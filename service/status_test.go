@@ -34,6 +34,7 @@ func TestToStatus(t *testing.T) {
 		{"unsupported", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.UnsupportedError{Format: "pickle"}}, codes.FailedPrecondition},
 		{"size limit", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxBytes"}}, codes.ResourceExhausted},
 		{"too deep", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxDepth"}}, codes.DataLoss},
+				{"parent cycle", fmt.Errorf("list: %w", &store.CycleError{Ref: where, Checkpoints: []string{"a", "b"}}), codes.DataLoss},
 		{"status passes through", status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied},
 		{"unknown", errors.New("boom"), codes.Internal},
 	}
@@ -52,6 +53,26 @@ func TestDecodeErrorNamesWhere(t *testing.T) {
 	for _, want := range []string{`"t1"`, "1f0c-0003", `"tool_state"`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q does not name %s", msg, want)
+		}
+	}
+}
+
+func TestCycleErrorNamesWhere(t *testing.T) {
+	loop := make([]string, 12)
+	for i := range loop {
+		loop[i] = fmt.Sprintf("1f0c-%04d", i)
+	}
+	for _, tt := range []struct {
+		err  *store.CycleError
+		want string
+	}{
+		{&store.CycleError{Ref: store.Ref{ThreadID: "t1"}, Checkpoints: []string{"1f0c-0003"}},
+			`thread "t1": stored parent links loop: checkpoint 1f0c-0003 → 1f0c-0003, each the parent of the one before`},
+		{&store.CycleError{Ref: store.Ref{ThreadID: "t1", Namespace: "sub"}, Checkpoints: loop},
+			`thread "t1" namespace "sub": stored parent links loop: checkpoint 1f0c-0000 → 1f0c-0001 → 1f0c-0002 → 1f0c-0003 → 1f0c-0004 → 1f0c-0005 → 1f0c-0006 → 1f0c-0007 → … (12 checkpoints in all) → 1f0c-0000, each the parent of the one before`},
+	} {
+		if st := toStatus(tt.err); st.Code() != codes.DataLoss || st.Message() != tt.want {
+			t.Errorf("toStatus(%+v) = %v %q, want DataLoss %q", tt.err, st.Code(), st.Message(), tt.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -223,9 +224,10 @@ func (p *poller) run(ctx context.Context) {
 			p.ps.mu.Unlock()
 			p.notify()
 			return
-		case h != last:
-			// A History is shared until the thread changes (or its index
-			// is evicted and rebuilt, which only costs watchers a look).
+		case !sameHistory(h, last):
+			// A History is shared until the thread changes; one derived
+			// again (an index evicted, or a thread too large to cache,
+			// derived on every read) is compared by what it holds.
 			last = h
 			wait = interval
 			p.notify()
@@ -234,6 +236,29 @@ func (p *poller) run(ctx context.Context) {
 		}
 		timer.Reset(wait)
 	}
+}
+
+// sameHistory reports whether two histories of a thread say the same:
+// the same turns, ending where they did, derived from the same
+// checkpoints.
+func sameHistory(a, b *store.History) bool {
+	if a == b {
+		return true
+	}
+	if a == nil || b == nil || a.Total != b.Total || a.Numbering != b.Numbering || len(a.Steps) != len(b.Steps) {
+		return false
+	}
+	for i, st := range a.Steps {
+		if u := b.Steps[i]; st.Turn != u.Turn || st.Checkpoint.ID != u.Checkpoint.ID {
+			return false
+		}
+	}
+	for i, t := range a.Turns {
+		if u := b.Turns[i]; t.Retained != u.Retained || t.End.ID != u.End.ID || !slices.Equal(t.AnsweredWith, u.AnsweredWith) {
+			return false
+		}
+	}
+	return true
 }
 
 // WatchTurns implements historyd.v1.ThreadHistory.WatchTurns. Calls

@@ -73,9 +73,15 @@ func rebuild[V any](ctx context.Context, s *Store, ref Ref, channel string, node
 	state := map[string]chainState{}
 	base := map[string]V{}
 	// Walk every target's chain up, a batch of probes at a time, until each
-	// meets a base or a deleted checkpoint.
+	// meets a base or a deleted checkpoint, or a checkpoint whose parent a
+	// chain took up already: chains join, and links that loop (no saver
+	// writes them, but stored rows are input) meet their own trail.
+	taken := map[string]bool{}
 	heads := slices.Clone(targets)
 	for len(heads) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		var probe []string
 		var next []string
 		for _, h := range heads {
@@ -83,6 +89,10 @@ func rebuild[V any](ctx context.Context, s *Store, ref Ref, channel string, node
 			case stored, empty, lost:
 				continue
 			case unstored:
+				if taken[h] {
+					continue
+				}
+				taken[h] = true
 				p := nodes[h].parent
 				switch _, ok := nodes[p]; {
 				case p == "":
@@ -133,24 +143,39 @@ func rebuild[V any](ctx context.Context, s *Store, ref Ref, channel string, node
 	// and who needs each one's value.
 	children := map[string]int{}
 	var fold []string // unstored checkpoints whose value is rebuilt
-	var isLost func(id string) bool
 	memo := map[string]bool{}
-	isLost = func(id string) bool {
-		for chain := []string{}; ; {
+	walked := steps{ctx: ctx}
+	// isLost follows id's chain to its base, or to a checkpoint whose value
+	// is lost; a chain meeting its own trail loops.
+	isLost := func(id string) (bool, error) {
+		var chain []string
+		on := map[string]bool{}
+		for {
 			if v, ok := memo[id]; ok || state[id] != unstored {
 				l := ok && v || state[id] == lost
 				for _, c := range chain {
 					memo[c] = l
 				}
-				return l
+				return l, nil
 			}
+			if on[id] {
+				return false, &CycleError{Ref: ref, Checkpoints: smallestFirst(chain[slices.Index(chain, id):])}
+			}
+			if err := walked.next(); err != nil {
+				return false, err
+			}
+			on[id] = true
 			chain = append(chain, id)
 			id = nodes[id].parent
 		}
 	}
 	inFold := map[string]bool{}
 	for _, t := range targets {
-		if isLost(t) {
+		l, err := isLost(t)
+		if err != nil {
+			return nil, err
+		}
+		if l {
 			broken = append(broken, t)
 			continue
 		}
@@ -198,6 +223,11 @@ func rebuild[V any](ctx context.Context, s *Store, ref Ref, channel string, node
 	// never all in memory at once.
 	values := base
 	for _, id := range foldOrder(fold, nodes) {
+		// Each step applies writes to what may be a long list: the
+		// context is looked at every time.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		p := nodes[id].parent
 		v, err := f.apply(p, values[p], writes[p])
 		if err != nil {

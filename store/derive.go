@@ -418,7 +418,8 @@ func checkpointOrder(cps []Checkpoint) []int {
 		return order
 	}
 	// From each checkpoint in id order, its unplaced ancestors first; a
-	// cycle (which no saver writes) is broken where met.
+	// cycle (which no saver writes, and Store refuses with a CycleError
+	// before deriving) is broken where met.
 	out := make([]int, 0, len(cps))
 	placed := make([]bool, len(cps))
 	visit := func(i int) {

@@ -47,10 +47,10 @@ type EncodedState struct {
 
 // cost is what the state holds in memory, roughly: the encodings, the keys
 // and the per-entry bookkeeping.
-func (st EncodedState) cost() int {
-	n := 64
+func (st EncodedState) cost() int64 {
+	n := int64(64)
 	for _, e := range st.Entries {
-		n += len(e.Data) + len(e.Key) + 64
+		n += int64(len(e.Data) + len(e.Key) + 64)
 	}
 	return n
 }
@@ -89,7 +89,7 @@ var ErrUnknownChannel = errors.New("not a state channel historyd serves")
 // ReadEncoded derives the thread's history and reads channel's value at
 // the end of each turn pick selects from it ("" reads the default state
 // channel), restricted to keys, each entry encoded by enc. The encodings
-// of each state version are cached (Config.CacheStateBytes), so a warm read
+// of each state version are cached (Config.CacheBytes), so a warm read
 // decodes nothing; states too large for the cache are decoded one entry at
 // a time, restricted to keys, and not kept. A DeltaChannel's value is
 // rebuilt from writes where the turn's end stores none; a turn whose value
@@ -135,8 +135,7 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 		}
 		miss = append(miss, i)
 	}
-	s.stateHits.Add(int64(len(turns) - len(miss)))
-	s.stateMisses.Add(int64(len(miss)))
+	s.encoded.count(len(turns)-len(miss), len(miss))
 	note(ctx, AttrStateChannel.String(channel), AttrStateTurns.Int(len(turns)),
 		AttrStateCacheHits.Int(len(turns)-len(miss)), AttrStateCacheMisses.Int(len(miss)))
 	if len(miss) == 0 {
@@ -188,7 +187,7 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 		}
 		if cacheable {
 			decoded[v] = st
-			s.encoded.putCost(stateKey{enc, ref, channel, lineage, v}, st, st.cost())
+			s.encoded.put(stateKey{enc, ref, channel, lineage, v}, st, st.cost())
 		}
 		out[i] = st.project(keys)
 		return nil
@@ -260,8 +259,8 @@ func (s *Store) rebuildStates(ctx context.Context, ref Ref, channel string, ix *
 			if err := entriesOf(v, channel, nil, st.appendEncoded(enc)); err != nil {
 				return &DecodeError{Ref: ref, CheckpointID: id, Channel: channel, Err: err}
 			}
-			if version := nodes[id].versions[channel]; st.cost() <= s.stateAdmit {
-				s.encoded.putCost(stateKey{enc, ref, channel, ix.minID, version}, st, st.cost())
+			if version := nodes[id].versions[channel]; st.cost() <= int64(s.stateAdmit) {
+				s.encoded.put(stateKey{enc, ref, channel, ix.minID, version}, st, st.cost())
 			}
 			for _, i := range at[id] {
 				out[i] = st.project(keys)

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrUnavailable marks errors caused by the checkpoint storage being
@@ -76,3 +77,36 @@ func (e *DecodeError) Error() string {
 
 // Unwrap returns the decode error.
 func (e *DecodeError) Unwrap() error { return e.Err }
+
+// CycleError reports stored parent links that loop: following them from
+// one of Checkpoints leads back to it. No saver writes such links, and no
+// history can be derived from them; the thread cannot be read until they
+// are repaired.
+type CycleError struct {
+	// Ref names the thread.
+	Ref Ref
+	// Checkpoints are the checkpoints of the loop, from the smallest id,
+	// each followed by its parent (the last's parent is the first).
+	Checkpoints []string
+}
+
+// cycleShown is how many of a cycle's checkpoints its error names.
+const cycleShown = 8
+
+// Error names the thread and the checkpoints of the loop, the first
+// cycleShown of a long one.
+func (e *CycleError) Error() string {
+	ns := ""
+	if e.Ref.Namespace != "" {
+		ns = fmt.Sprintf(" namespace %q", e.Ref.Namespace)
+	}
+	shown := e.Checkpoints[:min(len(e.Checkpoints), cycleShown)]
+	loop := strings.Join(shown, " → ")
+	if len(e.Checkpoints) > len(shown) {
+		loop += fmt.Sprintf(" → … (%d checkpoints in all)", len(e.Checkpoints))
+	}
+	if len(e.Checkpoints) > 0 {
+		loop += " → " + e.Checkpoints[0]
+	}
+	return fmt.Sprintf("thread %q%s: stored parent links loop: checkpoint %s, each the parent of the one before", e.Ref.ThreadID, ns, loop)
+}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -38,8 +39,20 @@ type Config struct {
 	Reducers map[string]string
 	// Limits bound each decoded value. Default: lgcodec's defaults.
 	Limits lgcodec.Limits
-	// CacheThreads is how many threads' turn indexes are kept in memory and
-	// refreshed incrementally. Default 1024; negative disables the cache.
+	// CacheBytes bounds the memory the store's caches hold together: the
+	// turn indexes (each thread's checkpoints and what its messages
+	// versions hold) and the encoded state versions, each charged about
+	// what it holds in memory; the least recently used items, of either
+	// cache, make room. A thread whose index alone would take more than a
+	// quarter of it is served without being cached (Config.Logger says so
+	// once), as is a state stored larger than a quarter of the state
+	// cache's bound. Default DefaultCacheBytes(): a quarter of GOMEMLIMIT
+	// when it is set, else 256 MiB; negative disables both caches.
+	CacheBytes int64
+	// CacheThreads, when above 0, also bounds how many threads' turn
+	// indexes are cached; negative disables the index cache. Default 0: as
+	// many as CacheBytes holds. (It was the index cache's only bound
+	// before CacheBytes, 1024 by default.)
 	CacheThreads int
 	// RecountEvery is how often a cached thread's checkpoints are counted.
 	// Every refresh checks the oldest checkpoint, which catches pruning
@@ -49,12 +62,21 @@ type Config struct {
 	// costs time in proportion to the thread's length, so it is not done on
 	// every request. Default 1s; negative counts on every refresh.
 	RecountEvery time.Duration
-	// CacheStateBytes bounds the memory (about the bytes the encoder
-	// returned) held by ReadEncoded's cache of encoded state versions.
-	// Versions are immutable, so a cached one never goes stale; a state
-	// whose stored value is larger than a quarter of the bound is never
-	// cached. Default 64 MiB; negative disables the cache.
+	// CacheStateBytes, when above 0, also bounds the part of CacheBytes
+	// the encoded state versions ReadEncoded caches may take (versions are
+	// immutable, so a cached one never goes stale); negative disables the
+	// state cache. Default 0: as much of CacheBytes as is free. (It was the
+	// state cache's own budget before CacheBytes, 64 MiB by default.)
 	CacheStateBytes int
+	// Logger receives what the store notices about the threads it reads:
+	// a thread too large to cache, once per thread. Records are logged
+	// with the read's context, and name the thread only as ThreadLabel
+	// labels it. Default: nothing is logged.
+	Logger *slog.Logger
+	// ThreadLabel is how Logger's records name a thread: a keyed hash, say,
+	// never the id itself, which may be personal. Default: they do not
+	// name it.
+	ThreadLabel func(threadID string) string
 	// TracerProvider, when set, traces the turn index's refreshes and the
 	// state reads (SpanIndex, SpanReadState). Nil: no spans, no cost.
 	TracerProvider trace.TracerProvider
@@ -96,20 +118,22 @@ type Store struct {
 	states   []string
 	reducers map[string]string
 	limits   lgcodec.Limits
-	indexes  *lru[Ref, *index]
+	caches   *cache
+	indexes  *shelf[Ref, *index]
 	recount  time.Duration
 	// refreshes shares refreshes of a thread that no turn's check ties to
 	// the asking read (see indexChecking).
 	refreshes refreshes
 	// probes shares the warm path's freshness probes between reads.
 	probes  *prober
-	encoded *lru[stateKey, EncodedState]
-	// stateHits and stateMisses count encoded-state cache lookups.
-	stateHits, stateMisses atomic.Int64
+	encoded *shelf[stateKey, EncodedState]
 	// stateAdmit is the largest stored state value the state cache takes.
 	stateAdmit int
 	// tracer starts the store's spans; nil when the store is not traced.
 	tracer trace.Tracer
+	// uncached says what the store has noticed about threads too large to
+	// cache (see Config.Logger).
+	uncached notices
 }
 
 // New returns a Store reading through cfg.Backend. A configuration
@@ -136,9 +160,19 @@ func New(cfg Config) *Store {
 			s.reducers[ch] = reduce.Merge.Name
 		}
 	}
-	s.indexes = newLRU[Ref, *index](orDefault(cfg.CacheThreads, 1024))
-	s.encoded = newLRU[stateKey, EncodedState](orDefault(cfg.CacheStateBytes, 64<<20))
-	s.stateAdmit = s.encoded.cap / 4
+	budget := cfg.CacheBytes
+	if budget == 0 {
+		budget = DefaultCacheBytes()
+	}
+	s.caches = newCache(budget)
+	s.indexes = newShelf[Ref, *index](s.caches, cfg.CacheThreads < 0, s.caches.capacity/4, max(cfg.CacheThreads, 0), 0)
+	states := s.caches.capacity
+	if cfg.CacheStateBytes > 0 {
+		states = min(states, int64(cfg.CacheStateBytes))
+	}
+	s.encoded = newShelf[stateKey, EncodedState](s.caches, cfg.CacheStateBytes < 0, states/4, 0, int64(max(cfg.CacheStateBytes, 0)))
+	s.stateAdmit = int(min(states/4, math.MaxInt32))
+	s.uncached = notices{log: cfg.Logger, label: cfg.ThreadLabel}
 	s.recount = cfg.RecountEvery
 	if s.recount == 0 {
 		s.recount = time.Second
@@ -146,34 +180,33 @@ func New(cfg Config) *Store {
 	return s
 }
 
-func orDefault(n, def int) int {
-	if n == 0 {
-		return def
-	}
-	return max(n, 0)
-}
-
 // CacheStats is what the store's caches hold and how well they serve.
 type CacheStats struct {
-	// Threads is how many threads' turn indexes are cached.
-	Threads int
-	// StateVersions and StateBytes are how many encoded state versions
-	// the state cache holds, and about how much memory they take.
-	StateVersions, StateBytes int
-	// StateHits and StateMisses count the turns whose state was served
-	// from the cache and those read from the backend, since New.
-	StateHits, StateMisses int64
+	// Capacity is the memory the caches may hold together
+	// (Config.CacheBytes), and Bytes what they hold, in bytes.
+	Capacity, Bytes int64
+	// Index is the turn-index cache: a hit is a read that found the
+	// thread's index cached (and read only what is newer), a miss one that
+	// listed the whole thread; Uncached counts the indexes too large to
+	// keep.
+	Index CacheUse
+	// State is the encoded-state cache: a hit is a turn whose state was
+	// served from it, a miss one read from the backend.
+	State CacheUse
+	// Threads is Index.Entries, StateVersions State.Entries, StateBytes
+	// State.Bytes, StateHits State.Hits and StateMisses State.Misses: the
+	// statistics there were before the caches shared a budget.
+	Threads, StateVersions, StateBytes int
+	StateHits, StateMisses             int64
 }
 
 // CacheStats reports on the store's caches.
 func (s *Store) CacheStats() CacheStats {
-	return CacheStats{
-		Threads:       s.indexes.len(),
-		StateVersions: s.encoded.len(),
-		StateBytes:    s.encoded.cost(),
-		StateHits:     s.stateHits.Load(),
-		StateMisses:   s.stateMisses.Load(),
-	}
+	st := CacheStats{Capacity: s.caches.capacity, Index: s.indexes.use(), State: s.encoded.use()}
+	st.Bytes = st.Index.Bytes + st.State.Bytes
+	st.Threads, st.StateVersions, st.StateBytes = st.Index.Entries, st.State.Entries, int(st.State.Bytes)
+	st.StateHits, st.StateMisses = st.State.Hits, st.State.Misses
+	return st
 }
 
 // Backend returns the backend the store reads through.
@@ -275,10 +308,14 @@ func restOf(cp lgcodec.Checkpoint) Rest {
 
 // list reads the thread's checkpoints through the backend and parses each
 // row as it comes, keeping only the versions of the channels the store
-// reads.
-func (s *Store) list(ctx context.Context, ref Ref, q Query) (Census, []listed, error) {
+// reads, as th shares them (see threadData.shareVersions).
+func (s *Store) list(ctx context.Context, ref Ref, q Query, th *threadData) (Census, []listed, error) {
 	var out []listed
+	rows := steps{ctx: ctx}
 	census, err := s.b.List(ctx, ref, q, func(r Row) error {
+		if err := rows.next(); err != nil {
+			return err
+		}
 		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, s.readsChannel)
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "checkpoint", Err: err}
@@ -287,7 +324,7 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query) (Census, []listed, e
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "metadata", Err: err}
 		}
-		out = append(out, listed{id: r.ID, parent: r.Parent, ts: cp.TS, versions: cp.Versions, delta: md.Delta, between: madeBetweenRuns(md.Source),
+		out = append(out, listed{id: r.ID, parent: r.Parent, ts: cp.TS, versions: th.shareVersions(cp.Versions), delta: md.Delta, between: madeBetweenRuns(md.Source),
 			rest: restOf(cp)})
 		return nil
 	})
@@ -305,9 +342,9 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query) (Census, []listed, e
 // date: the census and the checkpoints newer than after. Without a count,
 // a shared probe asks first (the warm path's common case is that nothing is
 // new), and the rows are listed only when it finds newer ones.
-func (s *Store) since(ctx context.Context, ref Ref, after string, count bool, verify []string) (Census, []listed, error) {
+func (s *Store) since(ctx context.Context, ref Ref, th *threadData, after string, count bool, verify []string) (Census, []listed, error) {
 	if count {
-		return s.list(ctx, ref, Query{After: after, Count: true, Verify: verify})
+		return s.list(ctx, ref, Query{After: after, Count: true, Verify: verify}, th)
 	}
 	pr, err := s.probes.probe(ctx, Probe{Ref: ref, After: after, Verify: verify})
 	if err != nil {
@@ -316,15 +353,16 @@ func (s *Store) since(ctx context.Context, ref Ref, after string, count bool, ve
 	if !pr.Newer {
 		return Census{Count: -1, MinID: pr.MinID, Present: pr.Present}, nil, nil
 	}
-	return s.list(ctx, ref, Query{After: after, Verify: verify})
+	return s.list(ctx, ref, Query{After: after, Verify: verify}, th)
 }
 
 func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, seen, error) {
 	old, cached := s.indexes.get(ref)
 	if cached {
+		s.indexes.count(1, 0)
 		now := time.Now()
 		count := s.recount < 0 || now.Sub(old.counted) >= s.recount
-		census, newer, err := s.since(ctx, ref, old.maxID, count, verify)
+		census, newer, err := s.since(ctx, ref, old.thread, old.maxID, count, verify)
 		if err != nil {
 			return nil, seen{}, err
 		}
@@ -349,7 +387,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 					// shared with its readers.
 					ix := *old
 					ix.counted = counted
-					s.indexes.put(ref, &ix)
+					s.indexes.put(ref, &ix, ix.size)
 					return &ix, sn, nil
 				}
 				return old, sn, nil
@@ -361,13 +399,23 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 			// old.checkpoints is shared with readers of the old index:
 			// append to a copy.
 			all := append(slices.Clip(old.checkpoints), placed...)
-			ix := s.build(ref, all, old.thread, counted)
+			ix, err := s.build(ctx, ref, all, old.thread, counted)
+			if err != nil {
+				return nil, seen{}, err
+			}
 			note(ctx, AttrIndexTurns.Int(ix.hist.Total))
 			return ix, sn, nil
 		}
+	} else {
+		s.indexes.count(0, 1)
 	}
 	counted := time.Now()
-	_, cps, err := s.list(ctx, ref, Query{})
+	// Read afresh, cold or not: after a deletion, what the store answers
+	// must rest on what is left, not on what it happened to read before
+	// (a DeltaChannel's list read at a checkpoint since deleted may be
+	// beyond what the checkpoints left can show).
+	th := newThreadData()
+	_, cps, err := s.list(ctx, ref, Query{}, th)
 	if err != nil {
 		return nil, seen{}, err
 	}
@@ -376,22 +424,26 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 		cache = "invalidated"
 	}
 	note(ctx, AttrIndexCache.String(cache), AttrIndexListed.Int(len(cps)), AttrIndexCheckpoints.Int(len(cps)))
-	// Read afresh, cold or not: after a deletion, what the store answers
-	// must rest on what is left, not on what it happened to read before
-	// (a DeltaChannel's list read at a checkpoint since deleted may be
-	// beyond what the checkpoints left can show).
-	th := newThreadData()
 	placed, err := s.place(ctx, ref, th, nil, cps)
 	if err != nil {
 		return nil, seen{}, err
 	}
-	ix := s.build(ref, placed, th, counted)
+	ix, err := s.build(ctx, ref, placed, th, counted)
+	if err != nil {
+		return nil, seen{}, err
+	}
 	note(ctx, AttrIndexTurns.Int(ix.hist.Total))
 	return ix, seen{all: true}, nil
 }
 
-// build derives the history of cps and caches the index.
-func (s *Store) build(ref Ref, cps []Checkpoint, th *threadData, counted time.Time) *index {
+// build derives the history of cps and caches the index, unless it is
+// too large to: the read is then served from it all the same.
+func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, th *threadData, counted time.Time) (*index, error) {
+	// Derivation walks every checkpoint without looking at the context:
+	// a read whose caller has gone stops before it.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	ix := &index{checkpoints: cps, hist: Derive(ref, cps, th.table()), thread: th, counted: counted}
 	for i, c := range cps {
 		ix.maxID = max(ix.maxID, c.ID)
@@ -399,8 +451,11 @@ func (s *Store) build(ref Ref, cps []Checkpoint, th *threadData, counted time.Ti
 			ix.minID = c.ID
 		}
 	}
-	s.indexes.put(ref, ix)
-	return ix
+	ix.size = indexSize(ix)
+	if !s.indexes.put(ref, ix, ix.size) && !s.indexes.off {
+		s.uncached.note(ctx, ref, len(cps), ix.size, s.indexes.admit)
+	}
+	return ix, nil
 }
 
 // eachValue hands fn each of channel's values at the checkpoints in ids,
@@ -435,6 +490,13 @@ type threadData struct {
 	// tip is the version extend recorded last, the one version whose asks
 	// may grow in place (see extend).
 	tip string
+	// shared holds one map of each set of channel versions the thread's
+	// checkpoints have, by versionsKey: the checkpoints of a thread mostly
+	// share theirs (a super-step changes one channel or two), and one map
+	// for each would be most of what a long thread's index holds.
+	shared map[string]map[string]string
+	// size is what the thread data holds in memory, about (see size.go).
+	size int64
 }
 
 // held is what one messages version's list holds.
@@ -449,7 +511,28 @@ type held struct {
 }
 
 func newThreadData() *threadData {
-	return &threadData{byID: map[string]int32{}, versions: map[string]held{}}
+	return &threadData{byID: map[string]int32{}, versions: map[string]held{}, shared: map[string]map[string]string{}, size: threadDataSize}
+}
+
+// shareVersions returns a map equal to versions, which checkpoints with
+// the same versions share and must not modify.
+func (th *threadData) shareVersions(versions map[string]string) map[string]string {
+	key := versionsKey(versions)
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	if m, ok := th.shared[key]; ok {
+		return m
+	}
+	th.shared[key] = versions
+	th.size += versionsSize(key, versions)
+	return versions
+}
+
+// bytes returns what the thread data holds in memory, about.
+func (th *threadData) bytes() int64 {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	return th.size
 }
 
 // table returns the question table as it now stands; later questions are
@@ -499,6 +582,7 @@ func (th *threadData) extend(version, from string, count int, tail []lgcodec.Mes
 // learnLocked adds list's questions to h, the first of them the list's
 // question number place (counted from 0), and records h for version.
 func (th *threadData) learnLocked(version string, h held, place int, list []lgcodec.Message) held {
+	before := h.asks
 	for _, m := range list {
 		if m.Type != "human" {
 			continue
@@ -517,9 +601,14 @@ func (th *threadData) learnLocked(version string, h held, place int, list []lgco
 			q = int32(len(th.questions))
 			th.byID[id] = q
 			th.questions = append(th.questions, Question{ID: id, Text: m.Text})
+			th.size += questionSize(id, m.Text)
 		}
 		h.asks = append(h.asks, q)
 	}
+	if _, known := th.versions[version]; !known {
+		th.size += heldSize(version)
+	}
+	th.size += asksSize(before, h.asks)
 	th.versions[version] = h
 	return h
 }
@@ -547,6 +636,10 @@ func (th *threadData) lookup(version string) (held, bool) {
 // (known) and new checkpoints alike. Checkpoints whose messages cannot be
 // rebuilt are Unplaced.
 func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Checkpoint, cps []listed) ([]Checkpoint, error) {
+	// Every walk below, and derivation's, follows parent links.
+	if err := checkLinks(ref, known, cps); err != nil {
+		return nil, err
+	}
 	mode := lgcodec.Humans
 	for _, c := range cps {
 		if c.delta {

@@ -85,8 +85,9 @@ var serveCommand = command{
 		c.kaTime = e.duration("keepalive-time", "HISTORYD_KEEPALIVE_TIME", 2*time.Minute, "how long a connection may be idle before the server pings it")
 		c.kaTimeout = e.duration("keepalive-timeout", "HISTORYD_KEEPALIVE_TIMEOUT", 20*time.Second, "how long the server waits for a ping's answer before closing the connection")
 
-		c.cacheThreads = e.int("cache-threads", "HISTORYD_CACHE_THREADS", 1024, "threads whose turn index is kept in memory and refreshed incrementally")
-		c.cacheState = e.size("cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES", 64<<20, "memory for encoded state versions, so that a warm Snapshot decodes nothing; a state stored larger than a quarter of it is decoded per request, for the keys asked only")
+		c.cacheBytes = e.size("cache-bytes", "HISTORYD_CACHE_BYTES", store.DefaultCacheBytes(), "memory the caches hold together: threads' turn indexes, refreshed incrementally, and encoded state versions, so that a warm Snapshot decodes nothing; each charged about what it holds, the least recently used dropped first. A thread whose index would take more than a quarter of it, or a state stored larger than a quarter, is read for each request and not kept (default: a quarter of GOMEMLIMIT when it is set, else 256MiB; 0: no caches)")
+		c.cacheThreads = e.int("cache-threads", "HISTORYD_CACHE_THREADS", 0, "deprecated, --cache-bytes bounds the turn-index cache: also keep at most this many threads' indexes (0: no index cache; unset: as many as --cache-bytes holds)")
+		c.cacheState = e.size("cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES", 0, "deprecated, --cache-bytes bounds the state cache: also keep at most this much of it for encoded state versions (0: no state cache; unset: as much of --cache-bytes as is free)")
 
 		c.watch = watchFlags(e)
 		c.metricsListen = stringFlag(fs, "metrics-listen", "HISTORYD_METRICS_LISTEN", "", "address of the HTTP listener for /metrics (Prometheus), /healthz and /readyz, e.g. localhost:9090; plaintext and unauthenticated, so keep it off networks clients use (default: off)")
@@ -119,6 +120,7 @@ type serveConfig struct {
 	kaMinTime, kaTime       *time.Duration
 	kaTimeout               *time.Duration
 
+	cacheBytes   *int64
 	cacheThreads *int
 	cacheState   *int64
 
@@ -136,6 +138,15 @@ func offIfZero(n int) int {
 		return -1
 	}
 	return n
+}
+
+// ifGiven is offIfZero for a flag that has no default of its own: store
+// Config's zero when neither the flag nor its variable is given.
+func (c serveConfig) ifGiven(name, env string, n int) int {
+	if !c.env.given(name, env) {
+		return 0
+	}
+	return offIfZero(n)
 }
 
 // Test hooks: tests serve from memory on port 0, need the addresses, and
@@ -171,7 +182,8 @@ func (c serveConfig) run(ctx context.Context) error {
 	cfg := server.Config{
 		Store: store.Config{
 			MessagesChannel: *c.messages, StateChannels: channels, Reducers: reducers,
-			CacheThreads: offIfZero(*c.cacheThreads), CacheStateBytes: offIfZero(int(*c.cacheState)),
+			CacheBytes: int64(offIfZero(int(*c.cacheBytes))), CacheThreads: c.ifGiven("cache-threads", "HISTORYD_CACHE_THREADS", *c.cacheThreads),
+			CacheStateBytes: c.ifGiven("cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES", int(*c.cacheState)),
 		},
 		Metrics: true, MetricsAllMethods: *c.metricsAll, Build: currentBuild(),
 		Watch: watch.config,
@@ -195,7 +207,18 @@ func (c serveConfig) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer backend.Close()
+	defer func() {
+		// Closing waits for the connections in use, which a read stuck
+		// in the driver would hold for ever: as long as Shutdown waits
+		// for such calls, and no longer.
+		closed := make(chan struct{})
+		go func() { backend.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(server.StopWait):
+			log.Warn("checkpoint store connections still in use; exiting without closing them", "waited", server.StopWait)
+		}
+	}()
 	cfg.Store.Backend = backend
 
 	var reload []func() error
@@ -378,6 +401,8 @@ func (c serveConfig) options(log *slog.Logger) (service.Options, error) {
 		return o, fmt.Errorf("--cache-threads %d: must not be negative (0 turns the cache off)", *c.cacheThreads)
 	case *c.cacheState < 0 || *c.cacheState > math.MaxInt32:
 		return o, fmt.Errorf("--cache-state-bytes %d: want 0 (off) to 2GiB", *c.cacheState)
+	case *c.cacheBytes > math.MaxInt32*int64(1<<10):
+		return o, fmt.Errorf("--cache-bytes %d: want 0 (off) to 2TiB", *c.cacheBytes)
 	case (*c.tlsCert == "") != (*c.tlsKey == ""):
 		return o, errors.New("--tls-cert and --tls-key go together")
 	case *c.tlsClientCA != "" && *c.tlsCert == "":
@@ -446,6 +471,8 @@ func newLogger(format, level string) (*slog.Logger, error) {
 type envFlags struct {
 	fs   *flag.FlagSet
 	errs []error
+	// fromEnv holds the variables that were set.
+	fromEnv map[string]bool
 }
 
 func (e *envFlags) err() error { return errors.Join(e.errs...) }
@@ -454,7 +481,21 @@ func (e *envFlags) err() error { return errors.Join(e.errs...) }
 // naming the variable.
 func (e *envFlags) lookup(env, help string) (string, bool, string) {
 	v, ok := os.LookupEnv(env)
+	if ok {
+		if e.fromEnv == nil {
+			e.fromEnv = map[string]bool{}
+		}
+		e.fromEnv[env] = true
+	}
 	return v, ok, fmt.Sprintf("%s (env %s)", help, env)
+}
+
+// given reports whether the flag name was given, on the command line or
+// by its variable env.
+func (e *envFlags) given(name, env string) bool {
+	set := false
+	e.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set || e.fromEnv[env]
 }
 
 func (e *envFlags) bad(env, v, want string) {

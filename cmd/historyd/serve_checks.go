@@ -35,6 +35,11 @@ func (c serveConfig) checkTokens(p *auth.Policy, log *slog.Logger) error {
 // warnIgnored warns about settings that take no effect in the
 // configuration given.
 func (c serveConfig) warnIgnored(log *slog.Logger) {
+	for _, f := range [][2]string{{"cache-threads", "HISTORYD_CACHE_THREADS"}, {"cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES"}} {
+		if c.env.given(f[0], f[1]) {
+			log.Warn("--"+f[0]+" is deprecated: --cache-bytes bounds the memory the caches hold together; it still bounds its cache too", "cache_bytes", (*byteSize)(c.cacheBytes).String())
+		}
+	}
 	if *c.logThreadSalt != "" && *c.logThreadIDs == "omit" {
 		log.Warn("--log-thread-salt is ignored with --log-thread-ids omit: no thread id is hashed")
 	}

@@ -43,7 +43,7 @@ func TestServeHelpNamesEveryFlagAndVariable(t *testing.T) {
 		"-max-call-duration", "HISTORYD_MAX_CALL_DURATION", "-max-concurrent-streams", "HISTORYD_MAX_CONCURRENT_STREAMS",
 		"-keepalive-min-time", "-keepalive-time", "-keepalive-timeout",
 		"-metrics-listen", "HISTORYD_METRICS_LISTEN", "-log-thread-ids", "HISTORYD_LOG_THREAD_SALT",
-		"-cache-threads", "HISTORYD_CACHE_THREADS", "-cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES",
+		"-cache-bytes", "HISTORYD_CACHE_BYTES", "GOMEMLIMIT", "-cache-threads", "HISTORYD_CACHE_THREADS", "-cache-state-bytes", "HISTORYD_CACHE_STATE_BYTES", "deprecated",
 		"-log-level", "HISTORYD_LOG_LEVEL", "-metrics-all-methods", "HISTORYD_METRICS_ALL_METHODS",
 		"SIGHUP", "docs/security.md", "default 64MiB", "-pooler", "HISTORYD_POOLER",
 		"-page-token-key-file", "HISTORYD_PAGE_TOKEN_KEY_FILE",

@@ -33,6 +33,12 @@
 //     --shutdown-grace (also when the grace period runs out first).
 //   - TestHundredThousandCheckpoints: a thread of 100,000 checkpoints is
 //     served within a bounded peak resident memory.
+//   - TestLongThreadsInBoundedMemory: under the manifest's GOMEMLIMIT, five
+//     threads of 200,000 checkpoints read in turn, each too large to cache,
+//     keep the peak resident memory under the manifest's memory limit.
+//   - TestParentCycle: parent links that loop, written into a cached
+//     thread, answer DATA_LOSS naming the loop, end its watch, leave
+//     historyd idle and let SIGTERM end it within its grace period.
 //   - TestStoreStartingUpAtStart: the database answers every connection
 //     with 57P03 (a standby with hot_standby off); historyd serves
 //     NOT_SERVING and Unavailable, and once the standby is promoted, turns

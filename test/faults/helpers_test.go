@@ -99,14 +99,22 @@ type historyd struct {
 // the test if still running, and its log is shown when the test failed.
 func startHistoryd(t *testing.T, bin string, args ...string) *historyd {
 	t.Helper()
+	return startHistorydEnv(t, bin, nil, args...)
+}
+
+// startHistorydEnv is startHistoryd with the variables env (KEY=value)
+// set too, and GOMEMLIMIT only when env sets it.
+func startHistorydEnv(t *testing.T, bin string, env []string, args ...string) *historyd {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
 	// Only what the test passes configures it: no HISTORYD_* from outside.
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HISTORYD_") {
+		if !strings.HasPrefix(kv, "HISTORYD_") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	h := &historyd{cmd: cmd, addr: addr, logs: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = h.logs, h.logs
 	if err := cmd.Start(); err != nil {
