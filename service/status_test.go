@@ -34,7 +34,7 @@ func TestToStatus(t *testing.T) {
 		{"unsupported", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.UnsupportedError{Format: "pickle"}}, codes.FailedPrecondition},
 		{"size limit", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxBytes"}}, codes.ResourceExhausted},
 		{"too deep", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxDepth"}}, codes.DataLoss},
-				{"parent cycle", fmt.Errorf("list: %w", &store.CycleError{Ref: where, Checkpoints: []string{"a", "b"}}), codes.DataLoss},
+		{"parent cycle", fmt.Errorf("list: %w", &store.CycleError{Ref: where, Checkpoints: []string{"a", "b"}}), codes.DataLoss},
 		{"status passes through", status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied},
 		{"unknown", errors.New("boom"), codes.Internal},
 	}
