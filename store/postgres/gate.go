@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // How the backend connects again once a connection attempt has failed:
@@ -100,6 +102,21 @@ func (g *gate) beforeConnect(context.Context, *pgx.ConnConfig) error {
 		return nil
 	}
 	return &NotConnectedError{Since: g.since, Attempts: g.attempts, Next: g.next, Err: g.closedBy}
+}
+
+// dialer wraps the pool's dial: a connection to the database that cannot
+// be made closes the gate before the pool hears of it, so that no call
+// waiting for a connection starts another attempt in the moment between
+// (closing it only once the failed query is classified leaves that
+// moment open, and a waiting call dials into it).
+func (g *gate) dialer(dial pgconn.DialFunc) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil && ctx.Err() == nil {
+			g.failed(g.classify(err))
+		}
+		return conn, err
+	}
 }
 
 // failed closes the gate after a connection attempt of the pool failed

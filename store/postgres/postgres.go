@@ -244,6 +244,7 @@ WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = $3 AND checkpoint_id =
 		},
 	}
 	b.gate = newGate(pc.ConnConfig, sortError)
+	pc.ConnConfig.DialFunc = b.gate.dialer(pc.ConnConfig.DialFunc)
 	b.pooling = newPooling(cfg, pooler, ownMode)
 	pc.BeforeConnect = b.beforeConnect
 	if pooler != PoolerTransaction {
