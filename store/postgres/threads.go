@@ -199,8 +199,8 @@ func (b *Backend) walks(q store.ThreadQuery, o walkOrder) ([]walk, error) {
 	return out, nil
 }
 
-// Threads implements store.Backend with a loose index scan; see above.
-func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
+// threads lists threads with a loose index scan; see above.
+func (b *Backend) threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
 	o, err := b.walkOrder(ctx)
 	if err != nil {
 		return store.ThreadWalk{}, err
@@ -223,11 +223,11 @@ func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(stor
 	return tw, nil
 }
 
-// ExplainThreads returns PostgreSQL's EXPLAIN (ANALYZE, BUFFERS) of the
+// explainThreads returns PostgreSQL's EXPLAIN (ANALYZE, BUFFERS) of the
 // first statement a listing q runs: what the benchmark records, and what
 // an operator can ask for on their own database. EXPLAIN ANALYZE runs the
 // statement, which only reads.
-func (b *Backend) ExplainThreads(ctx context.Context, q store.ThreadQuery) (string, error) {
+func (b *Backend) explainThreads(ctx context.Context, q store.ThreadQuery) (string, error) {
 	o, err := b.walkOrder(ctx)
 	if err != nil {
 		return "", err
