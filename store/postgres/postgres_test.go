@@ -547,3 +547,30 @@ func TestOwnSessionIsReadOnly(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestCorruptionIsDataLoss: PostgreSQL reporting a damaged page of a table
+// (XX001) or of an index (XX002) is a store.CorruptError naming the part
+// by what it is to historyd, whatever names the server's words hold, and
+// neither an outage nor a misconfiguration. The server's words, which
+// name the relation, stay in the error for the operator's log.
+func TestCorruptionIsDataLoss(t *testing.T) {
+	for _, tt := range []struct {
+		code, message, role string
+	}{
+		{"XX001", "invalid page in block 7 of relation base/16384/24601", "the PostgreSQL checkpoint database"},
+		{"XX002", `index "checkpoints_pkey" contains unexpected zero page at block 3`, "an index of the PostgreSQL checkpoint tables"},
+	} {
+		err := sortError(fmt.Errorf("list: %w", &pgconn.PgError{Code: tt.code, Message: tt.message}))
+		var ce *store.CorruptError
+		if !errors.As(err, &ce) || ce.Role != tt.role {
+			t.Errorf("SQLSTATE %s: %v; want a CorruptError for %s", tt.code, err, tt.role)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.message) || !strings.Contains(err.Error(), tt.code) {
+			t.Errorf("SQLSTATE %s: %q leaves out the server's words", tt.code, err)
+		}
+		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotCheckpointStore) {
+			t.Errorf("SQLSTATE %s: damage reported as an outage or a misconfiguration: %v", tt.code, err)
+		}
+	}
+}
