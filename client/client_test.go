@@ -12,6 +12,7 @@ import (
 	"maps"
 	"math/big"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,8 +141,8 @@ func TestSnapshotOutcomes(t *testing.T) {
 		turn int
 		want client.Outcome
 	}{
-		{-3, client.NoSuchTurn}, {0, client.NoSuchTurn}, {1, client.NoLongerRetained}, {2, client.NoLongerRetained},
-		{3, client.Found}, {4, client.Found}, {5, client.NoSuchTurn}, {1 << 40, client.NoSuchTurn},
+		{0, client.NoSuchTurn}, {1, client.NoLongerRetained}, {2, client.NoLongerRetained},
+		{3, client.Found}, {4, client.Found}, {5, client.NoSuchTurn}, {client.MaxTurn, client.NoSuchTurn},
 	} {
 		s, err := c.Snapshot(ctx, "pruned", tt.turn)
 		if err != nil {
@@ -174,6 +175,81 @@ func TestSnapshotOutcomes(t *testing.T) {
 	}
 	if s, _ := c.Snapshot(ctx, "pruned", 3, client.WithKeys("area")); len(s.State) != 1 || s.State["area"].Value != 12935.0 {
 		t.Errorf("projected snapshot = %+v", s.State)
+	}
+}
+
+// A turn number outside what its field takes (0, the default, to
+// MaxTurn) is refused with InvalidArgument naming the field
+// and its range, and nothing reaches the server: the wire's int32 would
+// otherwise carry some other number, or the server refuse it.
+func TestTurnsOutOfRangeRefusedBeforeSending(t *testing.T) {
+	var calls atomic.Int32
+	count := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		calls.Add(1)
+		return h(ctx, req)
+	})
+	countStreams := grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		calls.Add(1)
+		return h(srv, ss)
+	})
+	c := serve(t, pruned(store.Ref{ThreadID: "pruned"}), count, countStreams).dial(t)
+	ctx := context.Background()
+	first := func(seq func(func(*client.TurnState, error) bool)) error {
+		for _, err := range seq {
+			return err
+		}
+		return nil
+	}
+	firstEvent := func(seq func(func(*client.WatchEvent, error) bool)) error {
+		for _, err := range seq {
+			return err
+		}
+		return nil
+	}
+	for _, tt := range []struct {
+		name, field string
+		call        func() error
+	}{
+		{"Snapshot -3", "turn -3: must be 0 to 2147483647", func() error { _, err := c.Snapshot(ctx, "pruned", -3); return err }},
+		{"Snapshot 2^31", "turn 2147483648: must be 0 to 2147483647", func() error { _, err := c.Snapshot(ctx, "pruned", 1<<31); return err }},
+		{"Snapshot 2^32+1", "turn 4294967297: must be 0 to 2147483647", func() error { _, err := c.Snapshot(ctx, "pruned", 1<<32+1); return err }},
+		{"Diff to -1", "to_turn -1: must be 0 to 2147483647", func() error { _, err := c.Diff(ctx, "pruned", client.DiffQuery{To: -1}); return err }},
+		{"Diff from 2^31", "from_turn 2147483648: must be 0 to 2147483647", func() error {
+			_, err := c.Diff(ctx, "pruned", client.DiffQuery{To: 3, From: 1 << 31})
+			return err
+		}},
+		{"StreamSnapshots from -1", "from_turn -1: must be 0 to 2147483647", func() error {
+			return first(c.StreamSnapshots(ctx, "pruned", client.WithFromTurn(-1)))
+		}},
+		{"StreamSnapshots from 2^32+1", "from_turn 4294967297: must be 0 to 2147483647", func() error {
+			return first(c.StreamSnapshots(ctx, "pruned", client.WithFromTurn(1<<32+1)))
+		}},
+		{"WatchTurns after 2^31", "after_turn 2147483648: must be 0 to 2147483647", func() error {
+			return firstEvent(c.WatchTurns(ctx, "pruned", client.WatchQuery{AfterTurn: 1 << 31}))
+		}},
+		{"WatchTurns after -1", "after_turn -1: must be 0 to 2147483647", func() error {
+			return firstEvent(c.WatchTurns(ctx, "pruned", client.WatchQuery{AfterTurn: -1}))
+		}},
+	} {
+		err := tt.call()
+		if st, _ := status.FromError(err); status.Code(err) != codes.InvalidArgument || !strings.Contains(st.Message(), tt.field) {
+			t.Errorf("%s: %v; want InvalidArgument saying %q", tt.name, err, tt.field)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("%d calls reached the server", n)
+	}
+	// The edges are sent.
+	for _, n := range []int{0, client.MaxTurn} {
+		if s, err := c.Snapshot(ctx, "pruned", n); err != nil || s.Outcome != client.NoSuchTurn {
+			t.Errorf("Snapshot of turn %d = %+v, %v; want NoSuchTurn", n, s, err)
+		}
+	}
+	if _, err := c.Diff(ctx, "pruned", client.DiffQuery{To: 4, From: 0}); err != nil {
+		t.Errorf("Diff to 4 from 0: %v", err)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Errorf("%d calls reached the server, want 3", n)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"time"
 
 	gojson "github.com/goccy/go-json"
@@ -17,10 +16,10 @@ import (
 // DiffQuery names the two turns Client.Diff compares and what of them.
 type DiffQuery struct {
 	// To is the turn whose end the changes lead to; 0 is the thread's
-	// newest turn.
+	// newest turn. Past MaxTurn or negative, Diff refuses it.
 	To int
 	// From is the turn whose end the changes start from; 0 is the turn
-	// before To.
+	// before To. Past MaxTurn or negative, Diff refuses it.
 	From int
 	// Keys, when set, restricts the comparison to these keys.
 	Keys []string
@@ -145,22 +144,21 @@ type Diff struct {
 // DiffEnd says; nothing is compared then. An unknown thread is not an
 // error: both ends are NoSuchTurn with a total of 0.
 func (c *Client) Diff(ctx context.Context, threadID string, q DiffQuery) (*Diff, error) {
+	to, err := wireTurn("to_turn", q.To)
+	if err != nil {
+		return nil, c.fail("Diff", threadID, err)
+	}
+	from, err := wireTurn("from_turn", q.From)
+	if err != nil {
+		return nil, c.fail("Diff", threadID, err)
+	}
 	ctx, cancel, err := c.begin(ctx)
 	if err != nil {
 		return nil, c.fail("Diff", threadID, err)
 	}
 	defer cancel()
-	wire := func(n int) int32 {
-		switch {
-		case n < 0:
-			return -1 // refused by the server, naming the field
-		case n > math.MaxInt32:
-			return math.MaxInt32
-		}
-		return int32(n)
-	}
 	rc := ReadConfig{ValueFormat: q.ValueFormat}
-	resp, err := c.rpc.Diff(ctx, &historydv1.DiffRequest{ThreadId: threadID, CheckpointNs: q.Namespace, ToTurn: wire(q.To), FromTurn: wire(q.From),
+	resp, err := c.rpc.Diff(ctx, &historydv1.DiffRequest{ThreadId: threadID, CheckpointNs: q.Namespace, ToTurn: to, FromTurn: from,
 		Keys: q.Keys, Channel: q.Channel, IncludeUnchanged: q.IncludeUnchanged, ValueFormat: rc.wireFormat()})
 	if err != nil {
 		return nil, c.fail("Diff", threadID, err)

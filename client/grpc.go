@@ -263,21 +263,38 @@ func (c *Client) Snapshots(ctx context.Context, threadID string, opts ...ReadOpt
 	return h, nil
 }
 
-// Snapshot implements ThreadHistory. A turn outside what the wire can carry
-// (below 1, or past 2^31-1) is asked as turn 0, so the answer is still a
-// NoSuchTurn carrying the thread's total and retained turns, with Turn set
-// to the number that was asked for.
+// MaxTurn is the largest turn number a request carries. Turn fields are
+// int32 on the wire (so that JSON carries them as numbers), and the server
+// refuses a larger value with InvalidArgument rather than truncate it; the
+// Client refuses one before sending.
+const MaxTurn = math.MaxInt32
+
+// wireTurn is the turn number n that a request carries in field, checked
+// before anything is sent: 0 (the field's default; for Snapshot, a turn
+// no thread has) to MaxTurn. Anything else is InvalidArgument naming the
+// field and its range, never a number the caller did not ask for.
+func wireTurn(field string, n int) (int32, error) {
+	if n < 0 || n > MaxTurn {
+		return 0, status.Errorf(codes.InvalidArgument, "%s %d: must be 0 to %d (turn numbers count from 1, 0 is the field's default; the wire carries them as int32)", field, n, MaxTurn)
+	}
+	return int32(n), nil
+}
+
+// Snapshot implements ThreadHistory. Turn 0, which no thread has, is
+// answered with NoSuchTurn (Current asks it for the total); a negative turn
+// or one past MaxTurn is refused with InvalidArgument before anything is
+// sent.
 func (c *Client) Snapshot(ctx context.Context, threadID string, turn int, opts ...ReadOption) (*Snapshot, error) {
 	o := NewReadConfig(opts...)
+	wire, err := wireTurn("turn", turn)
+	if err != nil {
+		return nil, c.fail("Snapshot", threadID, err)
+	}
 	ctx, cancel, err := c.begin(ctx)
 	if err != nil {
 		return nil, c.fail("Snapshot", threadID, err)
 	}
 	defer cancel()
-	wire := int32(0)
-	if turn >= 1 && turn <= math.MaxInt32 {
-		wire = int32(turn)
-	}
 	resp, err := c.rpc.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: threadID, Turn: wire, CheckpointNs: o.Namespace, Keys: o.Keys, Channel: o.Channel,
 		ValueFormat: o.wireFormat()})
 	if err != nil {

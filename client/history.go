@@ -55,8 +55,9 @@ type ThreadHistory interface {
 	Snapshots(ctx context.Context, threadID string, opts ...ReadOption) (*History, error)
 	// Snapshot returns the state at the end of one turn, or which of the two
 	// misses the turn is. Only that turn's state is read, so it is the call to
-	// make when one turn is wanted. A turn below 1 or past the total is
-	// answered with NoSuchTurn, not an error.
+	// make when one turn is wanted. Turn 0 and a turn past the total are
+	// answered with NoSuchTurn, not an error; a negative turn or one past
+	// MaxTurn, which the wire cannot carry, is refused with InvalidArgument.
 	Snapshot(ctx context.Context, threadID string, turn int, opts ...ReadOption) (*Snapshot, error)
 }
 
@@ -321,7 +322,8 @@ type ReadConfig struct {
 	// KeysWritten asks Turns for each turn's keys_written.
 	KeysWritten bool
 	// FromTurn makes StreamSnapshots skip retained turns before it; 0 and 1
-	// both mean from the first turn.
+	// both mean from the first turn. Past MaxTurn or negative,
+	// StreamSnapshots refuses it.
 	FromTurn int
 	// ValueFormat is how values travel; the zero value is JSONValues.
 	ValueFormat ValueFormat

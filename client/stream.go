@@ -38,13 +38,17 @@ import (
 func (c *Client) StreamSnapshots(ctx context.Context, threadID string, opts ...ReadOption) iter.Seq2[*TurnState, error] {
 	return func(yield func(*TurnState, error) bool) {
 		o := NewReadConfig(opts...)
+		from, err := wireTurn("from_turn", o.FromTurn)
+		if err != nil {
+			yield(nil, c.fail("StreamSnapshots", threadID, err))
+			return
+		}
 		ctx, cancel, err := c.begin(ctx)
 		if err != nil {
 			yield(nil, c.fail("StreamSnapshots", threadID, err))
 			return
 		}
 		defer cancel()
-		from := int32(min(max(o.FromTurn, math.MinInt32), math.MaxInt32))
 		failures := 0
 		for {
 			err := c.stream(ctx, &historydv1.StreamSnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys, FromTurn: from, Channel: o.Channel,

@@ -16,7 +16,8 @@ import (
 // WatchQuery is what Client.WatchTurns watches.
 type WatchQuery struct {
 	// AfterTurn skips the turns up to it: pass the last turn received to
-	// resume. 0 sends every turn.
+	// resume. 0 sends every turn. Past MaxTurn or negative, WatchTurns
+	// refuses it.
 	AfterTurn int
 	// Keys, when set, restricts each state to these keys.
 	Keys []string
@@ -74,7 +75,11 @@ func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) 
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		after := int32(min(max(q.AfterTurn, -1), math.MaxInt32))
+		after, err := wireTurn("after_turn", q.AfterTurn)
+		if err != nil {
+			yield(nil, c.fail("WatchTurns", threadID, err))
+			return
+		}
 		rc := ReadConfig{ValueFormat: q.ValueFormat}
 		failures := 0
 		for {

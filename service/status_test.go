@@ -31,6 +31,8 @@ func TestToStatus(t *testing.T) {
 		{"prefixes no index ranges over", fmt.Errorf("list threads: %w", store.ErrUnorderedPrefixes), codes.FailedPrecondition},
 		{"malformed", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.MalformedError{Reason: "truncated"}}, codes.DataLoss},
 		{"damaged storage", fmt.Errorf("list: %w", &store.CorruptError{Role: "the SQLite checkpoint database", Err: errors.New("database disk image is malformed")}), codes.DataLoss},
+		{"damaged PostgreSQL table", fmt.Errorf("list: %w", &store.CorruptError{Role: "the PostgreSQL checkpoint database", Err: errors.New("postgres: invalid page in block 7 of relation base/16384/24601 (SQLSTATE XX001)")}), codes.DataLoss},
+		{"damaged PostgreSQL index", fmt.Errorf("list: %w", &store.CorruptError{Role: "an index of the PostgreSQL checkpoint tables", Err: errors.New("postgres: index \"checkpoints_pkey\" contains unexpected zero page at block 3 (SQLSTATE XX002)")}), codes.DataLoss},
 		{"unsupported", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.UnsupportedError{Format: "pickle"}}, codes.FailedPrecondition},
 		{"size limit", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxBytes"}}, codes.ResourceExhausted},
 		{"too deep", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxDepth"}}, codes.DataLoss},
@@ -96,6 +98,8 @@ func TestStatusHidesTheDatabase(t *testing.T) {
 		{fmt.Errorf("%s: %w", secret, context.Canceled), codes.Canceled, ""},
 		{fmt.Errorf("%s: %w", secret, store.ErrStale), codes.Unavailable, ""},
 		{fmt.Errorf("list: %w", &store.CorruptError{Role: "the SQLite checkpoint database", Err: errors.New("sqlite: /srv/app_db/checkpoints\".db: " + secret)}), codes.DataLoss, "ERROR"},
+		{fmt.Errorf("list: %w", &store.CorruptError{Role: "the PostgreSQL checkpoint database", Err: errors.New("postgres: invalid page in block 7 of relation base/16384/24601 of app_db at " + secret + " (SQLSTATE XX001)")}), codes.DataLoss, "ERROR"},
+		{fmt.Errorf("list: %w", &store.CorruptError{Role: "an index of the PostgreSQL checkpoint tables", Err: errors.New("postgres: index \"app_schema\".\"checkpoints_pkey\" of " + secret + " contains unexpected zero page (SQLSTATE XX002)")}), codes.DataLoss, "ERROR"},
 	} {
 		st := toStatus(tt.err)
 		if st.Code() != tt.code {

@@ -333,15 +333,33 @@ type watcher struct {
 }
 
 // ended reports whether turn t has ended: its last checkpoint is at rest,
-// or was made between runs (the next input, an update_state: no run of the
-// turn goes on), or a question came after it (and after those asked with
-// it).
-func ended(h *store.History, t store.Turn) bool {
+// or was made between runs after the turn's own (the next input, an
+// update_state: no run of the turn goes on), or a question came after it
+// (and after those asked with it). turnOf gives the turn of each listed
+// checkpoint.
+//
+// A checkpoint made between runs that asks the turn's question itself (an
+// update_state adding it, followed by invoke(None); an input whose
+// messages already hold it) is where the turn starts, not where it ends:
+// the run that answers it is still to come. Taken for an end, a poll that
+// lands just after it would send the turn with the state before its run,
+// and again once the run is done.
+func ended(h *store.History, t store.Turn, turnOf map[string]int) bool {
 	last := t.N
 	for _, n := range t.AnsweredWith {
 		last = max(last, n)
 	}
-	return last < h.Total || t.End.Rest == store.AtRest || t.End.Between
+	if last < h.Total || t.End.Rest == store.AtRest {
+		return true
+	}
+	if !t.End.Between {
+		return false
+	}
+	// A parent that is not listed (pruned) leaves the question open: the
+	// checkpoint is taken for an end, as before it was known.
+	parentTurn, listed := turnOf[t.End.Parent]
+	asks := t.End.Parent == "" || (listed && parentTurn < t.N)
+	return !asks
 }
 
 // send reads and sends what is new: each checkpoint written since the
@@ -357,8 +375,10 @@ func (w *watcher) send(ctx context.Context) error {
 		isCheckpoint = isCheckpoint[:0]
 		newest = w.newest
 		var out []store.Turn
+		turnOf := make(map[string]int, len(h.Steps))
 		for _, st := range h.Steps {
 			id := st.Checkpoint.ID
+			turnOf[id] = st.Turn
 			if w.started && w.req.GetCheckpoints() && id > w.newest && st.Turn >= 1 {
 				t := h.Turns[st.Turn-1]
 				t.Retained, t.End = true, *st.Checkpoint
@@ -369,7 +389,7 @@ func (w *watcher) send(ctx context.Context) error {
 		}
 		for _, t := range h.Turns {
 			v, sent := w.sent[t.N]
-			if t.N > int(w.req.GetAfterTurn()) && t.Retained && ended(h, t) && (!sent || v != t.End.State(w.channel)) {
+			if t.N > int(w.req.GetAfterTurn()) && t.Retained && ended(h, t, turnOf) && (!sent || v != t.End.State(w.channel)) {
 				out = append(out, t)
 				isCheckpoint = append(isCheckpoint, false)
 			}

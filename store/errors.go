@@ -25,8 +25,10 @@ var ErrNotCheckpointStore = errors.New("cannot read LangGraph checkpoint tables"
 var ErrNoAnswer = errors.New("the checkpoint store had not answered")
 
 // CorruptError reports checkpoint storage that says its own files are
-// damaged (SQLite's "database disk image is malformed"): neither a retry
-// nor a configuration change reads them; they must be restored. Role names
+// damaged (SQLite's "database disk image is malformed", PostgreSQL's
+// SQLSTATE XX001 data_corrupted and XX002 index_corrupted): neither a
+// retry nor a configuration change reads them; they must be restored (an
+// index rebuilt). Role names
 // the damaged part by what it is to historyd, which a caller may read; Err
 // is the driver's error, which names where it lives, for the operator's
 // log.

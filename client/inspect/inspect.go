@@ -213,9 +213,16 @@ func (in *Inspector) readAt(ctx context.Context, threadID, key string, turn int,
 	if threadID == "" {
 		return in.noThread(ctx, &turn, noThreadReason), nil
 	}
-	snap, err := in.History.Snapshot(ctx, threadID, turn, in.opts(project)...)
+	// A turn no request can carry (negative, past client.MaxTurn) is asked
+	// as turn 0, which no thread has: the model's miscount is answered as
+	// one, with the total, not refused.
+	asked := turn
+	if asked < 0 || asked > client.MaxTurn {
+		asked = 0
+	}
+	snap, err := in.History.Snapshot(ctx, threadID, asked, in.opts(project)...)
 	if err == nil && snap != nil && snap.Outcome == client.Found && key != AllKeys && !populated(snap.State, key) {
-		snap, err = in.History.Snapshot(ctx, threadID, turn, in.opts(nil)...)
+		snap, err = in.History.Snapshot(ctx, threadID, asked, in.opts(nil)...)
 	}
 	if err != nil {
 		return "", err

@@ -222,6 +222,7 @@ func (c serveConfig) run(ctx context.Context) error {
 	cfg.Store.Backend = backend
 
 	var reload []func() error
+	var policy *auth.Policy
 	if *c.authTokens != "" {
 		a, err := auth.NewAuthenticator(*c.authTokens, log)
 		if err != nil {
@@ -230,7 +231,7 @@ func (c serveConfig) run(ctx context.Context) error {
 		if err := c.checkTokens(a.Policy(), log); err != nil {
 			return err
 		}
-		opts.Auth = a
+		opts.Auth, policy = a, a.Policy()
 		reload = append(reload, a.Reload)
 	}
 	cfg.PageTokens = pagetoken.PerProcess()
@@ -266,6 +267,7 @@ func (c serveConfig) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	warnUnorderedPrefixes(ctx, backend, policy, log)
 
 	lis, err := net.Listen("tcp", *c.listen)
 	if err != nil {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/historyd/historyd/auth"
+	"github.com/historyd/historyd/store"
 )
 
 // Settings that parse but would be ignored, or would lock every caller
@@ -55,5 +59,42 @@ func (c serveConfig) warnIgnored(log *slog.Logger) {
 	}
 	if *c.kaTimeout == 0 {
 		log.Warn("--keepalive-timeout 0 is gRPC's default, 20s")
+	}
+}
+
+// prefixListing is a backend that can say whether listings under
+// thread-id prefixes can be walked (store/postgres).
+type prefixListing interface {
+	PrefixListing(ctx context.Context) error
+}
+
+// prefixCheckTimeout bounds the look at the store warnUnorderedPrefixes
+// takes.
+const prefixCheckTimeout = 5 * time.Second
+
+// warnUnorderedPrefixes warns once, at start, when tenants are confined to
+// thread-id prefixes and the store would refuse their Threads listings
+// FAILED_PRECONDITION (store.ErrUnorderedPrefixes): PostgreSQL whose
+// thread_id collation does not sort bytewise, without the index
+// docs/deploy.md ("Listing threads") describes. A store that does not
+// answer is left to the checks that report that.
+func warnUnorderedPrefixes(ctx context.Context, b store.Backend, p *auth.Policy, log *slog.Logger) {
+	pl, ok := b.(prefixListing)
+	if !ok || p == nil {
+		return
+	}
+	confined := false
+	for _, t := range p.Tenants() {
+		confined = confined || len(t.ThreadPrefixes) > 0
+	}
+	if !confined {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, prefixCheckTimeout)
+	defer cancel()
+	if err := pl.PrefixListing(ctx); errors.Is(err, store.ErrUnorderedPrefixes) {
+		log.Warn("tenants are confined to thread-id prefixes, and their Threads listings will be refused FAILED_PRECONDITION until thread_id has an index that sorts it bytewise: run the migration docs/deploy.md (\"Listing threads\") gives", "err", err)
+	} else if err != nil {
+		log.Debug("could not check whether listings under thread-id prefixes can be walked", "err", err)
 	}
 }

@@ -214,80 +214,87 @@ func (b *Backend) movedByPooler(pgErr *pgconn.PgError) error {
 		store.ErrUnavailable, oneLine(pgErr.Message), pgErr.Code)}
 }
 
-// again reports whether a read that failed with err, having handed
-// nothing on, is to be made once more: a pooler's sign is met when a
-// statement starts, before any row.
-func again(err error, handed bool) bool {
+// retried runs read and, should it fail with a transaction pooler's sign
+// (see movedByPooler) before handing anything on, runs it once more: the
+// sign is met when a statement starts, before any row, and the backend
+// is pooler-safe by then. handed, when not nil, is what read sets once it
+// hands its caller anything; a read that has cannot be made again without
+// handing it twice. Every read of the backend goes through here.
+func retried(handed *bool, read func() error) error {
+	err := read()
 	var m *poolerMoved
-	return !handed && errors.As(err, &m)
+	if errors.As(err, &m) && (handed == nil || !*handed) {
+		err = read()
+	}
+	return err
 }
 
-// List implements store.Backend: list, made again once after a
-// transaction pooler's sign.
-func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
-	handed := false
-	each := func(r store.Row) error { handed = true; return fn(r) }
-	c, err := b.list(ctx, ref, q, each)
-	if again(err, handed) {
-		c, err = b.list(ctx, ref, q, each)
-	}
+// List implements store.Backend: list, through retried.
+func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (c store.Census, err error) {
+	var handed bool
+	err = retried(&handed, func() (err error) {
+		c, err = b.list(ctx, ref, q, func(r store.Row) error { handed = true; return fn(r) })
+		return err
+	})
 	return c, err
 }
 
-// Probe implements store.Backend: probe, made again once after a
-// transaction pooler's sign.
-func (b *Backend) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
-	res, err := b.probe(ctx, ps)
-	if again(err, false) {
+// Probe implements store.Backend: probe, through retried.
+func (b *Backend) Probe(ctx context.Context, ps []store.Probe) (res []store.ProbeResult, err error) {
+	err = retried(nil, func() (err error) {
 		res, err = b.probe(ctx, ps)
-	}
+		return err
+	})
 	return res, err
 }
 
-// EachValue implements store.Backend: eachValue, made again once after a
-// transaction pooler's sign.
+// EachValue implements store.Backend: eachValue, through retried.
 func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
-	handed := false
-	each := func(i int, v store.Blob) error { handed = true; return fn(i, v) }
-	err := b.eachValue(ctx, ref, channel, ids, each)
-	if again(err, handed) {
-		err = b.eachValue(ctx, ref, channel, ids, each)
-	}
-	return err
+	var handed bool
+	return retried(&handed, func() error {
+		return b.eachValue(ctx, ref, channel, ids, func(i int, v store.Blob) error { handed = true; return fn(i, v) })
+	})
 }
 
-// EachWrite implements store.Backend: eachWrite, made again once after a
-// transaction pooler's sign.
+// EachWrite implements store.Backend: eachWrite, through retried.
 func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
-	handed := false
-	each := func(w store.Write) error { handed = true; return fn(w) }
-	err := b.eachWrite(ctx, ref, channel, ids, each)
-	if again(err, handed) {
-		err = b.eachWrite(ctx, ref, channel, ids, each)
-	}
-	return err
+	var handed bool
+	return retried(&handed, func() error {
+		return b.eachWrite(ctx, ref, channel, ids, func(w store.Write) error { handed = true; return fn(w) })
+	})
 }
 
-// Newest implements store.Backend: newest, made again once after a
-// transaction pooler's sign.
+// Newest implements store.Backend: newest, through retried.
 func (b *Backend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
-	handed := false
-	each := func(r store.Row) error { handed = true; return fn(r) }
-	err := b.newest(ctx, ref, limit, each)
-	if again(err, handed) {
-		err = b.newest(ctx, ref, limit, each)
-	}
-	return err
+	var handed bool
+	return retried(&handed, func() error {
+		return b.newest(ctx, ref, limit, func(r store.Row) error { handed = true; return fn(r) })
+	})
 }
 
-// Ping implements store.Backend: ping, made again once after a
-// transaction pooler's sign.
+// Threads implements store.Backend: threads, through retried.
+func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (w store.ThreadWalk, err error) {
+	var handed bool
+	err = retried(&handed, func() (err error) {
+		w, err = b.threads(ctx, q, func(r store.ThreadRow) error { handed = true; return fn(r) })
+		return err
+	})
+	return w, err
+}
+
+// ExplainThreads returns PostgreSQL's EXPLAIN (ANALYZE, BUFFERS) of the
+// first statement a listing q runs (see explainThreads), through retried.
+func (b *Backend) ExplainThreads(ctx context.Context, q store.ThreadQuery) (plan string, err error) {
+	err = retried(nil, func() (err error) {
+		plan, err = b.explainThreads(ctx, q)
+		return err
+	})
+	return plan, err
+}
+
+// Ping implements store.Backend: ping, through retried.
 func (b *Backend) Ping(ctx context.Context) error {
-	err := b.ping(ctx)
-	if again(err, false) {
-		err = b.ping(ctx)
-	}
-	return err
+	return retried(nil, func() error { return b.ping(ctx) })
 }
 
 // PoolerSafe reports whether the backend runs pooler-safe: configured

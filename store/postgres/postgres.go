@@ -715,6 +715,14 @@ func (b *Backend) classify(ctx context.Context, err error) error {
 	return out
 }
 
+// dataRole and indexRole are what a damaged part of PostgreSQL is to
+// historyd (store.CorruptError.Role), as a caller may read it: they name
+// no host, database, schema or role.
+const (
+	dataRole  = "the PostgreSQL checkpoint database"
+	indexRole = "an index of the PostgreSQL checkpoint tables"
+)
+
 // sortError is classify's sorting of an error that is not the caller's
 // deadline or cancellation.
 func sortError(err error) error {
@@ -738,6 +746,13 @@ func sortError(err error) error {
 			// A pooler refusing a parameter the DSN sets: it will refuse it
 			// every time.
 			return fmt.Errorf("%w: the pooler refused the connection: %s; remove that parameter from --dsn, or list it in the pooler's ignore_startup_parameters", store.ErrNotCheckpointStore, msg)
+		case pgErr.Code == "XX001": // data_corrupted: a page of a table fails its checks
+			// Damage, not a bug nor an outage: the log gets PostgreSQL's
+			// words, which name the relation's file; a caller only what
+			// the damaged part is to historyd.
+			return &store.CorruptError{Role: dataRole, Err: fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)}
+		case pgErr.Code == "XX002": // index_corrupted
+			return &store.CorruptError{Role: indexRole, Err: fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)}
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
 			strings.HasPrefix(pgErr.Code, "57"), // operator intervention (shutdown, cancel, starting up)

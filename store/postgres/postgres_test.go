@@ -224,6 +224,71 @@ func TestPoolerUnderConcurrency(t *testing.T) {
 	}
 }
 
+// TestPoolerSignOnThreads lists threads through PgBouncer in transaction
+// mode with the backend not told of it and its look at the first
+// connection left out, after one of its connections, held, has prepared
+// the statement the listing starts with on the server connection the
+// pooler hands on next: the listing's own connection prepares it again
+// there, and PostgreSQL answers 42P05. The listing is made again,
+// pooler-safe, and answers; so does the plan the benchmark reads.
+func TestPoolerSignOnThreads(t *testing.T) {
+	admin, schema, _ := newSchema(t)
+	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
+	storetest.Build(w, store.Ref{ThreadID: "listed"}, storetest.Demo[:1])
+	ctx := context.Background()
+	for _, read := range []struct {
+		name string
+		call func(*Backend) error
+	}{
+		{"Threads", func(b *Backend) error {
+			var got []string
+			_, err := b.Threads(ctx, store.ThreadQuery{Limit: 10}, func(r store.ThreadRow) error { got = append(got, r.ThreadID); return nil })
+			if err == nil && !slices.Equal(got, []string{"listed"}) {
+				err = fmt.Errorf("listed %q, want [listed]", got)
+			}
+			return err
+		}},
+		{"ExplainThreads", func(b *Backend) error {
+			_, err := b.ExplainThreads(ctx, store.ThreadQuery{Limit: 10})
+			return err
+		}},
+	} {
+		t.Run(read.name, func(t *testing.T) {
+			var log syncbuf.Buffer
+			b, err := Open(ctx, Config{DSN: pooledDSN(t, admin, schema, "HISTORYD_TEST_POOLER_TX_DSN", ""), Schema: schema,
+				Pooler: PoolerNone, skipPoolerDetect: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			held, err := b.pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A server connection left from an earlier run may hold the
+			// statement already: so much the better.
+			var column, db, indexes string
+			err = held.QueryRow(ctx, walkOrderSQL, b.name("checkpoints")).Scan(&column, &db, &indexes)
+			if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && poolerSign(pgErr) {
+				err = nil
+			}
+			if err == nil {
+				err = read.call(b)
+			}
+			held.Release()
+			if err != nil {
+				t.Fatalf("%s after a transaction pooler's sign: %v", read.name, err)
+			}
+			if !b.PoolerSafe() {
+				t.Errorf("%s: the backend does not run pooler-safe; log: %s", read.name, log.String())
+			}
+			if warned := strings.Count(log.String(), "a read failed with SQLSTATE 42P05"); warned != 1 {
+				t.Errorf("%s: %d warnings of a read's SQLSTATE 42P05, want 1:\n%s", read.name, warned, log.String())
+			}
+		})
+	}
+}
+
 // readAll is readAllErr failing t on error.
 func readAll(t *testing.T, b *Backend, ref store.Ref, ids []string) string {
 	t.Helper()
@@ -480,5 +545,32 @@ func TestOwnSessionIsReadOnly(t *testing.T) {
 			}
 		}
 		b.Close()
+	}
+}
+
+// TestCorruptionIsDataLoss: PostgreSQL reporting a damaged page of a table
+// (XX001) or of an index (XX002) is a store.CorruptError naming the part
+// by what it is to historyd, whatever names the server's words hold, and
+// neither an outage nor a misconfiguration. The server's words, which
+// name the relation, stay in the error for the operator's log.
+func TestCorruptionIsDataLoss(t *testing.T) {
+	for _, tt := range []struct {
+		code, message, role string
+	}{
+		{"XX001", "invalid page in block 7 of relation base/16384/24601", "the PostgreSQL checkpoint database"},
+		{"XX002", `index "checkpoints_pkey" contains unexpected zero page at block 3`, "an index of the PostgreSQL checkpoint tables"},
+	} {
+		err := sortError(fmt.Errorf("list: %w", &pgconn.PgError{Code: tt.code, Message: tt.message}))
+		var ce *store.CorruptError
+		if !errors.As(err, &ce) || ce.Role != tt.role {
+			t.Errorf("SQLSTATE %s: %v; want a CorruptError for %s", tt.code, err, tt.role)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.message) || !strings.Contains(err.Error(), tt.code) {
+			t.Errorf("SQLSTATE %s: %q leaves out the server's words", tt.code, err)
+		}
+		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotCheckpointStore) {
+			t.Errorf("SQLSTATE %s: damage reported as an outage or a misconfiguration: %v", tt.code, err)
+		}
 	}
 }

@@ -184,8 +184,7 @@ func (w walk) with(limit int) []any { return []any{w.args[0], w.args[1], limit, 
 // every thread can be walked.
 func (b *Backend) walks(q store.ThreadQuery, o walkOrder) ([]walk, error) {
 	if !o.bytewise && len(q.Prefixes) > 0 {
-		return nil, fmt.Errorf("%w: the collation of thread_id in %s (%s) does not sort bytewise, and no index sorts it so; create one, e.g. CREATE INDEX CONCURRENTLY ON %s (thread_id COLLATE \"C\"), as docs/deploy.md (\"Listing threads\") describes",
-			store.ErrUnorderedPrefixes, b.name("checkpoints"), o.column, b.name("checkpoints"))
+		return nil, b.unordered(o)
 	}
 	cp := table(b.schema, "checkpoints")
 	var out []walk
@@ -199,8 +198,31 @@ func (b *Backend) walks(q store.ThreadQuery, o walkOrder) ([]walk, error) {
 	return out, nil
 }
 
-// Threads implements store.Backend with a loose index scan; see above.
-func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
+// unordered is the error a listing under prefixes is refused with when
+// o is no byte order: it names the index that would make it one.
+func (b *Backend) unordered(o walkOrder) error {
+	return fmt.Errorf("%w: the collation of thread_id in %s (%s) does not sort bytewise, and no index sorts it so; create one, e.g. CREATE INDEX CONCURRENTLY ON %s (thread_id COLLATE \"C\"), as docs/deploy.md (\"Listing threads\") describes",
+		store.ErrUnorderedPrefixes, b.name("checkpoints"), o.column, b.name("checkpoints"))
+}
+
+// PrefixListing reports whether a listing under thread-id prefixes can be
+// walked now: nil when thread_id sorts bytewise or an index sorts it so,
+// else the error such a listing is refused with (wrapping
+// store.ErrUnorderedPrefixes), which names the index to create. historyd
+// serve asks at start, so that an operator whose tenants are confined to
+// prefixes learns of the missing index before a caller does.
+func (b *Backend) PrefixListing(ctx context.Context) error {
+	return retried(nil, func() error {
+		o, err := b.walkOrder(ctx)
+		if err == nil && !o.bytewise {
+			err = b.unordered(o)
+		}
+		return err
+	})
+}
+
+// threads lists threads with a loose index scan; see above.
+func (b *Backend) threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
 	o, err := b.walkOrder(ctx)
 	if err != nil {
 		return store.ThreadWalk{}, err
@@ -223,11 +245,11 @@ func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(stor
 	return tw, nil
 }
 
-// ExplainThreads returns PostgreSQL's EXPLAIN (ANALYZE, BUFFERS) of the
+// explainThreads returns PostgreSQL's EXPLAIN (ANALYZE, BUFFERS) of the
 // first statement a listing q runs: what the benchmark records, and what
 // an operator can ask for on their own database. EXPLAIN ANALYZE runs the
 // statement, which only reads.
-func (b *Backend) ExplainThreads(ctx context.Context, q store.ThreadQuery) (string, error) {
+func (b *Backend) explainThreads(ctx context.Context, q store.ThreadQuery) (string, error) {
 	o, err := b.walkOrder(ctx)
 	if err != nil {
 		return "", err

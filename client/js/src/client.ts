@@ -68,8 +68,27 @@ export const DEFAULTS = Object.freeze({
  */
 export const RESUME_TRAILER = "historyd-resume";
 
-/** The largest turn number the API can carry (int32). */
+/**
+ * The largest turn number the API can carry: turn fields are int32 on the
+ * wire (so that JSON carries them as numbers), and the server refuses a
+ * larger value INVALID_ARGUMENT rather than truncate it.
+ */
 const MAX_TURN = 2 ** 31 - 1;
+
+/**
+ * The turn number `n` a request carries in `field`, checked before
+ * anything is sent: a whole number from 0 (the field's default; for
+ * snapshot, a turn no thread has) to MAX_TURN, else a TypeError or
+ * RangeError naming the field, never some other number on the wire.
+ */
+function wireTurn(field: string, n: number | undefined): number {
+  if (n === undefined) return 0;
+  if (!Number.isInteger(n)) throw new TypeError(`historyd: ${field} must be a whole number, not ${n}`);
+  if (n < 0 || n > MAX_TURN) {
+    throw new RangeError(`historyd: ${field} ${n}: must be 0 to ${MAX_TURN} (turn numbers count from 1, 0 is the field's default; the wire carries them as int32)`);
+  }
+  return n;
+}
 
 /** How a ThreadHistory connects and calls. */
 export interface ThreadHistoryOptions {
@@ -463,13 +482,13 @@ export class ThreadHistory {
 
   /**
    * The state at the end of one turn, or which of the two misses it is. Only
-   * that turn's state is read. A turn below 1 or past what the API can
-   * number is asked as turn 0, so the answer is a NoSuchTurn with the
-   * thread's real total and retained turns, and `turn` the number asked for.
+   * that turn's state is read. Turn 0, which no thread has, and a turn past
+   * the total are answered NoSuchTurn with the thread's total and retained
+   * turns; a negative turn, or one past 2^31-1 (int32 on the wire), is
+   * refused with a RangeError before anything is sent.
    */
   async snapshot(threadId: string, turn: number, opts: ReadOpts = {}): Promise<Snapshot> {
-    if (!Number.isInteger(turn)) throw new TypeError(`historyd: turn must be a whole number, not ${turn}`);
-    const asked = turn >= 1 && turn <= MAX_TURN ? turn : 0;
+    const asked = wireTurn("turn", turn);
     const read = this.#read("Snapshot", threadId, opts);
     const resp = await this.#unary("Snapshot", threadId, opts, (call) =>
       this.#rpc.snapshot(
@@ -518,12 +537,12 @@ export class ThreadHistory {
    */
   async *streamSnapshots(threadId: string, opts: ReadOpts & { fromTurn?: number } = {}): AsyncGenerator<TurnState, void, undefined> {
     const method = "StreamSnapshots";
+    let from = wireTurn("fromTurn", opts.fromTurn);
     this.#open(method, threadId);
     const read = this.#read(method, threadId, opts);
     const deadline = this.#deadline(opts);
     const stop = new AbortController();
     const signal = opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal;
-    let from = opts.fromTurn ?? 0;
     let failures = 0;
     try {
       for (;;) {
@@ -620,17 +639,12 @@ export class ThreadHistory {
    * compared then.
    */
   async diff(threadId: string, opts: ReadOpts & { toTurn?: number; fromTurn?: number; includeUnchanged?: boolean } = {}): Promise<Diff> {
-    const turn = (n: number | undefined, what: string) => {
-      if (n === undefined) return 0;
-      if (!Number.isInteger(n)) throw new TypeError(`historyd: ${what} must be a whole number, not ${n}`);
-      return Math.max(-1, Math.min(n, MAX_TURN)); // below 0: refused by the server, naming the field
-    };
     const read = this.#read("Diff", threadId, opts);
     const req = {
       threadId,
       checkpointNs: opts.namespace ?? this.namespace,
-      toTurn: turn(opts.toTurn, "toTurn"),
-      fromTurn: turn(opts.fromTurn, "fromTurn"),
+      toTurn: wireTurn("toTurn", opts.toTurn),
+      fromTurn: wireTurn("fromTurn", opts.fromTurn),
       keys: opts.keys ?? [],
       channel: opts.channel ?? this.channel,
       includeUnchanged: opts.includeUnchanged ?? false,

@@ -211,9 +211,13 @@ export class Inspector {
         ]),
       );
     }
-    let snap = await this.history.snapshot(threadId, turn, this.#opts(project));
+    // A turn no request can carry (negative, past 2^31-1) is asked as turn
+    // 0, which no thread has: the model's miscount is answered as one, with
+    // the total, not refused.
+    const asked = turn >= 0 && turn <= 2 ** 31 - 1 ? turn : 0;
+    let snap = await this.history.snapshot(threadId, asked, this.#opts(project));
     if (snap.outcome === "found" && key !== ALL_KEYS && !populated(snap.state, key)) {
-      snap = await this.history.snapshot(threadId, turn, this.#opts());
+      snap = await this.history.snapshot(threadId, asked, this.#opts());
     }
     const note = this.#turnNote(turn, snap);
     switch (snap.outcome) {

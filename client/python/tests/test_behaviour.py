@@ -199,10 +199,14 @@ class TurnTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual((pruned.question, pruned.state, pruned.checkpoint_id), ("q1", None, None))
         self.assertEqual(pruned.retained, tuple(RETAINED))
 
-        for n in (0, -1, TOTAL + 1, 2**40):
+        for n in (0, TOTAL + 1, 2**31 - 1):
             never = await self.history.turn("t", n)
             self.assertIs(never.outcome, Outcome.NO_SUCH_TURN)
             self.assertEqual((never.turn, never.total, never.state), (n, TOTAL, None))
+        # Beyond the protocol, a turn the wire cannot carry is refused.
+        for n in (-1, 2**31, 2**40):
+            with self.assertRaisesRegex(ValueError, f"turn {n}: must be 0 to 2147483647"):
+                await self.history.turn("t", n)
         self.assertEqual(Outcome.NO_SUCH_TURN.value, "no_such_turn")
 
     async def test_snapshot_keeps_the_protocol_shape(self) -> None:

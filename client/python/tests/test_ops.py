@@ -203,10 +203,33 @@ class DiffTest(Served):
         self.assertEqual(d.from_turn, historyd_client.DiffTurn(turn=1, outcome="no_longer_retained", question="q1"))
         self.assertEqual(d.changes, [])
 
-    async def test_turns_clamped(self) -> None:
-        await self.history.diff("t", to_turn=2**40, from_turn=-7)
-        req = self.fake.requests[-1]
-        self.assertEqual((req.to_turn, req.from_turn), (2**31 - 1, -1))
+
+
+class TurnRangeTest(Served):
+    """A turn number outside 0..2**31-1 (int32 on the wire) is refused before anything is sent."""
+
+    async def test_refused_before_sending(self) -> None:
+        async def stream(from_turn: int) -> None:
+            async for _ in self.history.stream_snapshots("t", from_turn=from_turn):
+                pass
+
+        cases = [
+            ("to_turn 1099511627776", lambda: self.history.diff("t", to_turn=2**40)),
+            ("from_turn -7", lambda: self.history.diff("t", to_turn=2, from_turn=-7)),
+            ("turn -1", lambda: self.history.turn("t", -1)),
+            ("turn 2147483648", lambda: self.history.turn("t", 2**31)),
+            ("turn 4294967297", lambda: self.history.turn("t", 2**32 + 1)),
+            ("from_turn 2147483648", lambda: stream(2**31)),
+            ("from_turn -1", lambda: stream(-1)),
+        ]
+        for said, call in cases:
+            with self.subTest(said), self.assertRaises(ValueError) as caught:
+                await call()
+            self.assertIn(f"{said}: must be 0 to 2147483647", str(caught.exception))
+        self.assertEqual(self.fake.requests, [])
+        # The edges are sent.
+        await self.history.diff("t", to_turn=2**31 - 1, from_turn=0)
+        self.assertEqual((self.fake.requests[-1].to_turn, self.fake.requests[-1].from_turn), (2**31 - 1, 0))
 
 
 if __name__ == "__main__":

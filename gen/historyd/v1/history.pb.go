@@ -500,7 +500,9 @@ type StreamSnapshotsRequest struct {
 	Keys []string `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
 	// from_turn skips retained turns before it, so a client can resume an
 	// interrupted stream. 0 and 1 both mean from the first turn; must not be
-	// negative.
+	// negative, and is
+	// at most 2147483647: turn fields are int32 on the wire, and a larger
+	// value is refused INVALID_ARGUMENT, never truncated.
 	FromTurn int32 `protobuf:"varint,4,opt,name=from_turn,json=fromTurn,proto3" json:"from_turn,omitempty"`
 	// channel is the state channel to read (e.g. "tool_state", or deepagents'
 	// "files" and "todos"); empty reads the server's default. It must be one
@@ -687,7 +689,9 @@ type SnapshotRequest struct {
 	// valid UTF-8.
 	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
 	// turn is the turn number, counted from 1. Must not be negative; 0 and
-	// numbers past the total are answered with no_such_turn.
+	// numbers past the total are answered with no_such_turn. It is
+	// at most 2147483647: turn fields are int32 on the wire, and a larger
+	// value is refused INVALID_ARGUMENT, never truncated.
 	Turn int32 `protobuf:"varint,2,opt,name=turn,proto3" json:"turn,omitempty"`
 	// checkpoint_ns is the checkpoint namespace; empty (the default) is the root
 	// graph.
@@ -2082,11 +2086,15 @@ type DiffRequest struct {
 	// root graph.
 	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
 	// to_turn is the turn whose end the changes lead to. 0 means the
-	// thread's newest turn (its total); must not be negative.
+	// thread's newest turn (its total); must not be negative, and is
+	// at most 2147483647: turn fields are int32 on the wire, and a larger
+	// value is refused INVALID_ARGUMENT, never truncated.
 	ToTurn int32 `protobuf:"varint,3,opt,name=to_turn,json=toTurn,proto3" json:"to_turn,omitempty"`
 	// from_turn is the turn whose end the changes start from. 0 means the
 	// turn before to_turn; must not be negative. It may be later than
-	// to_turn: the changes then lead back.
+	// to_turn: the changes then lead back. It is
+	// at most 2147483647: turn fields are int32 on the wire, and a larger
+	// value is refused INVALID_ARGUMENT, never truncated.
 	FromTurn int32 `protobuf:"varint,4,opt,name=from_turn,json=fromTurn,proto3" json:"from_turn,omitempty"`
 	// keys, when not empty, restricts the comparison to these keys (at most
 	// 256 keys of at most 512 bytes each).
@@ -2596,7 +2604,9 @@ type WatchTurnsRequest struct {
 	CheckpointNs string `protobuf:"bytes,2,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
 	// after_turn: the turns up to it are not sent, so that a watcher that
 	// reconnects passes the last turn it received. 0 sends every turn; must
-	// not be negative.
+	// not be negative, and is
+	// at most 2147483647: turn fields are int32 on the wire, and a larger
+	// value is refused INVALID_ARGUMENT, never truncated.
 	AfterTurn int32 `protobuf:"varint,3,opt,name=after_turn,json=afterTurn,proto3" json:"after_turn,omitempty"`
 	// keys, when not empty, restricts each state sent to these keys (at most
 	// 256 keys of at most 512 bytes each).

@@ -57,11 +57,17 @@ describe("over plaintext", () => {
 
     const pruned = await h.snapshot("t", 1);
     assert.deepEqual(pruned, { turn: 1, total: TOTAL, retained: RETAINED, numbering: "counted", outcome: "no_longer_retained", question: "q1" });
-    for (const n of [0, -1, 6, 2 ** 40]) {
+    for (const n of [0, 6, 2 ** 31 - 1]) {
       const never = await h.snapshot("t", n);
       assert.deepEqual(never, { turn: n, total: TOTAL, retained: RETAINED, numbering: "counted", outcome: "no_such_turn" });
     }
-    assert.equal(srv.calls.at(-1).req.turn, 0, "a turn past int32 is asked as 0");
+    assert.equal(srv.calls.at(-1).req.turn, 2 ** 31 - 1);
+    // A turn the wire cannot carry is refused before anything is sent.
+    const sent = srv.calls.length;
+    for (const n of [-1, 2 ** 31, 2 ** 32 + 1, 2 ** 40]) {
+      await assert.rejects(h.snapshot("t", n), { name: "RangeError", message: new RegExp(`turn ${n}: must be 0 to 2147483647`) });
+    }
+    assert.equal(srv.calls.length, sent, "refused turns reached the server");
     const unknown = await h.snapshot("nobody", 1);
     assert.deepEqual(unknown, { turn: 1, total: 0, retained: [], numbering: "complete", outcome: "no_such_turn" });
     await assert.rejects(h.snapshot("t", 1.5), TypeError);

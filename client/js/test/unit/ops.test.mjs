@@ -73,9 +73,15 @@ describe("threads and diff", () => {
     const d = await h.diff("pruned", { toTurn: 2 });
     assert.deepEqual(d.from, { turn: 1, outcome: "no_longer_retained", question: "q1" });
     assert.deepEqual(d.changes, []);
-    await h.diff("t", { toTurn: 2 ** 40, fromTurn: -5 });
+    const sent = srv.calls.length;
+    await assert.rejects(h.diff("t", { toTurn: 2 ** 40 }), { name: "RangeError", message: /toTurn 1099511627776: must be 0 to 2147483647/ });
+    await assert.rejects(h.diff("t", { toTurn: 2, fromTurn: -5 }), { name: "RangeError", message: /fromTurn -5: must be 0 to 2147483647/ });
+    await assert.rejects(h.streamSnapshots("t", { fromTurn: 2 ** 31 }).next(), { name: "RangeError", message: /fromTurn 2147483648: must be 0 to 2147483647/ });
+    await assert.rejects(h.streamSnapshots("t", { fromTurn: -1 }).next(), { name: "RangeError", message: /fromTurn -1: must be 0 to 2147483647/ });
+    assert.equal(srv.calls.length, sent, "refused turns reached the server");
+    await h.diff("t", { toTurn: 2 ** 31 - 1, fromTurn: 0 });
     const req = srv.calls.at(-1).req;
-    assert.deepEqual([req.toTurn, req.fromTurn], [2 ** 31 - 1, -1]);
+    assert.deepEqual([req.toTurn, req.fromTurn], [2 ** 31 - 1, 0]);
     await assert.rejects(h.diff("t", { toTurn: 1.5 }), TypeError);
   });
 });

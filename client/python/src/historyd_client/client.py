@@ -378,14 +378,21 @@ class _ClientBase:
     # -- requests and what their responses are read as ------------------------
 
     def _snapshot_request(
-        self, thread_id: str, turn: int, keys: Sequence[str] | None, channel: str | None, fmt: ValueFormat
+        self,
+        thread_id: str,
+        turn: int,
+        keys: Sequence[str] | None,
+        channel: str | None,
+        fmt: ValueFormat,
+        protocol: bool = False,
     ) -> history_pb2.SnapshotRequest:
-        if isinstance(turn, bool) or not isinstance(turn, int):
-            raise TypeError(f"historyd: turn must be an int, not {type(turn).__name__}")
-        asked = turn if 1 <= turn <= _MAX_TURN else 0  # 0 is answered no_such_turn
+        if protocol and isinstance(turn, int) and not isinstance(turn, bool) and not 0 <= turn <= _MAX_TURN:
+            # The protocol answers every turn: one the wire cannot carry is
+            # asked as turn 0, which no thread has, never as another number.
+            turn = 0
         return history_pb2.SnapshotRequest(
             thread_id=thread_id,
-            turn=asked,
+            turn=_wire_turn("turn", turn),
             checkpoint_ns=self.namespace,
             keys=_keys(keys),
             channel=self._channel_of(channel),
@@ -438,7 +445,9 @@ class _ClientBase:
             thread_id=thread_id,
             checkpoint_ns=self.namespace,
             keys=keys,
-            from_turn=from_turn,
+            # A resumed stream's next turn after the last one the wire
+            # carries is past every turn: the last one again.
+            from_turn=min(from_turn, _MAX_TURN),
             channel=channel,
             value_format=_WIRE_FORMAT[fmt],
         )
@@ -542,8 +551,8 @@ class _ClientBase:
         return history_pb2.DiffRequest(
             thread_id=thread_id,
             checkpoint_ns=self.namespace,
-            to_turn=_clamp_turn(to_turn),
-            from_turn=_clamp_turn(from_turn),
+            to_turn=_wire_turn("to_turn", to_turn),
+            from_turn=_wire_turn("from_turn", from_turn),
             keys=_keys(keys),
             include_unchanged=include_unchanged,
             channel=self._channel_of(channel),
@@ -718,13 +727,15 @@ class HistorydThreadHistory(_ClientBase):
         share the state, and how sure the numbering is: the protocol's
         ``Snapshot`` has no field for them.
 
-        A turn below 1 or beyond what the API can number is answered, like any
-        turn past the total, with ``state`` ``None`` and the thread's real
-        ``total`` and ``retained``, as the protocol expects, not an error.
+        A turn below 1 or beyond what the API can number (turn fields are
+        int32 on the wire) is answered, like any turn past the total, with
+        ``state`` ``None`` and the thread's real ``total`` and ``retained``, as
+        the protocol expects, not an error: it is asked as turn 0, never as
+        some other number. :meth:`turn` refuses it instead.
         """
-        return self._protocol_snapshot(
-            await self.turn(thread_id, turn, keys=keys, channel=channel, value_format=value_format)
-        )
+        fmt = self._format_of(value_format)
+        request = self._snapshot_request(thread_id, turn, keys, channel, fmt, protocol=True)
+        return self._protocol_snapshot(self._turn_result(await self._unary("Snapshot", request), turn, fmt))
 
     # -- beyond the protocol -----------------------------------------------
 
@@ -741,10 +752,11 @@ class HistorydThreadHistory(_ClientBase):
 
         Only that turn's state is read. ``keys`` restricts it to those keys;
         ``channel`` reads that state channel instead of the client's;
-        ``value_format`` overrides the client's (:class:`ValueFormat`). A turn
-        below 1, or beyond what the API can number, is asked as turn 0, so the
-        answer is :attr:`Outcome.NO_SUCH_TURN` with the thread's real total and
-        retained turns, and ``turn`` the number asked for.
+        ``value_format`` overrides the client's (:class:`ValueFormat`). Turn 0,
+        which no thread has, and a turn past the total are answered
+        :attr:`Outcome.NO_SUCH_TURN` with the thread's total and retained turns;
+        a negative turn, or one past 2**31-1 (turn fields are int32 on the
+        wire), raises :class:`ValueError` before anything is sent.
         """
         fmt = self._format_of(value_format)
         request = self._snapshot_request(thread_id, turn, keys, channel, fmt)
@@ -979,7 +991,7 @@ class HistorydThreadHistory(_ClientBase):
         """``StreamSnapshots`` messages, the stream resumed after the last turn on UNAVAILABLE."""
         method = "StreamSnapshots"
         deadline = self._deadline()
-        at = _Resumption(from_turn)
+        at = _Resumption(_wire_turn("from_turn", from_turn))
         keys, wanted = _keys(keys), self._channel_of(channel)
         while True:
             request = self._stream_request(thread_id, keys, at.from_turn, wanted, value_format)
@@ -1019,9 +1031,21 @@ def _utc(t: _dt.datetime) -> _dt.datetime:
     return t.astimezone(_dt.timezone.utc)
 
 
-def _clamp_turn(n: int) -> int:
-    # Below 0 is sent as -1, for the server to refuse naming the field.
-    return max(-1, min(n, _MAX_TURN))
+def _wire_turn(field: str, n: int) -> int:
+    """The turn number ``n`` a request carries in ``field``, checked before sending.
+
+    Turn fields are int32 on the wire, and the server refuses a larger value
+    (INVALID_ARGUMENT) rather than truncate it; 0 is each field's default
+    (for a snapshot, a turn no thread has, answered NO_SUCH_TURN).
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"historyd: {field} must be an int, not {type(n).__name__}")
+    if not 0 <= n <= _MAX_TURN:
+        raise ValueError(
+            f"historyd: {field} {n}: must be 0 to {_MAX_TURN} "
+            "(turn numbers count from 1, 0 is the field's default; the wire carries them as int32)"
+        )
+    return n
 
 
 def _keys(keys: Sequence[str] | None) -> list[str]:

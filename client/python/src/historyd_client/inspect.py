@@ -529,7 +529,11 @@ def _turn_call(step: _TurnRead) -> tuple[tuple[str, int], dict[str, Any]]:
     kwargs: dict[str, Any] = {"keys": step.keys}
     if step.channel is not None:
         kwargs["channel"] = step.channel
-    return (step.thread_id, step.turn), kwargs
+    # A turn no request can carry (negative, past 2**31-1) is asked as turn
+    # 0, which no thread has: the model's miscount is answered as one, with
+    # the total, not refused.
+    turn = step.turn if 0 <= step.turn <= 2**31 - 1 else 0
+    return (step.thread_id, turn), kwargs
 
 
 async def _awaited(value: Any) -> Any:

@@ -67,7 +67,9 @@ class SyncHistorydThreadHistory(_ClientBase):
     ) -> Any:
         """``turn``'s state, which turns are retained, and how many there were, as
         :meth:`HistorydThreadHistory.snapshot <historyd_client.HistorydThreadHistory.snapshot>` reads them."""
-        return self._protocol_snapshot(self.turn(thread_id, turn, keys=keys, channel=channel, value_format=value_format))
+        fmt = self._format_of(value_format)
+        request = self._snapshot_request(thread_id, turn, keys, channel, fmt, protocol=True)
+        return self._protocol_snapshot(self._turn_result(self._unary("Snapshot", request), turn, fmt))
 
     def turn(
         self,

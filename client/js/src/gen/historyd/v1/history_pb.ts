@@ -169,7 +169,9 @@ export type StreamSnapshotsRequest = Message<"historyd.v1.StreamSnapshotsRequest
   /**
    * from_turn skips retained turns before it, so a client can resume an
    * interrupted stream. 0 and 1 both mean from the first turn; must not be
-   * negative.
+   * negative, and is
+   * at most 2147483647: turn fields are int32 on the wire, and a larger
+   * value is refused INVALID_ARGUMENT, never truncated.
    *
    * @generated from field: int32 from_turn = 4;
    */
@@ -278,7 +280,9 @@ export type SnapshotRequest = Message<"historyd.v1.SnapshotRequest"> & {
 
   /**
    * turn is the turn number, counted from 1. Must not be negative; 0 and
-   * numbers past the total are answered with no_such_turn.
+   * numbers past the total are answered with no_such_turn. It is
+   * at most 2147483647: turn fields are int32 on the wire, and a larger
+   * value is refused INVALID_ARGUMENT, never truncated.
    *
    * @generated from field: int32 turn = 2;
    */
@@ -1153,7 +1157,9 @@ export type DiffRequest = Message<"historyd.v1.DiffRequest"> & {
 
   /**
    * to_turn is the turn whose end the changes lead to. 0 means the
-   * thread's newest turn (its total); must not be negative.
+   * thread's newest turn (its total); must not be negative, and is
+   * at most 2147483647: turn fields are int32 on the wire, and a larger
+   * value is refused INVALID_ARGUMENT, never truncated.
    *
    * @generated from field: int32 to_turn = 3;
    */
@@ -1162,7 +1168,9 @@ export type DiffRequest = Message<"historyd.v1.DiffRequest"> & {
   /**
    * from_turn is the turn whose end the changes start from. 0 means the
    * turn before to_turn; must not be negative. It may be later than
-   * to_turn: the changes then lead back.
+   * to_turn: the changes then lead back. It is
+   * at most 2147483647: turn fields are int32 on the wire, and a larger
+   * value is refused INVALID_ARGUMENT, never truncated.
    *
    * @generated from field: int32 from_turn = 4;
    */
@@ -1466,7 +1474,9 @@ export type WatchTurnsRequest = Message<"historyd.v1.WatchTurnsRequest"> & {
   /**
    * after_turn: the turns up to it are not sent, so that a watcher that
    * reconnects passes the last turn it received. 0 sends every turn; must
-   * not be negative.
+   * not be negative, and is
+   * at most 2147483647: turn fields are int32 on the wire, and a larger
+   * value is refused INVALID_ARGUMENT, never truncated.
    *
    * @generated from field: int32 after_turn = 3;
    */
