@@ -12,7 +12,9 @@
 # soak calls, writes, prunes, and restarts PostgreSQL twice and PgBouncer
 # once. Stops the cluster on exit (PG_TEST_KEEP=1 keeps it).
 #
-# - SOAK_CALLS (default 1000000), SOAK_CONCURRENCY (default 64).
+# - SOAK_CALLS (default 1000000), SOAK_CONCURRENCY (default 64);
+#   SOAK_MAX_DURATION (e.g. 70m) stops the calls after that long, however
+#   many were made (the report says so).
 # - SOAK_WORK: historyd's binary, log and token file, the soak's report
 #   (report.md, report.json); default var/soak.
 # Exit status: 0 when every check passed, 1 when one failed (the report
@@ -47,4 +49,4 @@ POOLER_DSN=${HISTORYD_TEST_POOLER_TX_DSN/postgres@/$HISTORYD_TEST_POOLER_ROLE@}
 "$GO" build -o "$WORK/soak" ./bench/soak || exit 2
 echo "soak: $CALLS calls at concurrency $CONCURRENCY; work directory $WORK" >&2
 "$WORK/soak" --dsn "$HISTORYD_TEST_DSN" --pooler-dsn "$POOLER_DSN" --role "$HISTORYD_TEST_POOLER_ROLE" \
-  --repo "$REPO" --work "$WORK" --calls "$CALLS" --concurrency "$CONCURRENCY" "$@"
+  --repo "$REPO" --work "$WORK" --calls "$CALLS" --concurrency "$CONCURRENCY" --max-duration "${SOAK_MAX_DURATION:-0}" "$@"

@@ -44,6 +44,8 @@ type tally struct {
 	mu       sync.Mutex
 	codes    map[string]map[codes.Code]int
 	outcomes map[string]int
+	// took and slowest sum and bound each operation's call durations.
+	took, slowest map[string]time.Duration
 	// unavailable are the times UNAVAILABLE calls were made and answered,
 	// to check that each overlaps a restart.
 	unavailable [][2]time.Time
@@ -51,7 +53,8 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{codes: map[string]map[codes.Code]int{}, outcomes: map[string]int{}, examples: map[codes.Code]string{}}
+	return &tally{codes: map[string]map[codes.Code]int{}, outcomes: map[string]int{}, examples: map[codes.Code]string{},
+		took: map[string]time.Duration{}, slowest: map[string]time.Duration{}}
 }
 
 func (t *tally) add(op string, err error, outcome string, start, end time.Time) {
@@ -62,6 +65,8 @@ func (t *tally) add(op string, err error, outcome string, start, end time.Time) 
 		t.codes[op] = map[codes.Code]int{}
 	}
 	t.codes[op][c]++
+	t.took[op] += end.Sub(start)
+	t.slowest[op] = max(t.slowest[op], end.Sub(start))
 	if c == codes.OK {
 		t.outcomes[op+": "+outcome]++
 	} else if _, ok := t.examples[c]; !ok {

@@ -60,6 +60,7 @@ type config struct {
 	cacheBytes           string
 	restartsAt           []float64
 	noRestarts           bool
+	maxDuration          time.Duration
 }
 
 func main() {
@@ -73,7 +74,7 @@ func main() {
 	fs.IntVar(&cfg.calls, "calls", 1_000_000, "calls to make")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "callers making them at once")
 	fs.DurationVar(&cfg.writeEvery, "write-every", 500*time.Millisecond, "how often the writer appends a turn (to the next live thread)")
-	fs.DurationVar(&cfg.pruneEvery, "prune-every", 500*time.Millisecond, "how often retention prunes the next thread")
+	fs.DurationVar(&cfg.pruneEvery, "prune-every", 2*time.Second, "how often retention prunes every thread")
 	fs.IntVar(&cfg.keepTurns, "keep-turns", 10, "turns retention keeps per thread")
 	fs.IntVar(&cfg.maxTurns, "max-turns", 30, "turns a thread gets before the writer replaces it by a new one")
 	fs.IntVar(&cfg.liveThreads, "live-threads", 4, "threads per tenant the writer appends to and callers read")
@@ -81,6 +82,7 @@ func main() {
 	fs.DurationVar(&cfg.rssEvery, "rss-every", 10*time.Second, "how often historyd's resident memory is sampled")
 	fs.Float64Var(&cfg.warmup, "warmup", 0.2, "part of the calls after which memory must stay flat (within 10%)")
 	fs.StringVar(&cfg.cacheBytes, "cache-bytes", "32MiB", "historyd's --cache-bytes: small, so that the caches reach their bound during warm-up and memory after it measures leaks, not filling caches")
+	fs.DurationVar(&cfg.maxDuration, "max-duration", 0, "stop making calls after this long, however many were made (0: no limit); the report says how many")
 	fs.BoolVar(&cfg.noRestarts, "no-restarts", false, "restart nothing (for comparison)")
 	_ = fs.Parse(os.Args[1:])
 	if cfg.dsn == "" || cfg.poolerDSN == "" || cfg.role == "" {

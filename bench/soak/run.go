@@ -37,7 +37,11 @@ type restart struct {
 	Start, End time.Time `json:"-"`
 	StartS     float64   `json:"start_s"`
 	Took       string    `json:"took"`
-	Err        string    `json:"error,omitempty"`
+	// Unavailable counts the calls answered UNAVAILABLE around it, and
+	// LastUnavailable how long after it ended the last of them was answered.
+	Unavailable     int    `json:"unavailable"`
+	LastUnavailable string `json:"last_unavailable_after_end"`
+	Err             string `json:"error,omitempty"`
 }
 
 // sample is one reading of historyd's resident memory.
@@ -50,11 +54,13 @@ type sample struct {
 // report is what the soak found.
 type report struct {
 	Calls, Concurrency int
+	Requested          int // calls asked for; Calls is those made, fewer when --max-duration cut the run short
 	Duration           time.Duration
 	CallsPerSecond     float64
 	P50, P99, Max      time.Duration
 	Codes              map[string]map[string]int
 	Outcomes           map[string]int
+	MeanMS, MaxMS      map[string]float64 // per operation
 	ErrorExamples      map[string]string
 	UnavailableOutside int // UNAVAILABLE calls not overlapping a restart (±grace)
 	Restarts           []restart
@@ -242,7 +248,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	}()
 
 	logf("%d calls at concurrency %d", cfg.calls, cfg.concurrency)
-	res := load.Drive(ctx, cfg.concurrency, cfg.calls, 0, func(ctx context.Context, w, i int) error {
+	res := load.Drive(ctx, cfg.concurrency, cfg.calls, cfg.maxDuration, func(ctx context.Context, w, i int) error {
 		defer progress.Add(1)
 		return cl.call(ctx, w, i)
 	})
@@ -252,6 +258,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	if ctx.Err() != nil {
 		return rep, ctx.Err()
 	}
+	rep.Requested, rep.Calls = cfg.calls, res.Requests
 	rep.CallsPerSecond, rep.P50, rep.P99, rep.Max = res.RPS, res.P50, res.P99, res.Max
 	rep.Restarts = restarts
 	if bgErr != nil {
@@ -313,20 +320,36 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		}
 	}
 	rep.Outcomes = tl.outcomes
+	rep.MeanMS, rep.MaxMS = map[string]float64{}, map[string]float64{}
+	for op, d := range tl.took {
+		n := 0
+		for _, k := range tl.codes[op] {
+			n += k
+		}
+		rep.MeanMS[op] = float64(d) / 1e6 / float64(max(n, 1))
+		rep.MaxMS[op] = float64(tl.slowest[op]) / 1e6
+	}
 	rep.ErrorExamples = map[string]string{}
 	for c, e := range tl.examples {
 		rep.ErrorExamples[c.String()] = e
 	}
+	last := make([]time.Duration, len(restarts))
 	for _, u := range tl.unavailable {
 		ok := false
-		for _, r := range restarts {
+		for i, r := range restarts {
 			if u[1].After(r.Start.Add(-time.Second)) && u[0].Before(r.End.Add(unavailableGrace)) {
 				ok = true
+				rep.Restarts[i].Unavailable++
+				last[i] = max(last[i], u[1].Sub(r.End))
+				break
 			}
 		}
 		if !ok {
 			rep.UnavailableOutside++
 		}
+	}
+	for i := range rep.Restarts {
+		rep.Restarts[i].LastUnavailable = last[i].Round(time.Millisecond).String()
 	}
 	warm := int64(cfg.warmup * float64(cfg.calls))
 	for _, s := range rep.RSS {
@@ -450,15 +473,19 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 func (r *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Soak: %d calls at concurrency %d\n\n", r.Calls, r.Concurrency)
+	if r.Calls < r.Requested {
+		fmt.Fprintf(&b, "- **cut short by --max-duration %s: %d of the %d calls asked for were made**\n", r.cfg.maxDuration, r.Calls, r.Requested)
+	}
 	fmt.Fprintf(&b, "- duration %s, %.0f calls/s, latency p50 %s, p99 %s, max %s\n", r.Duration.Round(time.Second), r.CallsPerSecond,
 		r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Max.Round(time.Millisecond))
 	fmt.Fprintf(&b, "- %d threads, %d turns written, %d checkpoints deleted by retention, %d writer statements retried\n",
 		r.Threads, r.TurnsWritten, r.CheckpointsDeleted, r.WriterRetries)
 	b.WriteString("- restarts:\n")
 	for _, rs := range r.Restarts {
-		fmt.Fprintf(&b, "  - %s at call %d (%.0f s in), took %s %s\n", rs.What, rs.AtCalls, rs.StartS, rs.Took, rs.Err)
+		fmt.Fprintf(&b, "  - %s at call %d (%.0f s in), took %s; %d calls UNAVAILABLE, the last answered %s after it ended %s\n",
+			rs.What, rs.AtCalls, rs.StartS, rs.Took, rs.Unavailable, rs.LastUnavailable, rs.Err)
 	}
-	b.WriteString("\n| call | " + strings.Join(codeCols(r.Codes), " | ") + " |\n|---|" + strings.Repeat("---:|", len(codeCols(r.Codes))) + "\n")
+	b.WriteString("\n| call | " + strings.Join(codeCols(r.Codes), " | ") + " | mean | max |\n|---|" + strings.Repeat("---:|", len(codeCols(r.Codes))+2) + "\n")
 	ops := slices.Sorted(maps.Keys(r.Codes))
 	totals := map[string]int{}
 	for _, op := range ops {
@@ -467,13 +494,13 @@ func (r *report) markdown() string {
 			fmt.Fprintf(&b, " %d |", r.Codes[op][c])
 			totals[c] += r.Codes[op][c]
 		}
-		b.WriteString("\n")
+		fmt.Fprintf(&b, " %.1f ms | %.0f ms |\n", r.MeanMS[op], r.MaxMS[op])
 	}
 	b.WriteString("| **all** |")
 	for _, c := range codeCols(r.Codes) {
 		fmt.Fprintf(&b, " **%d** |", totals[c])
 	}
-	b.WriteString("\n\nOK answers by outcome:\n\n")
+	b.WriteString(" | |\n\nOK answers by outcome:\n\n")
 	for _, k := range slices.Sorted(maps.Keys(r.Outcomes)) {
 		fmt.Fprintf(&b, "- %s: %d\n", k, r.Outcomes[k])
 	}

@@ -253,24 +253,21 @@ type retention struct {
 func (r *retention) run(ctx context.Context) error {
 	tick := time.NewTicker(r.w.cfg.pruneEvery)
 	defer tick.Stop()
-	next := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}
-		all := r.w.reg.threads()
-		if len(all) == 0 {
-			continue
-		}
-		th := all[next%len(all)]
-		next++
-		if err := r.prune(ctx, th); err != nil {
-			if ctx.Err() != nil {
-				return nil
+		// Every thread with turns past the ones kept, so that retention
+		// keeps up however many threads there are.
+		for _, th := range r.w.reg.threads() {
+			if err := r.prune(ctx, th); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
 			}
-			return err
 		}
 	}
 }
