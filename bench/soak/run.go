@@ -49,6 +49,11 @@ type sample struct {
 	AtS   float64 `json:"at_s"`
 	Calls int64   `json:"calls"`
 	RSS   int64   `json:"rss"`
+	// From /metrics at the same moment: what the caches hold, the Go
+	// heap in use, the goroutines.
+	CacheBytes int64 `json:"cache_bytes"`
+	HeapInuse  int64 `json:"heap_inuse"`
+	Goroutines int   `json:"goroutines"`
 }
 
 // report is what the soak found.
@@ -186,8 +191,12 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		for {
 			m, err := load.ReadMem(srv.Pid)
 			if err == nil {
+				s := sample{AtS: time.Since(start).Seconds(), Calls: progress.Load(), RSS: m.RSS}
+				if mm, err := metrics(metricsAddr); err == nil {
+					s.CacheBytes, s.HeapInuse, s.Goroutines = int64(mm["historyd_cache_bytes"]), int64(mm["go_memstats_heap_inuse_bytes"]), int(mm["go_goroutines"])
+				}
 				rssMu.Lock()
-				rep.RSS = append(rep.RSS, sample{AtS: time.Since(start).Seconds(), Calls: progress.Load(), RSS: m.RSS})
+				rep.RSS = append(rep.RSS, s)
 				rssMu.Unlock()
 			}
 			select {
@@ -413,22 +422,45 @@ func pgTest(ctx context.Context, repo string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// goroutines reads go_goroutines from historyd's /metrics.
-func goroutines(addr string) (int, error) {
+// metrics reads historyd's /metrics and sums each metric's series by
+// name (historyd_cache_bytes over its caches, …).
+func metrics(addr string) (map[string]float64, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return 0, fmt.Errorf("read /metrics: %w", err)
+		return nil, fmt.Errorf("read /metrics: %w", err)
 	}
 	defer resp.Body.Close()
+	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(f), err
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		name, _, _ := strings.Cut(line[:i], "{")
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[name] += v
 		}
 	}
-	return 0, fmt.Errorf("no go_goroutines in /metrics (%v)", sc.Err())
+	return out, sc.Err()
+}
+
+// goroutines reads go_goroutines from historyd's /metrics.
+func goroutines(addr string) (int, error) {
+	m, err := metrics(addr)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := m["go_goroutines"]
+	if !ok {
+		return 0, fmt.Errorf("no go_goroutines in /metrics")
+	}
+	return int(n), nil
 }
 
 // failures lists the checks the run failed.
@@ -524,6 +556,13 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "- historyd RSS, %d samples every %s: %s–%s overall; after warm-up (%.0f%% of the calls) %s–%s (max/min %.3f)\n",
 		len(r.RSS), r.cfg.rssEvery, mib(lo), mib(hi), 100*r.cfg.warmup, mib(r.RSSWarmMin), mib(r.RSSWarmMax), ratio(r.RSSWarmMax, r.RSSWarmMin))
 	fmt.Fprintf(&b, "- go_goroutines: %d at the start, %d at the end\n", r.GoroutinesStart, r.GoroutinesEnd)
+	b.WriteString("\n| s | calls | RSS | caches hold | Go heap in use | goroutines |\n|---:|---:|---:|---:|---:|---:|\n")
+	step := max(1, len(r.RSS)/20)
+	for i, s := range r.RSS {
+		if i%step == 0 || i == len(r.RSS)-1 {
+			fmt.Fprintf(&b, "| %.0f | %d | %s | %s | %s | %d |\n", s.AtS, s.Calls, mib(s.RSS), mib(s.CacheBytes), mib(s.HeapInuse), s.Goroutines)
+		}
+	}
 	return b.String()
 }
 
