@@ -61,6 +61,7 @@ type config struct {
 	restartsAt           []float64
 	noRestarts           bool
 	maxDuration          time.Duration
+	profile              bool
 }
 
 func main() {
@@ -81,8 +82,9 @@ func main() {
 	fs.IntVar(&cfg.seedTurns, "seed-turns", 6, "turns each first thread has before the calls start")
 	fs.DurationVar(&cfg.rssEvery, "rss-every", 10*time.Second, "how often historyd's resident memory is sampled")
 	fs.Float64Var(&cfg.warmup, "warmup", 0.2, "part of the calls after which memory must stay flat (within 10%)")
-	fs.StringVar(&cfg.cacheBytes, "cache-bytes", "32MiB", "historyd's --cache-bytes: small, so that the caches reach their bound during warm-up and memory after it measures leaks, not filling caches")
+	fs.StringVar(&cfg.cacheBytes, "cache-bytes", "1MiB", "historyd's --cache-bytes: small, so that the caches are full by the end of warm-up and memory after it measures leaks rather than caches filling (the state cache fills at about what the writer writes)")
 	fs.DurationVar(&cfg.maxDuration, "max-duration", 0, "stop making calls after this long, however many were made (0: no limit); the report says how many")
+	fs.BoolVar(&cfg.profile, "profile", false, "serve with bench/prof's profiling build of historyd and write its heap profile at the end of warm-up and at the end (heap-warm.pb.gz, heap-end.pb.gz in --work: compare with go tool pprof -sample_index=inuse_space -base)")
 	fs.BoolVar(&cfg.noRestarts, "no-restarts", false, "restart nothing (for comparison)")
 	_ = fs.Parse(os.Args[1:])
 	if cfg.dsn == "" || cfg.poolerDSN == "" || cfg.role == "" {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/historyd/historyd/auth"
 	"github.com/historyd/historyd/bench/load"
+	"github.com/historyd/historyd/bench/prof"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/lgsaver"
 )
@@ -109,7 +110,19 @@ func run(ctx context.Context, cfg config) (*report, error) {
 
 	bin := filepath.Join(cfg.work, "historyd")
 	logf("building historyd")
-	if err := load.Build(ctx, cfg.repo, bin); err != nil {
+	build := load.Build
+	var pprofEnv []string
+	var profiler prof.Client
+	if cfg.profile {
+		build = prof.Build
+		port, err := load.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		profiler.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		pprofEnv = []string{prof.EnvVar + "=" + profiler.Addr}
+	}
+	if err := build(ctx, cfg.repo, bin); err != nil {
 		return nil, err
 	}
 	tokens := filepath.Join(cfg.work, "tokens.json")
@@ -123,9 +136,9 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	metricsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
 	logPath := filepath.Join(cfg.work, "historyd.log")
 	_ = os.Remove(logPath)
-	srv, err := load.Start(ctx, bin, cfg.poolerDSN, logPath,
-		"HISTORYD_POOLER=transaction", "HISTORYD_AUTH_TOKENS="+tokens, "HISTORYD_METRICS_LISTEN="+metricsAddr,
-		"HISTORYD_CACHE_BYTES="+cfg.cacheBytes, "HISTORYD_MAX_CALL_DURATION=30s")
+	env := append([]string{"HISTORYD_POOLER=transaction", "HISTORYD_AUTH_TOKENS=" + tokens, "HISTORYD_METRICS_LISTEN=" + metricsAddr,
+		"HISTORYD_CACHE_BYTES=" + cfg.cacheBytes, "HISTORYD_MAX_CALL_DURATION=30s"}, pprofEnv...)
+	srv, err := load.Start(ctx, bin, cfg.poolerDSN, logPath, env...)
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +219,20 @@ func run(ctx context.Context, cfg config) (*report, error) {
 			}
 		}
 	}()
+	if cfg.profile {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for progress.Load() < int64(cfg.warmup*float64(cfg.calls)) {
+				select {
+				case <-bg.Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			fail(profiler.Allocs(bg, filepath.Join(cfg.work, "heap-warm.pb.gz")))
+		}()
+	}
 	var restarts []restart
 	var restartsMu sync.Mutex
 	if !cfg.noRestarts {
@@ -291,6 +318,12 @@ func run(ctx context.Context, cfg config) (*report, error) {
 			break
 		}
 		time.Sleep(2 * time.Second)
+	}
+
+	if cfg.profile {
+		if err := profiler.Allocs(ctx, filepath.Join(cfg.work, "heap-end.pb.gz")); err != nil {
+			return rep, err
+		}
 	}
 
 	// The direct read: every checkpoint left, with those retention read
