@@ -619,7 +619,9 @@ func (r *report) markdown() string {
 	for _, l := range r.RSSLevels {
 		lv = append(lv, mib(l))
 	}
-	if len(lv) > 0 {
+	if len(lv) == 0 {
+		b.WriteString("- too few samples after warm-up to judge whether memory stays flat (fewer than 5)\n")
+	} else {
 		fmt.Fprintf(&b, "- historyd RSS after warm-up, median of each fifth of the samples: %s (highest/first %.3f)\n",
 			strings.Join(lv, ", "), ratio(slices.Max(r.RSSLevels), r.RSSLevels[0]))
 	}
