@@ -21,7 +21,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	"github.com/historyd/historyd/auth"
@@ -150,7 +149,6 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	defer srv.Stop()
 	logf("historyd (pid %d) on %s through %s; log %s", srv.Pid, srv.Addr, cfg.poolerDSN, logPath)
 
-	var conns []*grpc.ClientConn
 	var clients []historydv1.ThreadHistoryClient
 	for range 4 {
 		c, err := load.Dial(srv.Addr)
@@ -158,7 +156,6 @@ func run(ctx context.Context, cfg config) (*report, error) {
 			return nil, err
 		}
 		defer c.Close()
-		conns = append(conns, c)
 		clients = append(clients, historydv1.NewThreadHistoryClient(c))
 	}
 	rec, tl := newRecorder(), newTally()
