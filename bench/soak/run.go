@@ -52,6 +52,7 @@ type sample struct {
 	// From /metrics at the same moment: what the caches hold, the Go
 	// heap in use, the goroutines.
 	CacheBytes int64 `json:"cache_bytes"`
+	CacheCap   int64 `json:"cache_capacity"`
 	HeapInuse  int64 `json:"heap_inuse"`
 	Goroutines int   `json:"goroutines"`
 }
@@ -75,18 +76,23 @@ type report struct {
 	RSS                []sample
 	RSSWarmMin         int64
 	RSSWarmMax         int64
-	// RSSLevels is the median of each fifth of the samples after warm-up:
+	// RSSLevels is the median of each fifth of the samples after warm-up
+	// (none when the caches never filled or fewer than 10 samples came
+	// after it: memory is then not judged):
 	// memory is flat when none is more than 10 % above the first. The
 	// median, so that one sample caught at a garbage collector's peak or in
 	// a restart's pile-up of calls does not pass for growth.
-	RSSLevels          []int64
-	GoroutinesStart    int
-	GoroutinesEnd      int
-	Threads            int
-	TurnsWritten       int
-	CheckpointsDeleted int64
-	WriterRetries      int64
-	cfg                config
+	RSSLevels []int64
+	// WarmCalls is where warm-up ended: cfg.warmup of the calls, or when
+	// the caches were first full (CachesFullAt; -1: never), if later.
+	WarmCalls, CachesFullAt int64
+	GoroutinesStart         int
+	GoroutinesEnd           int
+	Threads                 int
+	TurnsWritten            int
+	CheckpointsDeleted      int64
+	WriterRetries           int64
+	cfg                     config
 }
 
 // unavailableGrace is how long after a restart ends UNAVAILABLE is still
@@ -209,6 +215,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 				s := sample{AtS: time.Since(start).Seconds(), Calls: progress.Load(), RSS: m.RSS}
 				if mm, err := metrics(metricsAddr); err == nil {
 					s.CacheBytes, s.HeapInuse, s.Goroutines = int64(mm["historyd_cache_bytes"]), int64(mm["go_memstats_heap_inuse_bytes"]), int(mm["go_goroutines"])
+					s.CacheCap = int64(mm["historyd_cache_capacity_bytes"])
 				}
 				rssMu.Lock()
 				rep.RSS = append(rep.RSS, s)
@@ -395,7 +402,19 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	for i := range rep.Restarts {
 		rep.Restarts[i].LastUnavailable = last[i].Round(time.Millisecond).String()
 	}
+	// Warm-up ends after cfg.warmup of the calls, and not before the
+	// caches are full (90 % of their bound): until then they grow by
+	// design.
 	warm := int64(cfg.warmup * float64(cfg.calls))
+	rep.CachesFullAt = -1
+	for _, s := range rep.RSS {
+		if s.CacheCap > 0 && s.CacheBytes >= s.CacheCap*9/10 {
+			warm = max(warm, s.Calls)
+			rep.CachesFullAt = s.Calls
+			break
+		}
+	}
+	rep.WarmCalls = warm
 	for _, s := range rep.RSS {
 		if s.Calls < warm {
 			continue
@@ -405,7 +424,9 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		}
 		rep.RSSWarmMax = max(rep.RSSWarmMax, s.RSS)
 	}
-	rep.RSSLevels = levels(rep.RSS, warm)
+	if rep.CachesFullAt >= 0 {
+		rep.RSSLevels = levels(rep.RSS, warm)
+	}
 	return rep, nil
 }
 
@@ -418,7 +439,7 @@ func levels(samples []sample, warm int64) []int64 {
 			after = append(after, s.RSS)
 		}
 	}
-	if len(after) < 5 {
+	if len(after) < 10 {
 		return nil
 	}
 	out := make([]int64, 5)
@@ -610,14 +631,18 @@ func (r *report) markdown() string {
 		}
 		hi = max(hi, s.RSS)
 	}
-	fmt.Fprintf(&b, "- historyd RSS, %d samples every %s: %s–%s overall; after warm-up (%.0f%% of the calls) %s–%s (max/min %.3f)\n",
-		len(r.RSS), r.cfg.rssEvery, mib(lo), mib(hi), 100*r.cfg.warmup, mib(r.RSSWarmMin), mib(r.RSSWarmMax), ratio(r.RSSWarmMax, r.RSSWarmMin))
+	full := "never"
+	if r.CachesFullAt >= 0 {
+		full = fmt.Sprintf("at call %d", r.CachesFullAt)
+	}
+	fmt.Fprintf(&b, "- historyd RSS, %d samples every %s: %s–%s overall; after warm-up (call %d: %.0f%% of the calls, and the caches full, %s) %s–%s (max/min %.3f)\n",
+		len(r.RSS), r.cfg.rssEvery, mib(lo), mib(hi), r.WarmCalls, 100*r.cfg.warmup, full, mib(r.RSSWarmMin), mib(r.RSSWarmMax), ratio(r.RSSWarmMax, r.RSSWarmMin))
 	var lv []string
 	for _, l := range r.RSSLevels {
 		lv = append(lv, mib(l))
 	}
 	if len(lv) == 0 {
-		b.WriteString("- too few samples after warm-up to judge whether memory stays flat (fewer than 5)\n")
+		b.WriteString("- memory not judged: the caches never filled, or fewer than 10 samples came after warm-up (a short run)\n")
 	} else {
 		fmt.Fprintf(&b, "- historyd RSS after warm-up, median of each fifth of the samples: %s (highest/first %.3f)\n",
 			strings.Join(lv, ", "), ratio(slices.Max(r.RSSLevels), r.RSSLevels[0]))
