@@ -99,7 +99,10 @@ type report struct {
 // expected: historyd's reconnection backoff, PgBouncer's own.
 const unavailableGrace = 10 * time.Second
 
-func run(ctx context.Context, cfg config) (*report, error) {
+// run runs the soak. stop ending (SIGINT, SIGTERM) ends the calls early;
+// the run is then checked and reported on as far as it went.
+func run(stop context.Context, cfg config) (*report, error) {
+	ctx := context.WithoutCancel(stop)
 	if err := os.MkdirAll(cfg.work, 0o755); err != nil {
 		return nil, err
 	}
@@ -293,15 +296,15 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	}()
 
 	logf("%d calls at concurrency %d", cfg.calls, cfg.concurrency)
-	res := load.Drive(ctx, cfg.concurrency, cfg.calls, cfg.maxDuration, func(ctx context.Context, w, i int) error {
+	res := load.Drive(stop, cfg.concurrency, cfg.calls, cfg.maxDuration, func(ctx context.Context, w, i int) error {
 		defer progress.Add(1)
 		return cl.call(ctx, w, i)
 	})
 	rep.Duration = time.Since(start)
 	stopBG()
 	wg.Wait()
-	if ctx.Err() != nil {
-		return rep, ctx.Err()
+	if stop.Err() != nil {
+		logf("interrupted: checking the %d calls made", progress.Load())
 	}
 	rep.Requested, rep.Calls = cfg.calls, res.Requests
 	rep.CallsPerSecond, rep.P50, rep.P99, rep.Max = res.RPS, res.P50, res.P99, res.Max
@@ -584,7 +587,7 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Soak: %d calls at concurrency %d\n\n", r.Calls, r.Concurrency)
 	if r.Calls < r.Requested {
-		fmt.Fprintf(&b, "- **cut short by --max-duration %s: %d of the %d calls asked for were made**\n", r.cfg.maxDuration, r.Calls, r.Requested)
+		fmt.Fprintf(&b, "- **cut short (--max-duration %s, or interrupted): %d of the %d calls asked for were made**\n", r.cfg.maxDuration, r.Calls, r.Requested)
 	}
 	fmt.Fprintf(&b, "- duration %s, %.0f calls/s, latency p50 %s, p99 %s, max %s\n", r.Duration.Round(time.Second), r.CallsPerSecond,
 		r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Max.Round(time.Millisecond))
