@@ -25,7 +25,7 @@ HISTORYD_LISTEN ?= localhost:50051
 PY_GEN := client/python/src/historyd_client/gen
 TS_GEN := client/js/src/gen
 
-.PHONY: all help build gen gen-go gen-python gen-ts check-gen lint breaking test test-unit test-deps test-python fuzz run clean bench bench-full
+.PHONY: all help build gen gen-go gen-python gen-ts check-gen lint breaking test test-unit test-deps test-python fuzz run clean bench bench-full soak
 
 ## all: the default: build.
 all: build
@@ -131,6 +131,14 @@ bench:
 ## profiles of missed floors.
 bench-full:
 	scripts/bench.sh --full
+
+## soak: SOAK_CALLS mixed calls (default 1,000,000) at SOAK_CONCURRENCY
+## (default 64) over PostgreSQL behind PgBouncer in transaction mode, with a
+## writer, retention, and PostgreSQL and PgBouncer restarted underneath;
+## every answer checked against direct reads afterwards. Not part of `make
+## test`; see docs/reliability.md.
+soak:
+	scripts/soak.sh
 
 .PHONY: test-deploy image image-test
 

@@ -37,6 +37,9 @@
 #                                      LOGIN role it creates with no grants:
 #                                      tests grant it what it may read)
 #   scripts/pg-test.sh pooler stop     stop it
+#   scripts/pg-test.sh pooler restart  stop it and start it again with the
+#                                      same settings, on the same port (its
+#                                      clients' connections are cut)
 #   scripts/pg-test.sh standby start [--no-hot-standby]
 #                                      a hot standby of the cluster:
 #                                      pg_basebackup -R into the cluster's
@@ -336,6 +339,27 @@ export HISTORYD_TEST_POOLER_PORT='$port'"
   note "$("$pgb" --version 2>/dev/null | head -n 1) on 127.0.0.1:$port in front of $PGDIR_"
 }
 
+cmd_pooler_restart() {
+  load_env || die "no test cluster (env file $ENV_FILE)"
+  local dir=$PGDIR_/pgbouncer pgb i
+  [[ -f $dir/pgbouncer.ini ]] || die "no pooler in $dir: scripts/pg-test.sh pooler start"
+  local port
+  port=$(sed -n 's/^listen_port = //p' "$dir/pgbouncer.ini")
+  pgb=$(ensure_pgbouncer)
+  pick_user
+  kill_pidfile "$dir/pgbouncer.pid"
+  # The port may linger for a moment after the old process exits.
+  for i in $(seq 1 50); do
+    if as_user "$pgb" -d -q "$dir/pgbouncer.ini" && wait_port "$port"; then
+      note "restarted pgbouncer on 127.0.0.1:$port"
+      return 0
+    fi
+    sleep 0.1
+  done
+  tail -n 20 "$dir/pgbouncer.log" >&2 2>/dev/null || true
+  die "pgbouncer did not start again on $port (log above)"
+}
+
 pooler_stop() {
   [[ -n ${PGDIR_:-} && -d $PGDIR_/pgbouncer ]] || return 0
   kill_pidfile "$PGDIR_/pgbouncer/pgbouncer.pid"
@@ -594,7 +618,8 @@ case ${1:-} in
     case ${2:-} in
       start) cmd_pooler_start ;;
       stop) load_env || die "no test cluster (env file $ENV_FILE)"; pooler_stop ;;
-      *) die "usage: $0 pooler start|stop" ;;
+      restart) cmd_pooler_restart ;;
+      *) die "usage: $0 pooler start|stop|restart" ;;
     esac ;;
   standby)
     case ${2:-} in
@@ -603,5 +628,5 @@ case ${1:-} in
       stop) load_env || die "no test cluster (env file $ENV_FILE)"; standby_stop "$(cluster_bin)" ;;
       *) die "usage: $0 standby start [--no-hot-standby]|promote|stop" ;;
     esac ;;
-  *) echo "usage: $0 start|stop|env|status|psql [args]|locale|restart [MODE]|halt [MODE]|resume|pooler start|stop|standby start|promote|stop" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|env|status|psql [args]|locale|restart [MODE]|halt [MODE]|resume|pooler start|stop|restart|standby start|promote|stop" >&2; exit 2 ;;
 esac

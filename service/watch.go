@@ -139,21 +139,27 @@ type poller struct {
 	cancel context.CancelFunc
 	// Guarded by ps.mu.
 	subs map[chan struct{}]bool
+	// retry holds the watchers whose own read failed for a while (the
+	// store unavailable): they are signalled after the next successful
+	// read even if the thread did not change, since they have not sent
+	// what it holds.
+	retry map[chan struct{}]bool
 	// err is the error that ended the poller, when one did.
 	err error
 }
 
 // subscribe registers a watcher of ref: ch receives a signal (coalesced:
 // a watcher behind by several changes gets one) whenever the thread
-// changed, and once at the start. unsubscribe stops the poller with its
-// last watcher.
-func (ps *pollers) subscribe(ref store.Ref) (ch chan struct{}, failed func() error, unsubscribe func()) {
+// changed, and once at the start; after retry, also after the poller's
+// next successful read. unsubscribe stops the poller with its last
+// watcher.
+func (ps *pollers) subscribe(ref store.Ref) (ch chan struct{}, failed func() error, retry func(), unsubscribe func()) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	p, ok := ps.by[ref]
 	if !ok {
 		ctx, cancel := context.WithCancel(ps.w.ctx)
-		p = &poller{ps: ps, ref: ref, cancel: cancel, subs: map[chan struct{}]bool{}}
+		p = &poller{ps: ps, ref: ref, cancel: cancel, subs: map[chan struct{}]bool{}, retry: map[chan struct{}]bool{}}
 		ps.by[ref] = p
 		go p.run(ctx)
 	}
@@ -165,10 +171,16 @@ func (ps *pollers) subscribe(ref store.Ref) (ch chan struct{}, failed func() err
 		defer ps.mu.Unlock()
 		return p.err
 	}
-	return ch, failed, func() {
+	retry = func() {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		p.retry[ch] = true
+	}
+	return ch, failed, retry, func() {
 		ps.mu.Lock()
 		defer ps.mu.Unlock()
 		delete(p.subs, ch)
+		delete(p.retry, ch)
 		if len(p.subs) == 0 && ps.by[ref] == p {
 			delete(ps.by, ref)
 			p.cancel()
@@ -176,16 +188,22 @@ func (ps *pollers) subscribe(ref store.Ref) (ch chan struct{}, failed func() err
 	}
 }
 
-// notify signals every watcher.
-func (p *poller) notify() {
+// notify signals every watcher (only those waiting to retry, with
+// retriesOnly).
+func (p *poller) notify(retriesOnly bool) {
 	p.ps.mu.Lock()
 	defer p.ps.mu.Unlock()
-	for ch := range p.subs {
+	set := p.subs
+	if retriesOnly {
+		set = p.retry
+	}
+	for ch := range set {
 		select {
 		case ch <- struct{}{}:
 		default: // a signal is pending already
 		}
 	}
+	clear(p.retry)
 }
 
 // transient reports whether an error of a store read may clear by itself.
@@ -222,7 +240,7 @@ func (p *poller) run(ctx context.Context) {
 				delete(p.ps.by, p.ref)
 			}
 			p.ps.mu.Unlock()
-			p.notify()
+			p.notify(false)
 			return
 		case !sameHistory(h, last):
 			// A History is shared until the thread changes; one derived
@@ -230,9 +248,10 @@ func (p *poller) run(ctx context.Context) {
 			// derived on every read) is compared by what it holds.
 			last = h
 			wait = interval
-			p.notify()
+			p.notify(false)
 		default:
 			wait = min(wait*2, 2*interval)
+			p.notify(true)
 		}
 		timer.Reset(wait)
 	}
@@ -281,7 +300,7 @@ func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1
 	}
 	defer release()
 	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
-	changed, failed, unsubscribe := s.pollers.subscribe(ref)
+	changed, failed, retry, unsubscribe := s.pollers.subscribe(ref)
 	defer unsubscribe()
 	// The headers say the watch is in place before any turn is sent.
 	if err := stream.SendHeader(nil); err != nil {
@@ -306,7 +325,9 @@ func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1
 		switch {
 		case err == nil:
 		case transient(err):
-			// The poller backs off; the next change tries again.
+			// The poller backs off; its next successful read tries again,
+			// whether or not the thread changed meanwhile.
+			retry()
 		default:
 			return s.fail(ctx, "WatchTurns", err)
 		}

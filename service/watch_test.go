@@ -393,3 +393,31 @@ func TestWatchTurnsSharedPoller(t *testing.T) {
 		t.Errorf("reads in 600ms: %d of the thread one watch follows, %d of the thread eight watch", one, many)
 	}
 }
+
+// TestWatchTurnsOpenedDuringOutage: a watch opened while the store is
+// unavailable, on a thread another watch already follows and nobody
+// writes to, gets the thread's turns once the store answers again,
+// without waiting for the thread to change.
+func TestWatchTurnsOpenedDuringOutage(t *testing.T) {
+	m := storetest.NewMemory()
+	r := &runThread{w: m, ref: store.Ref{ThreadID: "quiet"}}
+	r.put("input", "__start__")
+	r.begin(1)
+	end1 := r.end(1, 1.0)
+	c := watchServer(t, m, service.WatchConfig{}, service.Options{}).Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "quiet"})
+	if te := first.next(t).GetTurnEnded(); te.GetCheckpointId() != end1 {
+		t.Fatalf("the first watch: %v", te)
+	}
+
+	m.SetErr(fmt.Errorf("%w: connection refused", store.ErrUnavailable))
+	late := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "quiet"})
+	late.quiet(t, 100*time.Millisecond)
+	m.SetErr(nil)
+	if te := late.next(t).GetTurnEnded(); te.GetTurn() != 1 || te.GetCheckpointId() != end1 {
+		t.Fatalf("the watch opened during the outage: %v", te)
+	}
+	first.quiet(t, 50*time.Millisecond)
+}

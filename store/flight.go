@@ -91,6 +91,12 @@ func (r *refreshes) do(ctx context.Context, ref Ref, fn func(context.Context) (*
 		r.mu.Lock()
 		if c.waiters--; c.waiters == 0 {
 			c.cancel()
+			// A queued refresh nobody waits for any more is dropped, not
+			// run cancelled: a read arriving next would otherwise join it
+			// and fail with this read's cancellation.
+			if sl.queued == c {
+				sl.queued = nil
+			}
 		}
 		r.mu.Unlock()
 		return nil, seen{}, ctx.Err()

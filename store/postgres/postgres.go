@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -763,7 +764,11 @@ func sortError(err error) error {
 	}
 	var netErr net.Error
 	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) {
+	// A connection the server or pooler closed under a query ends it with
+	// an unexpected EOF: the database went away (a restart, PgBouncer
+	// stopping) and may come back.
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: %s", store.ErrUnavailable, oneLine(redact(err).Error()))
 	}
 	if msg := err.Error(); oneLine(msg) != msg {
