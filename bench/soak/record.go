@@ -81,16 +81,22 @@ func (r *recorder) wrongLocked(msg string) {
 	}
 }
 
+// claimed returns the claim m holds under k, adding first (as the first
+// answer made it) when there is none.
+func claimed[K comparable, C any](m map[K]*C, k K, first C) *C {
+	c := m[k]
+	if c == nil {
+		c = &first
+		m[k] = c
+	}
+	return c
+}
+
 // turn records that an answer served turn n of thread from checkpoint cp.
 func (r *recorder) turn(thread string, n int32, cp, question string, state *string, ended bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	k := turnKey{thread, n, cp}
-	c := r.turns[k]
-	if c == nil {
-		c = &turnClaim{question: question}
-		r.turns[k] = c
-	}
+	c := claimed(r.turns, turnKey{thread, n, cp}, turnClaim{question: question})
 	c.answers++
 	c.ended = c.ended || ended
 	if c.question != question {
@@ -109,12 +115,7 @@ func (r *recorder) turn(thread string, n int32, cp, question string, state *stri
 func (r *recorder) prune(thread string, n int32, question string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	k := prunedKey{thread, n}
-	c := r.pruned[k]
-	if c == nil {
-		c = &prunedClaim{}
-		r.pruned[k] = c
-	}
+	c := claimed(r.pruned, prunedKey{thread, n}, prunedClaim{})
 	c.answers++
 	if question != "" {
 		if c.question != "" && c.question != question {
@@ -127,12 +128,7 @@ func (r *recorder) prune(thread string, n int32, question string) {
 func (r *recorder) diff(thread, from, to, changes string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	k := diffKey{thread, from, to}
-	c := r.diffs[k]
-	if c == nil {
-		c = &diffClaim{changes: changes}
-		r.diffs[k] = c
-	}
+	c := claimed(r.diffs, diffKey{thread, from, to}, diffClaim{changes: changes})
 	c.answers++
 	if c.changes != changes {
 		r.wrongLocked(fmt.Sprintf("%s diff %s → %s: two answers differ: %s / %s", thread, from, to, changes, c.changes))
