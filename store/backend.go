@@ -16,6 +16,12 @@ type Ref struct {
 	ThreadID string
 	// Namespace is the checkpoint namespace; empty is the root graph.
 	Namespace string
+	// Head, when set, is the checkpoint whose lineage (its parent chain)
+	// the turns are numbered on, instead of the thread's head (its newest
+	// checkpoint): a branch a fork abandoned (History.Forks). A head the
+	// thread does not hold is ErrUnknownHead. Reads of every head of a
+	// thread share one cached index.
+	Head string
 }
 
 // Row is one checkpoint as a backend read it, not parsed: what its bytes

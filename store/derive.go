@@ -114,6 +114,12 @@ const (
 	// DeltaChannel's messages are rebuilt past a deleted checkpoint and
 	// show only the questions asked since. The numbers may be too low.
 	Estimated
+	// Runs means the thread's messages never held a human message (a graph
+	// without a messages channel, the functional API): each run is a turn,
+	// from its input checkpoint to the last checkpoint before the next
+	// run's input on the lineage, and a turn's question is the run's input
+	// as JSON text (see MaxRunQuestion).
+	Runs
 )
 
 // String returns the numbering as the API spells it.
@@ -125,6 +131,8 @@ func (n Numbering) String() string {
 		return "counted"
 	case Estimated:
 		return "estimated"
+	case Runs:
+		return "runs"
 	}
 	return fmt.Sprintf("Numbering(%d)", int(n))
 }
@@ -139,11 +147,49 @@ type History struct {
 	Turns []Turn
 	// Numbering says how sure the turn numbers are.
 	Numbering Numbering
+	// Head is the checkpoint whose lineage the turns are numbered on: the
+	// thread's newest checkpoint, or Ref.Head. Empty for a thread without
+	// checkpoints.
+	Head string
+	// Forks lists the branches that leave the lineage, oldest fork point
+	// first: each time the thread was rewound, the branch it abandoned.
+	Forks []Fork
 	// Steps are the checkpoints whose messages could be read, in
 	// checkpoint order, each with the turn it belongs to (0 before the
 	// first question). They point into the index the History was derived
 	// from and must not be modified.
 	Steps []Step
+}
+
+// Fork is a branch that leaves a History's lineage: a run started from an
+// older checkpoint (time travel), or an update_state on one, left the
+// checkpoints written after it on another branch.
+type Fork struct {
+	// From is the checkpoint on the lineage the abandoned branch left from.
+	From string
+	// Turn is the turn From belongs to on the lineage: the conversation was
+	// rewound to the end of this turn (0: before the first question).
+	Turn int
+	// Questions is how many turns the abandoned branch held at its newest
+	// checkpoint, as a History with Ref.Head set to Newest counts them.
+	Questions int
+	// Newest is the abandoned branch's newest checkpoint.
+	Newest string
+}
+
+// MaxRunQuestion is the most bytes of a run's input a Runs-numbered turn's
+// question holds; a longer input is cut at a character boundary.
+const MaxRunQuestion = 4096
+
+// Holds reports whether checkpoint id is on the History's lineage: one of
+// its Steps.
+func (h *History) Holds(id string) bool {
+	for _, s := range h.Steps {
+		if s.Checkpoint.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Step is one checkpoint of a History and the turn it belongs to.
@@ -332,6 +378,9 @@ func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
 		// A list read whole, with no sign of removed messages, holds every
 		// question known: it proves the count as far as any list can.
 		h.Numbering = Counted
+	}
+	for _, c := range cps {
+		h.Head = max(h.Head, c.ID)
 	}
 	h.Total = len(seq)
 	h.Turns = make([]Turn, h.Total)

@@ -53,6 +53,10 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // the thread kept changing.
 var ErrStale = errors.New("thread changed while it was read; read it again")
 
+// ErrUnknownHead marks a read whose Ref.Head names a checkpoint the thread
+// (in that namespace) does not hold.
+var ErrUnknownHead = errors.New("the thread holds no such checkpoint")
+
 // DecodeError reports a stored value that could not be decoded, and where it
 // is. Err is the decoder's error; errors.As on it tells a malformed value
 // (lgcodec.MalformedError) from one historyd refuses to read

@@ -47,6 +47,14 @@ const (
 	// summary): how many questions came before is not known, so turn numbers
 	// may be too low. A turn's question text says which question it was.
 	TurnNumbering_TURN_NUMBERING_ESTIMATED TurnNumbering = 3
+	// TURN_NUMBERING_RUNS: the thread's graph keeps no messages (or they never
+	// held a human message), so each run is a turn: a run begins at its input
+	// checkpoint and its turn ends at the last checkpoint before the next
+	// run's input, on the lineage. A turn's question is the run's input as
+	// JSON text (at most 4,096 bytes, cut at a character boundary). Exact
+	// when the thread's first checkpoint is retained; otherwise runs before
+	// the oldest one left are not counted.
+	TurnNumbering_TURN_NUMBERING_RUNS TurnNumbering = 4
 )
 
 // Enum value maps for TurnNumbering.
@@ -56,12 +64,14 @@ var (
 		1: "TURN_NUMBERING_COMPLETE",
 		2: "TURN_NUMBERING_COUNTED",
 		3: "TURN_NUMBERING_ESTIMATED",
+		4: "TURN_NUMBERING_RUNS",
 	}
 	TurnNumbering_value = map[string]int32{
 		"TURN_NUMBERING_UNSPECIFIED": 0,
 		"TURN_NUMBERING_COMPLETE":    1,
 		"TURN_NUMBERING_COUNTED":     2,
 		"TURN_NUMBERING_ESTIMATED":   3,
+		"TURN_NUMBERING_RUNS":        4,
 	}
 )
 
@@ -316,9 +326,15 @@ type SnapshotsRequest struct {
 	// client parses with its language's own JSON parser, much faster than a
 	// Value tree, and which the server produces straight from the stored
 	// bytes.
-	ValueFormat   ValueFormat `protobuf:"varint,5,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ValueFormat ValueFormat `protobuf:"varint,5,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
+	// head_checkpoint_id, when set, reads the lineage ending at this
+	// checkpoint of the thread (a branch a fork abandoned, listed in
+	// TurnsResponse.forks) instead of the thread's head: turns are numbered on
+	// its parent chain. At most 256 bytes; an id the thread does not hold is
+	// INVALID_ARGUMENT.
+	HeadCheckpointId string `protobuf:"bytes,6,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SnapshotsRequest) Reset() {
@@ -386,6 +402,13 @@ func (x *SnapshotsRequest) GetValueFormat() ValueFormat {
 	return ValueFormat_VALUE_FORMAT_UNSPECIFIED
 }
 
+func (x *SnapshotsRequest) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
 // SnapshotsResponse holds every retained turn's state.
 type SnapshotsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -395,9 +418,13 @@ type SnapshotsResponse struct {
 	// total is how many turns the thread has had, retained or not.
 	Total int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
 	// numbering says how sure the turn numbers are.
-	Numbering     TurnNumbering `protobuf:"varint,3,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Numbering TurnNumbering `protobuf:"varint,3,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	// head_checkpoint_id is the checkpoint whose lineage the turns are
+	// numbered on: the thread's head (its newest checkpoint), or the request's
+	// head_checkpoint_id. Empty for a thread without checkpoints.
+	HeadCheckpointId string `protobuf:"bytes,4,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SnapshotsResponse) Reset() {
@@ -451,6 +478,13 @@ func (x *SnapshotsResponse) GetNumbering() TurnNumbering {
 	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
 }
 
+func (x *SnapshotsResponse) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
 // StreamSnapshotsRequest names a thread and, optionally, the state keys and
 // the first turn wanted.
 type StreamSnapshotsRequest struct {
@@ -481,9 +515,15 @@ type StreamSnapshotsRequest struct {
 	// client parses with its language's own JSON parser, much faster than a
 	// Value tree, and which the server produces straight from the stored
 	// bytes.
-	ValueFormat   ValueFormat `protobuf:"varint,6,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ValueFormat ValueFormat `protobuf:"varint,6,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
+	// head_checkpoint_id, when set, reads the lineage ending at this
+	// checkpoint of the thread (a branch a fork abandoned, listed in
+	// TurnsResponse.forks) instead of the thread's head: turns are numbered on
+	// its parent chain. At most 256 bytes; an id the thread does not hold is
+	// INVALID_ARGUMENT.
+	HeadCheckpointId string `protobuf:"bytes,7,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StreamSnapshotsRequest) Reset() {
@@ -558,6 +598,13 @@ func (x *StreamSnapshotsRequest) GetValueFormat() ValueFormat {
 	return ValueFormat_VALUE_FORMAT_UNSPECIFIED
 }
 
+func (x *StreamSnapshotsRequest) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
 // StreamSnapshotsResponse is one retained turn's state. A thread with no
 // retained turn (at or after from_turn) gets a single message with total set
 // and no turn.
@@ -568,9 +615,13 @@ type StreamSnapshotsResponse struct {
 	// total is how many turns the thread has had, retained or not.
 	Total int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
 	// numbering says how sure the turn numbers are.
-	Numbering     TurnNumbering `protobuf:"varint,3,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Numbering TurnNumbering `protobuf:"varint,3,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	// head_checkpoint_id is the checkpoint whose lineage the turns are
+	// numbered on: the thread's head (its newest checkpoint), or the request's
+	// head_checkpoint_id. Empty for a thread without checkpoints.
+	HeadCheckpointId string `protobuf:"bytes,4,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StreamSnapshotsResponse) Reset() {
@@ -624,6 +675,13 @@ func (x *StreamSnapshotsResponse) GetNumbering() TurnNumbering {
 	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
 }
 
+func (x *StreamSnapshotsResponse) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
 // SnapshotRequest names one turn of a thread.
 type SnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -652,9 +710,15 @@ type SnapshotRequest struct {
 	// client parses with its language's own JSON parser, much faster than a
 	// Value tree, and which the server produces straight from the stored
 	// bytes.
-	ValueFormat   ValueFormat `protobuf:"varint,6,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ValueFormat ValueFormat `protobuf:"varint,6,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
+	// head_checkpoint_id, when set, reads the lineage ending at this
+	// checkpoint of the thread (a branch a fork abandoned, listed in
+	// TurnsResponse.forks) instead of the thread's head: turns are numbered on
+	// its parent chain. At most 256 bytes; an id the thread does not hold is
+	// INVALID_ARGUMENT.
+	HeadCheckpointId string `protobuf:"bytes,7,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SnapshotRequest) Reset() {
@@ -729,6 +793,13 @@ func (x *SnapshotRequest) GetValueFormat() ValueFormat {
 	return ValueFormat_VALUE_FORMAT_UNSPECIFIED
 }
 
+func (x *SnapshotRequest) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
 // SnapshotResponse is exactly one of: the turn's state, no_such_turn, or
 // no_longer_retained; always with the thread's total and retained turns.
 type SnapshotResponse struct {
@@ -747,9 +818,13 @@ type SnapshotResponse struct {
 	// ascending order.
 	RetainedTurns []int32 `protobuf:"varint,5,rep,packed,name=retained_turns,json=retainedTurns,proto3" json:"retained_turns,omitempty"`
 	// numbering says how sure the turn numbers are.
-	Numbering     TurnNumbering `protobuf:"varint,6,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Numbering TurnNumbering `protobuf:"varint,6,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	// head_checkpoint_id is the checkpoint whose lineage the turns are
+	// numbered on: the thread's head (its newest checkpoint), or the request's
+	// head_checkpoint_id. Empty for a thread without checkpoints.
+	HeadCheckpointId string `protobuf:"bytes,7,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SnapshotResponse) Reset() {
@@ -837,6 +912,13 @@ func (x *SnapshotResponse) GetNumbering() TurnNumbering {
 	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
 }
 
+func (x *SnapshotResponse) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
 type isSnapshotResponse_Result interface {
 	isSnapshotResponse_Result()
 }
@@ -865,6 +947,140 @@ func (*SnapshotResponse_NoSuchTurn) isSnapshotResponse_Result() {}
 
 func (*SnapshotResponse_NoLongerRetained) isSnapshotResponse_Result() {}
 
+// Fork is a branch that leaves a thread's lineage.
+type Fork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// from_checkpoint_id is the checkpoint on the lineage the abandoned branch
+	// left from.
+	FromCheckpointId string `protobuf:"bytes,1,opt,name=from_checkpoint_id,json=fromCheckpointId,proto3" json:"from_checkpoint_id,omitempty"`
+	// turn is the turn from_checkpoint_id belongs to on the lineage: the
+	// conversation was rewound to the end of this turn (0: before the first
+	// question).
+	Turn int32 `protobuf:"varint,2,opt,name=turn,proto3" json:"turn,omitempty"`
+	// questions is how many turns the abandoned branch held at its newest
+	// checkpoint, counted as head_checkpoint_id would count them.
+	Questions int32 `protobuf:"varint,3,opt,name=questions,proto3" json:"questions,omitempty"`
+	// newest_checkpoint_id is the abandoned branch's newest checkpoint: pass
+	// it as head_checkpoint_id to read that branch.
+	NewestCheckpointId string `protobuf:"bytes,4,opt,name=newest_checkpoint_id,json=newestCheckpointId,proto3" json:"newest_checkpoint_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *Fork) Reset() {
+	*x = Fork{}
+	mi := &file_historyd_v1_history_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fork) ProtoMessage() {}
+
+func (x *Fork) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fork.ProtoReflect.Descriptor instead.
+func (*Fork) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Fork) GetFromCheckpointId() string {
+	if x != nil {
+		return x.FromCheckpointId
+	}
+	return ""
+}
+
+func (x *Fork) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *Fork) GetQuestions() int32 {
+	if x != nil {
+		return x.Questions
+	}
+	return 0
+}
+
+func (x *Fork) GetNewestCheckpointId() string {
+	if x != nil {
+		return x.NewestCheckpointId
+	}
+	return ""
+}
+
+// HistoryRewound says a watched thread's lineage changed.
+type HistoryRewound struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// turn is the last turn the new lineage shares with the turns sent before:
+	// turns after it that were sent belong to the abandoned branch.
+	Turn int32 `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
+	// fork is the branch the watcher had been following.
+	Fork          *Fork `protobuf:"bytes,2,opt,name=fork,proto3" json:"fork,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryRewound) Reset() {
+	*x = HistoryRewound{}
+	mi := &file_historyd_v1_history_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryRewound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryRewound) ProtoMessage() {}
+
+func (x *HistoryRewound) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryRewound.ProtoReflect.Descriptor instead.
+func (*HistoryRewound) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HistoryRewound) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *HistoryRewound) GetFork() *Fork {
+	if x != nil {
+		return x.Fork
+	}
+	return nil
+}
+
 // NoSuchTurn says the thread never had the asked-for turn.
 type NoSuchTurn struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -878,7 +1094,7 @@ type NoSuchTurn struct {
 
 func (x *NoSuchTurn) Reset() {
 	*x = NoSuchTurn{}
-	mi := &file_historyd_v1_history_proto_msgTypes[6]
+	mi := &file_historyd_v1_history_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1106,7 @@ func (x *NoSuchTurn) String() string {
 func (*NoSuchTurn) ProtoMessage() {}
 
 func (x *NoSuchTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[6]
+	mi := &file_historyd_v1_history_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1119,7 @@ func (x *NoSuchTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoSuchTurn.ProtoReflect.Descriptor instead.
 func (*NoSuchTurn) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{6}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NoSuchTurn) GetTurn() int32 {
@@ -934,7 +1150,7 @@ type NoLongerRetained struct {
 
 func (x *NoLongerRetained) Reset() {
 	*x = NoLongerRetained{}
-	mi := &file_historyd_v1_history_proto_msgTypes[7]
+	mi := &file_historyd_v1_history_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1162,7 @@ func (x *NoLongerRetained) String() string {
 func (*NoLongerRetained) ProtoMessage() {}
 
 func (x *NoLongerRetained) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[7]
+	mi := &file_historyd_v1_history_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1175,7 @@ func (x *NoLongerRetained) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoLongerRetained.ProtoReflect.Descriptor instead.
 func (*NoLongerRetained) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{7}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NoLongerRetained) GetTurn() int32 {
@@ -990,14 +1206,20 @@ type TurnsRequest struct {
 	IncludeKeysWritten bool `protobuf:"varint,3,opt,name=include_keys_written,json=includeKeysWritten,proto3" json:"include_keys_written,omitempty"`
 	// channel is the state channel keys_written reads; see
 	// SnapshotsRequest.channel.
-	Channel       string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Channel string `protobuf:"bytes,4,opt,name=channel,proto3" json:"channel,omitempty"`
+	// head_checkpoint_id, when set, reads the lineage ending at this
+	// checkpoint of the thread (a branch a fork abandoned, listed in
+	// TurnsResponse.forks) instead of the thread's head: turns are numbered on
+	// its parent chain. At most 256 bytes; an id the thread does not hold is
+	// INVALID_ARGUMENT.
+	HeadCheckpointId string `protobuf:"bytes,5,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TurnsRequest) Reset() {
 	*x = TurnsRequest{}
-	mi := &file_historyd_v1_history_proto_msgTypes[8]
+	mi := &file_historyd_v1_history_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1231,7 @@ func (x *TurnsRequest) String() string {
 func (*TurnsRequest) ProtoMessage() {}
 
 func (x *TurnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[8]
+	mi := &file_historyd_v1_history_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1244,7 @@ func (x *TurnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnsRequest.ProtoReflect.Descriptor instead.
 func (*TurnsRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{8}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TurnsRequest) GetThreadId() string {
@@ -1053,6 +1275,13 @@ func (x *TurnsRequest) GetChannel() string {
 	return ""
 }
 
+func (x *TurnsRequest) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
 // TurnsResponse lists every turn from 1 to total.
 type TurnsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1061,14 +1290,22 @@ type TurnsResponse struct {
 	// total is how many turns the thread has had.
 	Total int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
 	// numbering says how sure the turn numbers are.
-	Numbering     TurnNumbering `protobuf:"varint,3,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	Numbering TurnNumbering `protobuf:"varint,3,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	// head_checkpoint_id is the checkpoint whose lineage the turns are
+	// numbered on: the thread's head (its newest checkpoint), or the request's
+	// head_checkpoint_id. Empty for a thread without checkpoints.
+	HeadCheckpointId string `protobuf:"bytes,4,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	// forks lists the branches that leave the lineage: each time the thread
+	// was rewound (a run started from an older checkpoint, an update_state
+	// on one), the branch it abandoned. Oldest fork point first.
+	Forks         []*Fork `protobuf:"bytes,5,rep,name=forks,proto3" json:"forks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TurnsResponse) Reset() {
 	*x = TurnsResponse{}
-	mi := &file_historyd_v1_history_proto_msgTypes[9]
+	mi := &file_historyd_v1_history_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1317,7 @@ func (x *TurnsResponse) String() string {
 func (*TurnsResponse) ProtoMessage() {}
 
 func (x *TurnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[9]
+	mi := &file_historyd_v1_history_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1330,7 @@ func (x *TurnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnsResponse.ProtoReflect.Descriptor instead.
 func (*TurnsResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{9}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TurnsResponse) GetTurns() []*TurnInfo {
@@ -1115,6 +1352,20 @@ func (x *TurnsResponse) GetNumbering() TurnNumbering {
 		return x.Numbering
 	}
 	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
+}
+
+func (x *TurnsResponse) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
+func (x *TurnsResponse) GetForks() []*Fork {
+	if x != nil {
+		return x.Forks
+	}
+	return nil
 }
 
 // TurnInfo describes one turn without its state.
@@ -1147,7 +1398,7 @@ type TurnInfo struct {
 
 func (x *TurnInfo) Reset() {
 	*x = TurnInfo{}
-	mi := &file_historyd_v1_history_proto_msgTypes[10]
+	mi := &file_historyd_v1_history_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1410,7 @@ func (x *TurnInfo) String() string {
 func (*TurnInfo) ProtoMessage() {}
 
 func (x *TurnInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[10]
+	mi := &file_historyd_v1_history_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1423,7 @@ func (x *TurnInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnInfo.ProtoReflect.Descriptor instead.
 func (*TurnInfo) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{10}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TurnInfo) GetNumber() int32 {
@@ -1247,7 +1498,7 @@ type TurnState struct {
 
 func (x *TurnState) Reset() {
 	*x = TurnState{}
-	mi := &file_historyd_v1_history_proto_msgTypes[11]
+	mi := &file_historyd_v1_history_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1510,7 @@ func (x *TurnState) String() string {
 func (*TurnState) ProtoMessage() {}
 
 func (x *TurnState) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[11]
+	mi := &file_historyd_v1_history_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1523,7 @@ func (x *TurnState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnState.ProtoReflect.Descriptor instead.
 func (*TurnState) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{11}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TurnState) GetTurn() int32 {
@@ -1373,7 +1624,7 @@ type StateEntry struct {
 
 func (x *StateEntry) Reset() {
 	*x = StateEntry{}
-	mi := &file_historyd_v1_history_proto_msgTypes[12]
+	mi := &file_historyd_v1_history_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1636,7 @@ func (x *StateEntry) String() string {
 func (*StateEntry) ProtoMessage() {}
 
 func (x *StateEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[12]
+	mi := &file_historyd_v1_history_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1649,7 @@ func (x *StateEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateEntry.ProtoReflect.Descriptor instead.
 func (*StateEntry) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{12}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StateEntry) GetValue() *structpb.Value {
@@ -1507,7 +1758,7 @@ type ThreadsRequest struct {
 
 func (x *ThreadsRequest) Reset() {
 	*x = ThreadsRequest{}
-	mi := &file_historyd_v1_history_proto_msgTypes[13]
+	mi := &file_historyd_v1_history_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1770,7 @@ func (x *ThreadsRequest) String() string {
 func (*ThreadsRequest) ProtoMessage() {}
 
 func (x *ThreadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[13]
+	mi := &file_historyd_v1_history_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1783,7 @@ func (x *ThreadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadsRequest.ProtoReflect.Descriptor instead.
 func (*ThreadsRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{13}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ThreadsRequest) GetThreadIdPrefix() string {
@@ -1606,7 +1857,7 @@ type ThreadsResponse struct {
 
 func (x *ThreadsResponse) Reset() {
 	*x = ThreadsResponse{}
-	mi := &file_historyd_v1_history_proto_msgTypes[14]
+	mi := &file_historyd_v1_history_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1869,7 @@ func (x *ThreadsResponse) String() string {
 func (*ThreadsResponse) ProtoMessage() {}
 
 func (x *ThreadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[14]
+	mi := &file_historyd_v1_history_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1882,7 @@ func (x *ThreadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadsResponse.ProtoReflect.Descriptor instead.
 func (*ThreadsResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{14}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ThreadsResponse) GetThreads() []*ThreadInfo {
@@ -1684,7 +1935,7 @@ type ThreadInfo struct {
 
 func (x *ThreadInfo) Reset() {
 	*x = ThreadInfo{}
-	mi := &file_historyd_v1_history_proto_msgTypes[15]
+	mi := &file_historyd_v1_history_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1947,7 @@ func (x *ThreadInfo) String() string {
 func (*ThreadInfo) ProtoMessage() {}
 
 func (x *ThreadInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[15]
+	mi := &file_historyd_v1_history_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1960,7 @@ func (x *ThreadInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadInfo.ProtoReflect.Descriptor instead.
 func (*ThreadInfo) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{15}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ThreadInfo) GetThreadId() string {
@@ -1783,7 +2034,7 @@ type ThreadError struct {
 
 func (x *ThreadError) Reset() {
 	*x = ThreadError{}
-	mi := &file_historyd_v1_history_proto_msgTypes[16]
+	mi := &file_historyd_v1_history_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +2046,7 @@ func (x *ThreadError) String() string {
 func (*ThreadError) ProtoMessage() {}
 
 func (x *ThreadError) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[16]
+	mi := &file_historyd_v1_history_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2059,7 @@ func (x *ThreadError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadError.ProtoReflect.Descriptor instead.
 func (*ThreadError) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{16}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ThreadError) GetCode() int32 {
@@ -1856,14 +2107,20 @@ type DiffRequest struct {
 	// value_format picks how values travel, as in SnapshotsRequest: with
 	// VALUE_FORMAT_JSON each entry's value is StateEntry.value_json and each
 	// patch operation's JsonPatchOperation.value_json.
-	ValueFormat   ValueFormat `protobuf:"varint,8,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ValueFormat ValueFormat `protobuf:"varint,8,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
+	// head_checkpoint_id, when set, reads the lineage ending at this
+	// checkpoint of the thread (a branch a fork abandoned, listed in
+	// TurnsResponse.forks) instead of the thread's head: turns are numbered on
+	// its parent chain. At most 256 bytes; an id the thread does not hold is
+	// INVALID_ARGUMENT.
+	HeadCheckpointId string `protobuf:"bytes,9,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_historyd_v1_history_proto_msgTypes[17]
+	mi := &file_historyd_v1_history_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +2132,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[17]
+	mi := &file_historyd_v1_history_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +2145,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{17}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DiffRequest) GetThreadId() string {
@@ -1947,6 +2204,13 @@ func (x *DiffRequest) GetValueFormat() ValueFormat {
 	return ValueFormat_VALUE_FORMAT_UNSPECIFIED
 }
 
+func (x *DiffRequest) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
 // DiffResponse says what became of each of the two turns and, when both
 // are found, what changed between them.
 type DiffResponse struct {
@@ -1967,14 +2231,18 @@ type DiffResponse struct {
 	// in ascending order.
 	RetainedTurns []int32 `protobuf:"varint,5,rep,packed,name=retained_turns,json=retainedTurns,proto3" json:"retained_turns,omitempty"`
 	// numbering says how sure the turn numbers are.
-	Numbering     TurnNumbering `protobuf:"varint,6,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Numbering TurnNumbering `protobuf:"varint,6,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	// head_checkpoint_id is the checkpoint whose lineage the turns are
+	// numbered on: the thread's head (its newest checkpoint), or the request's
+	// head_checkpoint_id. Empty for a thread without checkpoints.
+	HeadCheckpointId string `protobuf:"bytes,7,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_historyd_v1_history_proto_msgTypes[18]
+	mi := &file_historyd_v1_history_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2254,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[18]
+	mi := &file_historyd_v1_history_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2267,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{18}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DiffResponse) GetFromTurn() *DiffTurn {
@@ -2044,6 +2312,13 @@ func (x *DiffResponse) GetNumbering() TurnNumbering {
 	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
 }
 
+func (x *DiffResponse) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
 // DiffTurn is one end of a Diff: exactly one of found, no_such_turn or
 // no_longer_retained, as SnapshotResponse says it.
 type DiffTurn struct {
@@ -2062,7 +2337,7 @@ type DiffTurn struct {
 
 func (x *DiffTurn) Reset() {
 	*x = DiffTurn{}
-	mi := &file_historyd_v1_history_proto_msgTypes[19]
+	mi := &file_historyd_v1_history_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2349,7 @@ func (x *DiffTurn) String() string {
 func (*DiffTurn) ProtoMessage() {}
 
 func (x *DiffTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[19]
+	mi := &file_historyd_v1_history_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2362,7 @@ func (x *DiffTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffTurn.ProtoReflect.Descriptor instead.
 func (*DiffTurn) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{19}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DiffTurn) GetResult() isDiffTurn_Result {
@@ -2176,7 +2451,7 @@ type KeyChange struct {
 
 func (x *KeyChange) Reset() {
 	*x = KeyChange{}
-	mi := &file_historyd_v1_history_proto_msgTypes[20]
+	mi := &file_historyd_v1_history_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2463,7 @@ func (x *KeyChange) String() string {
 func (*KeyChange) ProtoMessage() {}
 
 func (x *KeyChange) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[20]
+	mi := &file_historyd_v1_history_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2476,7 @@ func (x *KeyChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChange.ProtoReflect.Descriptor instead.
 func (*KeyChange) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{20}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KeyChange) GetKey() string {
@@ -2261,7 +2536,7 @@ type JsonPatchOperation struct {
 
 func (x *JsonPatchOperation) Reset() {
 	*x = JsonPatchOperation{}
-	mi := &file_historyd_v1_history_proto_msgTypes[21]
+	mi := &file_historyd_v1_history_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2548,7 @@ func (x *JsonPatchOperation) String() string {
 func (*JsonPatchOperation) ProtoMessage() {}
 
 func (x *JsonPatchOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[21]
+	mi := &file_historyd_v1_history_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2561,7 @@ func (x *JsonPatchOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JsonPatchOperation.ProtoReflect.Descriptor instead.
 func (*JsonPatchOperation) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{21}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JsonPatchOperation) GetOp() string {
@@ -2344,14 +2619,20 @@ type WatchTurnsRequest struct {
 	Checkpoints bool `protobuf:"varint,6,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
 	// value_format picks how each entry's value travels; see
 	// SnapshotsRequest.value_format.
-	ValueFormat   ValueFormat `protobuf:"varint,7,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ValueFormat ValueFormat `protobuf:"varint,7,opt,name=value_format,json=valueFormat,proto3,enum=historyd.v1.ValueFormat" json:"value_format,omitempty"`
+	// head_checkpoint_id, when set, reads the lineage ending at this
+	// checkpoint of the thread (a branch a fork abandoned, listed in
+	// TurnsResponse.forks) instead of the thread's head: turns are numbered on
+	// its parent chain. At most 256 bytes; an id the thread does not hold is
+	// INVALID_ARGUMENT.
+	HeadCheckpointId string `protobuf:"bytes,8,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *WatchTurnsRequest) Reset() {
 	*x = WatchTurnsRequest{}
-	mi := &file_historyd_v1_history_proto_msgTypes[22]
+	mi := &file_historyd_v1_history_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2363,7 +2644,7 @@ func (x *WatchTurnsRequest) String() string {
 func (*WatchTurnsRequest) ProtoMessage() {}
 
 func (x *WatchTurnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[22]
+	mi := &file_historyd_v1_history_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2376,7 +2657,7 @@ func (x *WatchTurnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTurnsRequest.ProtoReflect.Descriptor instead.
 func (*WatchTurnsRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{22}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchTurnsRequest) GetThreadId() string {
@@ -2428,6 +2709,13 @@ func (x *WatchTurnsRequest) GetValueFormat() ValueFormat {
 	return ValueFormat_VALUE_FORMAT_UNSPECIFIED
 }
 
+func (x *WatchTurnsRequest) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
+}
+
 // WatchTurnsResponse is one event of a watched thread.
 //
 // The server reads the thread every --watch-poll-interval (250ms by
@@ -2451,18 +2739,23 @@ type WatchTurnsResponse struct {
 	//
 	//	*WatchTurnsResponse_TurnEnded
 	//	*WatchTurnsResponse_Checkpoint
+	//	*WatchTurnsResponse_HistoryRewound
 	Event isWatchTurnsResponse_Event `protobuf_oneof:"event"`
 	// total is how many turns the thread has had.
 	Total int32 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
 	// numbering says how sure the turn numbers are.
-	Numbering     TurnNumbering `protobuf:"varint,4,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Numbering TurnNumbering `protobuf:"varint,4,opt,name=numbering,proto3,enum=historyd.v1.TurnNumbering" json:"numbering,omitempty"`
+	// head_checkpoint_id is the checkpoint whose lineage the turns are
+	// numbered on: the thread's head (its newest checkpoint), or the request's
+	// head_checkpoint_id. Empty for a thread without checkpoints.
+	HeadCheckpointId string `protobuf:"bytes,5,opt,name=head_checkpoint_id,json=headCheckpointId,proto3" json:"head_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *WatchTurnsResponse) Reset() {
 	*x = WatchTurnsResponse{}
-	mi := &file_historyd_v1_history_proto_msgTypes[23]
+	mi := &file_historyd_v1_history_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2767,7 @@ func (x *WatchTurnsResponse) String() string {
 func (*WatchTurnsResponse) ProtoMessage() {}
 
 func (x *WatchTurnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_proto_msgTypes[23]
+	mi := &file_historyd_v1_history_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2780,7 @@ func (x *WatchTurnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTurnsResponse.ProtoReflect.Descriptor instead.
 func (*WatchTurnsResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_proto_rawDescGZIP(), []int{23}
+	return file_historyd_v1_history_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchTurnsResponse) GetEvent() isWatchTurnsResponse_Event {
@@ -2515,6 +2808,15 @@ func (x *WatchTurnsResponse) GetCheckpoint() *TurnState {
 	return nil
 }
 
+func (x *WatchTurnsResponse) GetHistoryRewound() *HistoryRewound {
+	if x != nil {
+		if x, ok := x.Event.(*WatchTurnsResponse_HistoryRewound); ok {
+			return x.HistoryRewound
+		}
+	}
+	return nil
+}
+
 func (x *WatchTurnsResponse) GetTotal() int32 {
 	if x != nil {
 		return x.Total
@@ -2527,6 +2829,13 @@ func (x *WatchTurnsResponse) GetNumbering() TurnNumbering {
 		return x.Numbering
 	}
 	return TurnNumbering_TURN_NUMBERING_UNSPECIFIED
+}
+
+func (x *WatchTurnsResponse) GetHeadCheckpointId() string {
+	if x != nil {
+		return x.HeadCheckpointId
+	}
+	return ""
 }
 
 type isWatchTurnsResponse_Event interface {
@@ -2546,47 +2855,62 @@ type WatchTurnsResponse_Checkpoint struct {
 	Checkpoint *TurnState `protobuf:"bytes,2,opt,name=checkpoint,proto3,oneof"`
 }
 
+type WatchTurnsResponse_HistoryRewound struct {
+	// history_rewound says the lineage changed under the watcher: the
+	// thread was rewound (a fork) and its head no longer descends from the
+	// turns already sent after the turn named. The new branch's turns
+	// follow as they end.
+	HistoryRewound *HistoryRewound `protobuf:"bytes,6,opt,name=history_rewound,json=historyRewound,proto3,oneof"`
+}
+
 func (*WatchTurnsResponse_TurnEnded) isWatchTurnsResponse_Event() {}
 
 func (*WatchTurnsResponse_Checkpoint) isWatchTurnsResponse_Event() {}
+
+func (*WatchTurnsResponse_HistoryRewound) isWatchTurnsResponse_Event() {}
 
 var File_historyd_v1_history_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_history_proto_rawDesc = "" +
 	"\n" +
-	"\x19historyd/v1/history.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x01\n" +
+	"\x19historyd/v1/history.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xed\x01\n" +
 	"\x10SnapshotsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x12\n" +
 	"\x04keys\x18\x03 \x03(\tR\x04keys\x12\x18\n" +
 	"\achannel\x18\x04 \x01(\tR\achannel\x12;\n" +
-	"\fvalue_format\x18\x05 \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\"\xf6\x01\n" +
+	"\fvalue_format\x18\x05 \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\x12,\n" +
+	"\x12head_checkpoint_id\x18\x06 \x01(\tR\x10headCheckpointId\"\xa4\x02\n" +
 	"\x11SnapshotsResponse\x12?\n" +
 	"\x05turns\x18\x01 \x03(\v2).historyd.v1.SnapshotsResponse.TurnsEntryR\x05turns\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x128\n" +
-	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\x1aP\n" +
+	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\x12,\n" +
+	"\x12head_checkpoint_id\x18\x04 \x01(\tR\x10headCheckpointId\x1aP\n" +
 	"\n" +
 	"TurnsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.historyd.v1.TurnStateR\x05value:\x028\x01\"\xe2\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.historyd.v1.TurnStateR\x05value:\x028\x01\"\x90\x02\n" +
 	"\x16StreamSnapshotsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x12\n" +
 	"\x04keys\x18\x03 \x03(\tR\x04keys\x12\x1b\n" +
 	"\tfrom_turn\x18\x04 \x01(\x05R\bfromTurn\x12\x18\n" +
 	"\achannel\x18\x05 \x01(\tR\achannel\x12;\n" +
-	"\fvalue_format\x18\x06 \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\"\x95\x01\n" +
+	"\fvalue_format\x18\x06 \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\x12,\n" +
+	"\x12head_checkpoint_id\x18\a \x01(\tR\x10headCheckpointId\"\xc3\x01\n" +
 	"\x17StreamSnapshotsResponse\x12*\n" +
 	"\x04turn\x18\x01 \x01(\v2\x16.historyd.v1.TurnStateR\x04turn\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x128\n" +
-	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\"\xd2\x01\n" +
+	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\x12,\n" +
+	"\x12head_checkpoint_id\x18\x04 \x01(\tR\x10headCheckpointId\"\x80\x02\n" +
 	"\x0fSnapshotRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x12\n" +
 	"\x04turn\x18\x02 \x01(\x05R\x04turn\x12#\n" +
 	"\rcheckpoint_ns\x18\x03 \x01(\tR\fcheckpointNs\x12\x12\n" +
 	"\x04keys\x18\x04 \x03(\tR\x04keys\x12\x18\n" +
 	"\achannel\x18\x05 \x01(\tR\achannel\x12;\n" +
-	"\fvalue_format\x18\x06 \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\"\xcf\x02\n" +
+	"\fvalue_format\x18\x06 \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\x12,\n" +
+	"\x12head_checkpoint_id\x18\a \x01(\tR\x10headCheckpointId\"\xfd\x02\n" +
 	"\x10SnapshotResponse\x12.\n" +
 	"\x05state\x18\x01 \x01(\v2\x16.historyd.v1.TurnStateH\x00R\x05state\x12;\n" +
 	"\fno_such_turn\x18\x02 \x01(\v2\x17.historyd.v1.NoSuchTurnH\x00R\n" +
@@ -2594,24 +2918,36 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x12no_longer_retained\x18\x03 \x01(\v2\x1d.historyd.v1.NoLongerRetainedH\x00R\x10noLongerRetained\x12\x14\n" +
 	"\x05total\x18\x04 \x01(\x05R\x05total\x12%\n" +
 	"\x0eretained_turns\x18\x05 \x03(\x05R\rretainedTurns\x128\n" +
-	"\tnumbering\x18\x06 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumberingB\b\n" +
-	"\x06result\"6\n" +
+	"\tnumbering\x18\x06 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\x12,\n" +
+	"\x12head_checkpoint_id\x18\a \x01(\tR\x10headCheckpointIdB\b\n" +
+	"\x06result\"\x98\x01\n" +
+	"\x04Fork\x12,\n" +
+	"\x12from_checkpoint_id\x18\x01 \x01(\tR\x10fromCheckpointId\x12\x12\n" +
+	"\x04turn\x18\x02 \x01(\x05R\x04turn\x12\x1c\n" +
+	"\tquestions\x18\x03 \x01(\x05R\tquestions\x120\n" +
+	"\x14newest_checkpoint_id\x18\x04 \x01(\tR\x12newestCheckpointId\"K\n" +
+	"\x0eHistoryRewound\x12\x12\n" +
+	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12%\n" +
+	"\x04fork\x18\x02 \x01(\v2\x11.historyd.v1.ForkR\x04fork\"6\n" +
 	"\n" +
 	"NoSuchTurn\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\"B\n" +
 	"\x10NoLongerRetained\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x1a\n" +
-	"\bquestion\x18\x02 \x01(\tR\bquestion\"\x9c\x01\n" +
+	"\bquestion\x18\x02 \x01(\tR\bquestion\"\xca\x01\n" +
 	"\fTurnsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x120\n" +
 	"\x14include_keys_written\x18\x03 \x01(\bR\x12includeKeysWritten\x12\x18\n" +
-	"\achannel\x18\x04 \x01(\tR\achannel\"\x8c\x01\n" +
+	"\achannel\x18\x04 \x01(\tR\achannel\x12,\n" +
+	"\x12head_checkpoint_id\x18\x05 \x01(\tR\x10headCheckpointId\"\xe3\x01\n" +
 	"\rTurnsResponse\x12+\n" +
 	"\x05turns\x18\x01 \x03(\v2\x15.historyd.v1.TurnInfoR\x05turns\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x128\n" +
-	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\"\xfe\x01\n" +
+	"\tnumbering\x18\x03 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\x12,\n" +
+	"\x12head_checkpoint_id\x18\x04 \x01(\tR\x10headCheckpointId\x12'\n" +
+	"\x05forks\x18\x05 \x03(\v2\x11.historyd.v1.ForkR\x05forks\"\xfe\x01\n" +
 	"\bTurnInfo\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x1a\n" +
 	"\bquestion\x18\x02 \x01(\tR\bquestion\x12\x1a\n" +
@@ -2675,7 +3011,7 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\f_total_turns\";\n" +
 	"\vThreadError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x9d\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xcb\x02\n" +
 	"\vDiffRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x17\n" +
@@ -2684,14 +3020,16 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x04keys\x18\x05 \x03(\tR\x04keys\x12\x18\n" +
 	"\achannel\x18\x06 \x01(\tR\achannel\x12+\n" +
 	"\x11include_unchanged\x18\a \x01(\bR\x10includeUnchanged\x12;\n" +
-	"\fvalue_format\x18\b \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\"\x9b\x02\n" +
+	"\fvalue_format\x18\b \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\x12,\n" +
+	"\x12head_checkpoint_id\x18\t \x01(\tR\x10headCheckpointId\"\xc9\x02\n" +
 	"\fDiffResponse\x122\n" +
 	"\tfrom_turn\x18\x01 \x01(\v2\x15.historyd.v1.DiffTurnR\bfromTurn\x12.\n" +
 	"\ato_turn\x18\x02 \x01(\v2\x15.historyd.v1.DiffTurnR\x06toTurn\x120\n" +
 	"\achanges\x18\x03 \x03(\v2\x16.historyd.v1.KeyChangeR\achanges\x12\x14\n" +
 	"\x05total\x18\x04 \x01(\x05R\x05total\x12%\n" +
 	"\x0eretained_turns\x18\x05 \x03(\x05R\rretainedTurns\x128\n" +
-	"\tnumbering\x18\x06 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\"\xcf\x01\n" +
+	"\tnumbering\x18\x06 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\x12,\n" +
+	"\x12head_checkpoint_id\x18\a \x01(\tR\x10headCheckpointId\"\xcf\x01\n" +
 	"\bDiffTurn\x12-\n" +
 	"\x05found\x18\x01 \x01(\v2\x15.historyd.v1.TurnInfoH\x00R\x05found\x12;\n" +
 	"\fno_such_turn\x18\x02 \x01(\v2\x17.historyd.v1.NoSuchTurnH\x00R\n" +
@@ -2711,7 +3049,7 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x05value\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05value\x12\x1d\n" +
 	"\n" +
 	"value_json\x18\x04 \x01(\fR\tvalueJsonB\a\n" +
-	"\x05_path\"\x81\x02\n" +
+	"\x05_path\"\xaf\x02\n" +
 	"\x11WatchTurnsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12\x1d\n" +
@@ -2720,21 +3058,25 @@ const file_historyd_v1_history_proto_rawDesc = "" +
 	"\x04keys\x18\x04 \x03(\tR\x04keys\x12\x18\n" +
 	"\achannel\x18\x05 \x01(\tR\achannel\x12 \n" +
 	"\vcheckpoints\x18\x06 \x01(\bR\vcheckpoints\x12;\n" +
-	"\fvalue_format\x18\a \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\"\xe0\x01\n" +
+	"\fvalue_format\x18\a \x01(\x0e2\x18.historyd.v1.ValueFormatR\vvalueFormat\x12,\n" +
+	"\x12head_checkpoint_id\x18\b \x01(\tR\x10headCheckpointId\"\xd6\x02\n" +
 	"\x12WatchTurnsResponse\x127\n" +
 	"\n" +
 	"turn_ended\x18\x01 \x01(\v2\x16.historyd.v1.TurnStateH\x00R\tturnEnded\x128\n" +
 	"\n" +
 	"checkpoint\x18\x02 \x01(\v2\x16.historyd.v1.TurnStateH\x00R\n" +
-	"checkpoint\x12\x14\n" +
+	"checkpoint\x12F\n" +
+	"\x0fhistory_rewound\x18\x06 \x01(\v2\x1b.historyd.v1.HistoryRewoundH\x00R\x0ehistoryRewound\x12\x14\n" +
 	"\x05total\x18\x03 \x01(\x05R\x05total\x128\n" +
-	"\tnumbering\x18\x04 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumberingB\a\n" +
-	"\x05event*\x86\x01\n" +
+	"\tnumbering\x18\x04 \x01(\x0e2\x1a.historyd.v1.TurnNumberingR\tnumbering\x12,\n" +
+	"\x12head_checkpoint_id\x18\x05 \x01(\tR\x10headCheckpointIdB\a\n" +
+	"\x05event*\x9f\x01\n" +
 	"\rTurnNumbering\x12\x1e\n" +
 	"\x1aTURN_NUMBERING_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17TURN_NUMBERING_COMPLETE\x10\x01\x12\x1a\n" +
 	"\x16TURN_NUMBERING_COUNTED\x10\x02\x12\x1c\n" +
-	"\x18TURN_NUMBERING_ESTIMATED\x10\x03*Z\n" +
+	"\x18TURN_NUMBERING_ESTIMATED\x10\x03\x12\x17\n" +
+	"\x13TURN_NUMBERING_RUNS\x10\x04*Z\n" +
 	"\vValueFormat\x12\x1c\n" +
 	"\x18VALUE_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12VALUE_FORMAT_PROTO\x10\x01\x12\x15\n" +
@@ -2773,7 +3115,7 @@ func file_historyd_v1_history_proto_rawDescGZIP() []byte {
 }
 
 var file_historyd_v1_history_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_historyd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_historyd_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_historyd_v1_history_proto_goTypes = []any{
 	(TurnNumbering)(0),              // 0: historyd.v1.TurnNumbering
 	(ValueFormat)(0),                // 1: historyd.v1.ValueFormat
@@ -2785,97 +3127,102 @@ var file_historyd_v1_history_proto_goTypes = []any{
 	(*StreamSnapshotsResponse)(nil), // 7: historyd.v1.StreamSnapshotsResponse
 	(*SnapshotRequest)(nil),         // 8: historyd.v1.SnapshotRequest
 	(*SnapshotResponse)(nil),        // 9: historyd.v1.SnapshotResponse
-	(*NoSuchTurn)(nil),              // 10: historyd.v1.NoSuchTurn
-	(*NoLongerRetained)(nil),        // 11: historyd.v1.NoLongerRetained
-	(*TurnsRequest)(nil),            // 12: historyd.v1.TurnsRequest
-	(*TurnsResponse)(nil),           // 13: historyd.v1.TurnsResponse
-	(*TurnInfo)(nil),                // 14: historyd.v1.TurnInfo
-	(*TurnState)(nil),               // 15: historyd.v1.TurnState
-	(*StateEntry)(nil),              // 16: historyd.v1.StateEntry
-	(*ThreadsRequest)(nil),          // 17: historyd.v1.ThreadsRequest
-	(*ThreadsResponse)(nil),         // 18: historyd.v1.ThreadsResponse
-	(*ThreadInfo)(nil),              // 19: historyd.v1.ThreadInfo
-	(*ThreadError)(nil),             // 20: historyd.v1.ThreadError
-	(*DiffRequest)(nil),             // 21: historyd.v1.DiffRequest
-	(*DiffResponse)(nil),            // 22: historyd.v1.DiffResponse
-	(*DiffTurn)(nil),                // 23: historyd.v1.DiffTurn
-	(*KeyChange)(nil),               // 24: historyd.v1.KeyChange
-	(*JsonPatchOperation)(nil),      // 25: historyd.v1.JsonPatchOperation
-	(*WatchTurnsRequest)(nil),       // 26: historyd.v1.WatchTurnsRequest
-	(*WatchTurnsResponse)(nil),      // 27: historyd.v1.WatchTurnsResponse
-	nil,                             // 28: historyd.v1.SnapshotsResponse.TurnsEntry
-	nil,                             // 29: historyd.v1.TurnState.EntriesEntry
-	nil,                             // 30: historyd.v1.StateEntry.InputsEntry
-	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
-	(*structpb.Value)(nil),          // 32: google.protobuf.Value
-	(*structpb.Struct)(nil),         // 33: google.protobuf.Struct
+	(*Fork)(nil),                    // 10: historyd.v1.Fork
+	(*HistoryRewound)(nil),          // 11: historyd.v1.HistoryRewound
+	(*NoSuchTurn)(nil),              // 12: historyd.v1.NoSuchTurn
+	(*NoLongerRetained)(nil),        // 13: historyd.v1.NoLongerRetained
+	(*TurnsRequest)(nil),            // 14: historyd.v1.TurnsRequest
+	(*TurnsResponse)(nil),           // 15: historyd.v1.TurnsResponse
+	(*TurnInfo)(nil),                // 16: historyd.v1.TurnInfo
+	(*TurnState)(nil),               // 17: historyd.v1.TurnState
+	(*StateEntry)(nil),              // 18: historyd.v1.StateEntry
+	(*ThreadsRequest)(nil),          // 19: historyd.v1.ThreadsRequest
+	(*ThreadsResponse)(nil),         // 20: historyd.v1.ThreadsResponse
+	(*ThreadInfo)(nil),              // 21: historyd.v1.ThreadInfo
+	(*ThreadError)(nil),             // 22: historyd.v1.ThreadError
+	(*DiffRequest)(nil),             // 23: historyd.v1.DiffRequest
+	(*DiffResponse)(nil),            // 24: historyd.v1.DiffResponse
+	(*DiffTurn)(nil),                // 25: historyd.v1.DiffTurn
+	(*KeyChange)(nil),               // 26: historyd.v1.KeyChange
+	(*JsonPatchOperation)(nil),      // 27: historyd.v1.JsonPatchOperation
+	(*WatchTurnsRequest)(nil),       // 28: historyd.v1.WatchTurnsRequest
+	(*WatchTurnsResponse)(nil),      // 29: historyd.v1.WatchTurnsResponse
+	nil,                             // 30: historyd.v1.SnapshotsResponse.TurnsEntry
+	nil,                             // 31: historyd.v1.TurnState.EntriesEntry
+	nil,                             // 32: historyd.v1.StateEntry.InputsEntry
+	(*timestamppb.Timestamp)(nil),   // 33: google.protobuf.Timestamp
+	(*structpb.Value)(nil),          // 34: google.protobuf.Value
+	(*structpb.Struct)(nil),         // 35: google.protobuf.Struct
 }
 var file_historyd_v1_history_proto_depIdxs = []int32{
 	1,  // 0: historyd.v1.SnapshotsRequest.value_format:type_name -> historyd.v1.ValueFormat
-	28, // 1: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
+	30, // 1: historyd.v1.SnapshotsResponse.turns:type_name -> historyd.v1.SnapshotsResponse.TurnsEntry
 	0,  // 2: historyd.v1.SnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
 	1,  // 3: historyd.v1.StreamSnapshotsRequest.value_format:type_name -> historyd.v1.ValueFormat
-	15, // 4: historyd.v1.StreamSnapshotsResponse.turn:type_name -> historyd.v1.TurnState
+	17, // 4: historyd.v1.StreamSnapshotsResponse.turn:type_name -> historyd.v1.TurnState
 	0,  // 5: historyd.v1.StreamSnapshotsResponse.numbering:type_name -> historyd.v1.TurnNumbering
 	1,  // 6: historyd.v1.SnapshotRequest.value_format:type_name -> historyd.v1.ValueFormat
-	15, // 7: historyd.v1.SnapshotResponse.state:type_name -> historyd.v1.TurnState
-	10, // 8: historyd.v1.SnapshotResponse.no_such_turn:type_name -> historyd.v1.NoSuchTurn
-	11, // 9: historyd.v1.SnapshotResponse.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
+	17, // 7: historyd.v1.SnapshotResponse.state:type_name -> historyd.v1.TurnState
+	12, // 8: historyd.v1.SnapshotResponse.no_such_turn:type_name -> historyd.v1.NoSuchTurn
+	13, // 9: historyd.v1.SnapshotResponse.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
 	0,  // 10: historyd.v1.SnapshotResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	14, // 11: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
-	0,  // 12: historyd.v1.TurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	31, // 13: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
-	29, // 14: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
-	31, // 15: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
-	32, // 16: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
-	30, // 17: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
-	33, // 18: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
-	2,  // 19: historyd.v1.ThreadsRequest.order:type_name -> historyd.v1.ThreadsOrder
-	31, // 20: historyd.v1.ThreadsRequest.last_activity_after:type_name -> google.protobuf.Timestamp
-	31, // 21: historyd.v1.ThreadsRequest.last_activity_before:type_name -> google.protobuf.Timestamp
-	19, // 22: historyd.v1.ThreadsResponse.threads:type_name -> historyd.v1.ThreadInfo
-	31, // 23: historyd.v1.ThreadInfo.first_checkpoint_at:type_name -> google.protobuf.Timestamp
-	31, // 24: historyd.v1.ThreadInfo.last_checkpoint_at:type_name -> google.protobuf.Timestamp
-	0,  // 25: historyd.v1.ThreadInfo.numbering:type_name -> historyd.v1.TurnNumbering
-	20, // 26: historyd.v1.ThreadInfo.error:type_name -> historyd.v1.ThreadError
-	1,  // 27: historyd.v1.DiffRequest.value_format:type_name -> historyd.v1.ValueFormat
-	23, // 28: historyd.v1.DiffResponse.from_turn:type_name -> historyd.v1.DiffTurn
-	23, // 29: historyd.v1.DiffResponse.to_turn:type_name -> historyd.v1.DiffTurn
-	24, // 30: historyd.v1.DiffResponse.changes:type_name -> historyd.v1.KeyChange
-	0,  // 31: historyd.v1.DiffResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	14, // 32: historyd.v1.DiffTurn.found:type_name -> historyd.v1.TurnInfo
-	10, // 33: historyd.v1.DiffTurn.no_such_turn:type_name -> historyd.v1.NoSuchTurn
-	11, // 34: historyd.v1.DiffTurn.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
-	3,  // 35: historyd.v1.KeyChange.kind:type_name -> historyd.v1.KeyChangeKind
-	16, // 36: historyd.v1.KeyChange.from_entry:type_name -> historyd.v1.StateEntry
-	16, // 37: historyd.v1.KeyChange.to_entry:type_name -> historyd.v1.StateEntry
-	25, // 38: historyd.v1.KeyChange.patch:type_name -> historyd.v1.JsonPatchOperation
-	32, // 39: historyd.v1.JsonPatchOperation.value:type_name -> google.protobuf.Value
-	1,  // 40: historyd.v1.WatchTurnsRequest.value_format:type_name -> historyd.v1.ValueFormat
-	15, // 41: historyd.v1.WatchTurnsResponse.turn_ended:type_name -> historyd.v1.TurnState
-	15, // 42: historyd.v1.WatchTurnsResponse.checkpoint:type_name -> historyd.v1.TurnState
-	0,  // 43: historyd.v1.WatchTurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
-	15, // 44: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
-	16, // 45: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
-	4,  // 46: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
-	8,  // 47: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
-	12, // 48: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
-	6,  // 49: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
-	17, // 50: historyd.v1.ThreadHistory.Threads:input_type -> historyd.v1.ThreadsRequest
-	21, // 51: historyd.v1.ThreadHistory.Diff:input_type -> historyd.v1.DiffRequest
-	26, // 52: historyd.v1.ThreadHistory.WatchTurns:input_type -> historyd.v1.WatchTurnsRequest
-	5,  // 53: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
-	9,  // 54: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
-	13, // 55: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
-	7,  // 56: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
-	18, // 57: historyd.v1.ThreadHistory.Threads:output_type -> historyd.v1.ThreadsResponse
-	22, // 58: historyd.v1.ThreadHistory.Diff:output_type -> historyd.v1.DiffResponse
-	27, // 59: historyd.v1.ThreadHistory.WatchTurns:output_type -> historyd.v1.WatchTurnsResponse
-	53, // [53:60] is the sub-list for method output_type
-	46, // [46:53] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	10, // 11: historyd.v1.HistoryRewound.fork:type_name -> historyd.v1.Fork
+	16, // 12: historyd.v1.TurnsResponse.turns:type_name -> historyd.v1.TurnInfo
+	0,  // 13: historyd.v1.TurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	10, // 14: historyd.v1.TurnsResponse.forks:type_name -> historyd.v1.Fork
+	33, // 15: historyd.v1.TurnInfo.ended_at:type_name -> google.protobuf.Timestamp
+	31, // 16: historyd.v1.TurnState.entries:type_name -> historyd.v1.TurnState.EntriesEntry
+	33, // 17: historyd.v1.TurnState.ended_at:type_name -> google.protobuf.Timestamp
+	34, // 18: historyd.v1.StateEntry.value:type_name -> google.protobuf.Value
+	32, // 19: historyd.v1.StateEntry.inputs:type_name -> historyd.v1.StateEntry.InputsEntry
+	35, // 20: historyd.v1.StateEntry.extra:type_name -> google.protobuf.Struct
+	2,  // 21: historyd.v1.ThreadsRequest.order:type_name -> historyd.v1.ThreadsOrder
+	33, // 22: historyd.v1.ThreadsRequest.last_activity_after:type_name -> google.protobuf.Timestamp
+	33, // 23: historyd.v1.ThreadsRequest.last_activity_before:type_name -> google.protobuf.Timestamp
+	21, // 24: historyd.v1.ThreadsResponse.threads:type_name -> historyd.v1.ThreadInfo
+	33, // 25: historyd.v1.ThreadInfo.first_checkpoint_at:type_name -> google.protobuf.Timestamp
+	33, // 26: historyd.v1.ThreadInfo.last_checkpoint_at:type_name -> google.protobuf.Timestamp
+	0,  // 27: historyd.v1.ThreadInfo.numbering:type_name -> historyd.v1.TurnNumbering
+	22, // 28: historyd.v1.ThreadInfo.error:type_name -> historyd.v1.ThreadError
+	1,  // 29: historyd.v1.DiffRequest.value_format:type_name -> historyd.v1.ValueFormat
+	25, // 30: historyd.v1.DiffResponse.from_turn:type_name -> historyd.v1.DiffTurn
+	25, // 31: historyd.v1.DiffResponse.to_turn:type_name -> historyd.v1.DiffTurn
+	26, // 32: historyd.v1.DiffResponse.changes:type_name -> historyd.v1.KeyChange
+	0,  // 33: historyd.v1.DiffResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	16, // 34: historyd.v1.DiffTurn.found:type_name -> historyd.v1.TurnInfo
+	12, // 35: historyd.v1.DiffTurn.no_such_turn:type_name -> historyd.v1.NoSuchTurn
+	13, // 36: historyd.v1.DiffTurn.no_longer_retained:type_name -> historyd.v1.NoLongerRetained
+	3,  // 37: historyd.v1.KeyChange.kind:type_name -> historyd.v1.KeyChangeKind
+	18, // 38: historyd.v1.KeyChange.from_entry:type_name -> historyd.v1.StateEntry
+	18, // 39: historyd.v1.KeyChange.to_entry:type_name -> historyd.v1.StateEntry
+	27, // 40: historyd.v1.KeyChange.patch:type_name -> historyd.v1.JsonPatchOperation
+	34, // 41: historyd.v1.JsonPatchOperation.value:type_name -> google.protobuf.Value
+	1,  // 42: historyd.v1.WatchTurnsRequest.value_format:type_name -> historyd.v1.ValueFormat
+	17, // 43: historyd.v1.WatchTurnsResponse.turn_ended:type_name -> historyd.v1.TurnState
+	17, // 44: historyd.v1.WatchTurnsResponse.checkpoint:type_name -> historyd.v1.TurnState
+	11, // 45: historyd.v1.WatchTurnsResponse.history_rewound:type_name -> historyd.v1.HistoryRewound
+	0,  // 46: historyd.v1.WatchTurnsResponse.numbering:type_name -> historyd.v1.TurnNumbering
+	17, // 47: historyd.v1.SnapshotsResponse.TurnsEntry.value:type_name -> historyd.v1.TurnState
+	18, // 48: historyd.v1.TurnState.EntriesEntry.value:type_name -> historyd.v1.StateEntry
+	4,  // 49: historyd.v1.ThreadHistory.Snapshots:input_type -> historyd.v1.SnapshotsRequest
+	8,  // 50: historyd.v1.ThreadHistory.Snapshot:input_type -> historyd.v1.SnapshotRequest
+	14, // 51: historyd.v1.ThreadHistory.Turns:input_type -> historyd.v1.TurnsRequest
+	6,  // 52: historyd.v1.ThreadHistory.StreamSnapshots:input_type -> historyd.v1.StreamSnapshotsRequest
+	19, // 53: historyd.v1.ThreadHistory.Threads:input_type -> historyd.v1.ThreadsRequest
+	23, // 54: historyd.v1.ThreadHistory.Diff:input_type -> historyd.v1.DiffRequest
+	28, // 55: historyd.v1.ThreadHistory.WatchTurns:input_type -> historyd.v1.WatchTurnsRequest
+	5,  // 56: historyd.v1.ThreadHistory.Snapshots:output_type -> historyd.v1.SnapshotsResponse
+	9,  // 57: historyd.v1.ThreadHistory.Snapshot:output_type -> historyd.v1.SnapshotResponse
+	15, // 58: historyd.v1.ThreadHistory.Turns:output_type -> historyd.v1.TurnsResponse
+	7,  // 59: historyd.v1.ThreadHistory.StreamSnapshots:output_type -> historyd.v1.StreamSnapshotsResponse
+	20, // 60: historyd.v1.ThreadHistory.Threads:output_type -> historyd.v1.ThreadsResponse
+	24, // 61: historyd.v1.ThreadHistory.Diff:output_type -> historyd.v1.DiffResponse
+	29, // 62: historyd.v1.ThreadHistory.WatchTurns:output_type -> historyd.v1.WatchTurnsResponse
+	56, // [56:63] is the sub-list for method output_type
+	49, // [49:56] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_proto_init() }
@@ -2888,17 +3235,18 @@ func file_historyd_v1_history_proto_init() {
 		(*SnapshotResponse_NoSuchTurn)(nil),
 		(*SnapshotResponse_NoLongerRetained)(nil),
 	}
-	file_historyd_v1_history_proto_msgTypes[12].OneofWrappers = []any{}
-	file_historyd_v1_history_proto_msgTypes[15].OneofWrappers = []any{}
-	file_historyd_v1_history_proto_msgTypes[19].OneofWrappers = []any{
+	file_historyd_v1_history_proto_msgTypes[14].OneofWrappers = []any{}
+	file_historyd_v1_history_proto_msgTypes[17].OneofWrappers = []any{}
+	file_historyd_v1_history_proto_msgTypes[21].OneofWrappers = []any{
 		(*DiffTurn_Found)(nil),
 		(*DiffTurn_NoSuchTurn)(nil),
 		(*DiffTurn_NoLongerRetained)(nil),
 	}
-	file_historyd_v1_history_proto_msgTypes[21].OneofWrappers = []any{}
-	file_historyd_v1_history_proto_msgTypes[23].OneofWrappers = []any{
+	file_historyd_v1_history_proto_msgTypes[23].OneofWrappers = []any{}
+	file_historyd_v1_history_proto_msgTypes[25].OneofWrappers = []any{
 		(*WatchTurnsResponse_TurnEnded)(nil),
 		(*WatchTurnsResponse_Checkpoint)(nil),
+		(*WatchTurnsResponse_HistoryRewound)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2906,7 +3254,7 @@ func file_historyd_v1_history_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_proto_rawDesc), len(file_historyd_v1_history_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file historyd/v1/history.proto.
  */
 export const file_historyd_v1_history: GenFile = /*@__PURE__*/
-  fileDesc("ChloaXN0b3J5ZC92MS9oaXN0b3J5LnByb3RvEgtoaXN0b3J5ZC52MSKLAQoQU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEg8KB2NoYW5uZWwYBCABKAkSLgoMdmFsdWVfZm9ybWF0GAUgASgOMhguaGlzdG9yeWQudjEuVmFsdWVGb3JtYXQi0QEKEVNuYXBzaG90c1Jlc3BvbnNlEjgKBXR1cm5zGAEgAygLMikuaGlzdG9yeWQudjEuU25hcHNob3RzUmVzcG9uc2UuVHVybnNFbnRyeRINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nGkQKClR1cm5zRW50cnkSCwoDa2V5GAEgASgFEiUKBXZhbHVlGAIgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlOgI4ASKkAQoWU3RyZWFtU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEhEKCWZyb21fdHVybhgEIAEoBRIPCgdjaGFubmVsGAUgASgJEi4KDHZhbHVlX2Zvcm1hdBgGIAEoDjIYLmhpc3RvcnlkLnYxLlZhbHVlRm9ybWF0In0KF1N0cmVhbVNuYXBzaG90c1Jlc3BvbnNlEiQKBHR1cm4YASABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGUSDQoFdG90YWwYAiABKAUSLQoJbnVtYmVyaW5nGAMgASgOMhouaGlzdG9yeWQudjEuVHVybk51bWJlcmluZyKYAQoPU25hcHNob3RSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIMCgR0dXJuGAIgASgFEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSDAoEa2V5cxgEIAMoCRIPCgdjaGFubmVsGAUgASgJEi4KDHZhbHVlX2Zvcm1hdBgGIAEoDjIYLmhpc3RvcnlkLnYxLlZhbHVlRm9ybWF0IokCChBTbmFwc2hvdFJlc3BvbnNlEicKBXN0YXRlGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASLwoMbm9fc3VjaF90dXJuGAIgASgLMhcuaGlzdG9yeWQudjEuTm9TdWNoVHVybkgAEjsKEm5vX2xvbmdlcl9yZXRhaW5lZBgDIAEoCzIdLmhpc3RvcnlkLnYxLk5vTG9uZ2VyUmV0YWluZWRIABINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nQggKBnJlc3VsdCIpCgpOb1N1Y2hUdXJuEgwKBHR1cm4YASABKAUSDQoFdG90YWwYAiABKAUiMgoQTm9Mb25nZXJSZXRhaW5lZBIMCgR0dXJuGAEgASgFEhAKCHF1ZXN0aW9uGAIgASgJImcKDFR1cm5zUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIcChRpbmNsdWRlX2tleXNfd3JpdHRlbhgDIAEoCBIPCgdjaGFubmVsGAQgASgJInMKDVR1cm5zUmVzcG9uc2USJAoFdHVybnMYASADKAsyFS5oaXN0b3J5ZC52MS5UdXJuSW5mbxINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nIrABCghUdXJuSW5mbxIOCgZudW1iZXIYASABKAUSEAoIcXVlc3Rpb24YAiABKAkSEAoIcmV0YWluZWQYAyABKAgSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIsCghlbmRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMa2V5c193cml0dGVuGAYgAygJEhUKDWFuc3dlcmVkX3dpdGgYByADKAUihgIKCVR1cm5TdGF0ZRIMCgR0dXJuGAEgASgFEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEAoIcXVlc3Rpb24YAyABKAkSNAoHZW50cmllcxgEIAMoCzIjLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZS5FbnRyaWVzRW50cnkSLAoIZW5kZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFuc3dlcmVkX3dpdGgYBiADKAUaRwoMRW50cmllc0VudHJ5EgsKA2tleRgBIAEoCRImCgV2YWx1ZRgCIAEoCzIXLmhpc3RvcnlkLnYxLlN0YXRlRW50cnk6AjgBItMCCgpTdGF0ZUVudHJ5EiUKBXZhbHVlGAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhEKBHRvb2wYAiABKAlIAIgBARIQCgNzZXEYAyABKANIAYgBARIRCgR0dXJuGAQgASgFSAKIAQESGgoNdHVybnNfd3JpdHRlbhgFIAEoBUgDiAEBEjMKBmlucHV0cxgGIAMoCzIjLmhpc3RvcnlkLnYxLlN0YXRlRW50cnkuSW5wdXRzRW50cnkSJgoFZXh0cmEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCnZhbHVlX2pzb24YCCABKAwaLQoLSW5wdXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIHCgVfdG9vbEIGCgRfc2VxQgcKBV90dXJuQhAKDl90dXJuc193cml0dGVuIpwCCg5UaHJlYWRzUmVxdWVzdBIYChB0aHJlYWRfaWRfcHJlZml4GAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSKAoFb3JkZXIYBSABKA4yGS5oaXN0b3J5ZC52MS5UaHJlYWRzT3JkZXISNwoTbGFzdF9hY3Rpdml0eV9hZnRlchgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASOAoUbGFzdF9hY3Rpdml0eV9iZWZvcmUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWluY2x1ZGVfdHVybnMYCCABKAgiVAoPVGhyZWFkc1Jlc3BvbnNlEigKB3RocmVhZHMYASADKAsyFy5oaXN0b3J5ZC52MS5UaHJlYWRJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLIAgoKVGhyZWFkSW5mbxIRCgl0aHJlYWRfaWQYASABKAkSGAoQY2hlY2twb2ludF9jb3VudBgCIAEoAxI3ChNmaXJzdF9jaGVja3BvaW50X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2ChJsYXN0X2NoZWNrcG9pbnRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhoKEmxhc3RfY2hlY2twb2ludF9pZBgFIAEoCRIYCgt0b3RhbF90dXJucxgGIAEoBUgAiAEBEi0KCW51bWJlcmluZxgHIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmcSJwoFZXJyb3IYCCABKAsyGC5oaXN0b3J5ZC52MS5UaHJlYWRFcnJvckIOCgxfdG90YWxfdHVybnMiLAoLVGhyZWFkRXJyb3ISDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJIsUBCgtEaWZmUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIPCgd0b190dXJuGAMgASgFEhEKCWZyb21fdHVybhgEIAEoBRIMCgRrZXlzGAUgAygJEg8KB2NoYW5uZWwYBiABKAkSGQoRaW5jbHVkZV91bmNoYW5nZWQYByABKAgSLgoMdmFsdWVfZm9ybWF0GAggASgOMhguaGlzdG9yeWQudjEuVmFsdWVGb3JtYXQi3wEKDERpZmZSZXNwb25zZRIoCglmcm9tX3R1cm4YASABKAsyFS5oaXN0b3J5ZC52MS5EaWZmVHVybhImCgd0b190dXJuGAIgASgLMhUuaGlzdG9yeWQudjEuRGlmZlR1cm4SJwoHY2hhbmdlcxgDIAMoCzIWLmhpc3RvcnlkLnYxLktleUNoYW5nZRINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nIqoBCghEaWZmVHVybhImCgVmb3VuZBgBIAEoCzIVLmhpc3RvcnlkLnYxLlR1cm5JbmZvSAASLwoMbm9fc3VjaF90dXJuGAIgASgLMhcuaGlzdG9yeWQudjEuTm9TdWNoVHVybkgAEjsKEm5vX2xvbmdlcl9yZXRhaW5lZBgDIAEoCzIdLmhpc3RvcnlkLnYxLk5vTG9uZ2VyUmV0YWluZWRIAEIICgZyZXN1bHQiygEKCUtleUNoYW5nZRILCgNrZXkYASABKAkSKAoEa2luZBgCIAEoDjIaLmhpc3RvcnlkLnYxLktleUNoYW5nZUtpbmQSKwoKZnJvbV9lbnRyeRgDIAEoCzIXLmhpc3RvcnlkLnYxLlN0YXRlRW50cnkSKQoIdG9fZW50cnkYBCABKAsyFy5oaXN0b3J5ZC52MS5TdGF0ZUVudHJ5Ei4KBXBhdGNoGAUgAygLMh8uaGlzdG9yeWQudjEuSnNvblBhdGNoT3BlcmF0aW9uIncKEkpzb25QYXRjaE9wZXJhdGlvbhIKCgJvcBgBIAEoCRIRCgRwYXRoGAIgASgJSACIAQESJQoFdmFsdWUYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEgoKdmFsdWVfanNvbhgEIAEoDEIHCgVfcGF0aCK1AQoRV2F0Y2hUdXJuc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSEgoKYWZ0ZXJfdHVybhgDIAEoBRIMCgRrZXlzGAQgAygJEg8KB2NoYW5uZWwYBSABKAkSEwoLY2hlY2twb2ludHMYBiABKAgSLgoMdmFsdWVfZm9ybWF0GAcgASgOMhguaGlzdG9yeWQudjEuVmFsdWVGb3JtYXQitwEKEldhdGNoVHVybnNSZXNwb25zZRIsCgp0dXJuX2VuZGVkGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASLAoKY2hlY2twb2ludBgCIAEoCzIWLmhpc3RvcnlkLnYxLlR1cm5TdGF0ZUgAEg0KBXRvdGFsGAMgASgFEi0KCW51bWJlcmluZxgEIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmdCBwoFZXZlbnQqhgEKDVR1cm5OdW1iZXJpbmcSHgoaVFVSTl9OVU1CRVJJTkdfVU5TUEVDSUZJRUQQABIbChdUVVJOX05VTUJFUklOR19DT01QTEVURRABEhoKFlRVUk5fTlVNQkVSSU5HX0NPVU5URUQQAhIcChhUVVJOX05VTUJFUklOR19FU1RJTUFURUQQAypaCgtWYWx1ZUZvcm1hdBIcChhWQUxVRV9GT1JNQVRfVU5TUEVDSUZJRUQQABIWChJWQUxVRV9GT1JNQVRfUFJPVE8QARIVChFWQUxVRV9GT1JNQVRfSlNPThACKmsKDFRocmVhZHNPcmRlchIdChlUSFJFQURTX09SREVSX1VOU1BFQ0lGSUVEEAASGwoXVEhSRUFEU19PUkRFUl9USFJFQURfSUQQARIfChtUSFJFQURTX09SREVSX0xBU1RfQUNUSVZJVFkQAiqkAQoNS2V5Q2hhbmdlS2luZBIfChtLRVlfQ0hBTkdFX0tJTkRfVU5TUEVDSUZJRUQQABIZChVLRVlfQ0hBTkdFX0tJTkRfQURERUQQARIbChdLRVlfQ0hBTkdFX0tJTkRfUkVNT1ZFRBACEhsKF0tFWV9DSEFOR0VfS0lORF9DSEFOR0VEEAMSHQoZS0VZX0NIQU5HRV9LSU5EX1VOQ0hBTkdFRBAEMpgECg1UaHJlYWRIaXN0b3J5EkoKCVNuYXBzaG90cxIdLmhpc3RvcnlkLnYxLlNuYXBzaG90c1JlcXVlc3QaHi5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXNwb25zZRJHCghTbmFwc2hvdBIcLmhpc3RvcnlkLnYxLlNuYXBzaG90UmVxdWVzdBodLmhpc3RvcnlkLnYxLlNuYXBzaG90UmVzcG9uc2USPgoFVHVybnMSGS5oaXN0b3J5ZC52MS5UdXJuc1JlcXVlc3QaGi5oaXN0b3J5ZC52MS5UdXJuc1Jlc3BvbnNlEl4KD1N0cmVhbVNuYXBzaG90cxIjLmhpc3RvcnlkLnYxLlN0cmVhbVNuYXBzaG90c1JlcXVlc3QaJC5oaXN0b3J5ZC52MS5TdHJlYW1TbmFwc2hvdHNSZXNwb25zZTABEkQKB1RocmVhZHMSGy5oaXN0b3J5ZC52MS5UaHJlYWRzUmVxdWVzdBocLmhpc3RvcnlkLnYxLlRocmVhZHNSZXNwb25zZRI7CgREaWZmEhguaGlzdG9yeWQudjEuRGlmZlJlcXVlc3QaGS5oaXN0b3J5ZC52MS5EaWZmUmVzcG9uc2USTwoKV2F0Y2hUdXJucxIeLmhpc3RvcnlkLnYxLldhdGNoVHVybnNSZXF1ZXN0Gh8uaGlzdG9yeWQudjEuV2F0Y2hUdXJuc1Jlc3BvbnNlMAFCOVo3Z2l0aHViLmNvbS9oaXN0b3J5ZC9oaXN0b3J5ZC9nZW4vaGlzdG9yeWQvdjE7aGlzdG9yeWR2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChloaXN0b3J5ZC92MS9oaXN0b3J5LnByb3RvEgtoaXN0b3J5ZC52MSKnAQoQU25hcHNob3RzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIMCgRrZXlzGAMgAygJEg8KB2NoYW5uZWwYBCABKAkSLgoMdmFsdWVfZm9ybWF0GAUgASgOMhguaGlzdG9yeWQudjEuVmFsdWVGb3JtYXQSGgoSaGVhZF9jaGVja3BvaW50X2lkGAYgASgJIu0BChFTbmFwc2hvdHNSZXNwb25zZRI4CgV0dXJucxgBIAMoCzIpLmhpc3RvcnlkLnYxLlNuYXBzaG90c1Jlc3BvbnNlLlR1cm5zRW50cnkSDQoFdG90YWwYAiABKAUSLQoJbnVtYmVyaW5nGAMgASgOMhouaGlzdG9yeWQudjEuVHVybk51bWJlcmluZxIaChJoZWFkX2NoZWNrcG9pbnRfaWQYBCABKAkaRAoKVHVybnNFbnRyeRILCgNrZXkYASABKAUSJQoFdmFsdWUYAiABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGU6AjgBIsABChZTdHJlYW1TbmFwc2hvdHNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1jaGVja3BvaW50X25zGAIgASgJEgwKBGtleXMYAyADKAkSEQoJZnJvbV90dXJuGAQgASgFEg8KB2NoYW5uZWwYBSABKAkSLgoMdmFsdWVfZm9ybWF0GAYgASgOMhguaGlzdG9yeWQudjEuVmFsdWVGb3JtYXQSGgoSaGVhZF9jaGVja3BvaW50X2lkGAcgASgJIpkBChdTdHJlYW1TbmFwc2hvdHNSZXNwb25zZRIkCgR0dXJuGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlEg0KBXRvdGFsGAIgASgFEi0KCW51bWJlcmluZxgDIAEoDjIaLmhpc3RvcnlkLnYxLlR1cm5OdW1iZXJpbmcSGgoSaGVhZF9jaGVja3BvaW50X2lkGAQgASgJIrQBCg9TbmFwc2hvdFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEgwKBHR1cm4YAiABKAUSFQoNY2hlY2twb2ludF9ucxgDIAEoCRIMCgRrZXlzGAQgAygJEg8KB2NoYW5uZWwYBSABKAkSLgoMdmFsdWVfZm9ybWF0GAYgASgOMhguaGlzdG9yeWQudjEuVmFsdWVGb3JtYXQSGgoSaGVhZF9jaGVja3BvaW50X2lkGAcgASgJIqUCChBTbmFwc2hvdFJlc3BvbnNlEicKBXN0YXRlGAEgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASLwoMbm9fc3VjaF90dXJuGAIgASgLMhcuaGlzdG9yeWQudjEuTm9TdWNoVHVybkgAEjsKEm5vX2xvbmdlcl9yZXRhaW5lZBgDIAEoCzIdLmhpc3RvcnlkLnYxLk5vTG9uZ2VyUmV0YWluZWRIABINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nEhoKEmhlYWRfY2hlY2twb2ludF9pZBgHIAEoCUIICgZyZXN1bHQiYQoERm9yaxIaChJmcm9tX2NoZWNrcG9pbnRfaWQYASABKAkSDAoEdHVybhgCIAEoBRIRCglxdWVzdGlvbnMYAyABKAUSHAoUbmV3ZXN0X2NoZWNrcG9pbnRfaWQYBCABKAkiPwoOSGlzdG9yeVJld291bmQSDAoEdHVybhgBIAEoBRIfCgRmb3JrGAIgASgLMhEuaGlzdG9yeWQudjEuRm9yayIpCgpOb1N1Y2hUdXJuEgwKBHR1cm4YASABKAUSDQoFdG90YWwYAiABKAUiMgoQTm9Mb25nZXJSZXRhaW5lZBIMCgR0dXJuGAEgASgFEhAKCHF1ZXN0aW9uGAIgASgJIoMBCgxUdXJuc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSHAoUaW5jbHVkZV9rZXlzX3dyaXR0ZW4YAyABKAgSDwoHY2hhbm5lbBgEIAEoCRIaChJoZWFkX2NoZWNrcG9pbnRfaWQYBSABKAkisQEKDVR1cm5zUmVzcG9uc2USJAoFdHVybnMYASADKAsyFS5oaXN0b3J5ZC52MS5UdXJuSW5mbxINCgV0b3RhbBgCIAEoBRItCgludW1iZXJpbmcYAyABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nEhoKEmhlYWRfY2hlY2twb2ludF9pZBgEIAEoCRIgCgVmb3JrcxgFIAMoCzIRLmhpc3RvcnlkLnYxLkZvcmsisAEKCFR1cm5JbmZvEg4KBm51bWJlchgBIAEoBRIQCghxdWVzdGlvbhgCIAEoCRIQCghyZXRhaW5lZBgDIAEoCBIVCg1jaGVja3BvaW50X2lkGAQgASgJEiwKCGVuZGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxrZXlzX3dyaXR0ZW4YBiADKAkSFQoNYW5zd2VyZWRfd2l0aBgHIAMoBSKGAgoJVHVyblN0YXRlEgwKBHR1cm4YASABKAUSFQoNY2hlY2twb2ludF9pZBgCIAEoCRIQCghxdWVzdGlvbhgDIAEoCRI0CgdlbnRyaWVzGAQgAygLMiMuaGlzdG9yeWQudjEuVHVyblN0YXRlLkVudHJpZXNFbnRyeRIsCghlbmRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNYW5zd2VyZWRfd2l0aBgGIAMoBRpHCgxFbnRyaWVzRW50cnkSCwoDa2V5GAEgASgJEiYKBXZhbHVlGAIgASgLMhcuaGlzdG9yeWQudjEuU3RhdGVFbnRyeToCOAEi0wIKClN0YXRlRW50cnkSJQoFdmFsdWUYASABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEQoEdG9vbBgCIAEoCUgAiAEBEhAKA3NlcRgDIAEoA0gBiAEBEhEKBHR1cm4YBCABKAVIAogBARIaCg10dXJuc193cml0dGVuGAUgASgFSAOIAQESMwoGaW5wdXRzGAYgAygLMiMuaGlzdG9yeWQudjEuU3RhdGVFbnRyeS5JbnB1dHNFbnRyeRImCgVleHRyYRgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKdmFsdWVfanNvbhgIIAEoDBotCgtJbnB1dHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgcKBV90b29sQgYKBF9zZXFCBwoFX3R1cm5CEAoOX3R1cm5zX3dyaXR0ZW4inAIKDlRocmVhZHNSZXF1ZXN0EhgKEHRocmVhZF9pZF9wcmVmaXgYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIoCgVvcmRlchgFIAEoDjIZLmhpc3RvcnlkLnYxLlRocmVhZHNPcmRlchI3ChNsYXN0X2FjdGl2aXR5X2FmdGVyGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI4ChRsYXN0X2FjdGl2aXR5X2JlZm9yZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNaW5jbHVkZV90dXJucxgIIAEoCCJUCg9UaHJlYWRzUmVzcG9uc2USKAoHdGhyZWFkcxgBIAMoCzIXLmhpc3RvcnlkLnYxLlRocmVhZEluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIsgCCgpUaHJlYWRJbmZvEhEKCXRocmVhZF9pZBgBIAEoCRIYChBjaGVja3BvaW50X2NvdW50GAIgASgDEjcKE2ZpcnN0X2NoZWNrcG9pbnRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKEmxhc3RfY2hlY2twb2ludF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGgoSbGFzdF9jaGVja3BvaW50X2lkGAUgASgJEhgKC3RvdGFsX3R1cm5zGAYgASgFSACIAQESLQoJbnVtYmVyaW5nGAcgASgOMhouaGlzdG9yeWQudjEuVHVybk51bWJlcmluZxInCgVlcnJvchgIIAEoCzIYLmhpc3RvcnlkLnYxLlRocmVhZEVycm9yQg4KDF90b3RhbF90dXJucyIsCgtUaHJlYWRFcnJvchIMCgRjb2RlGAEgASgFEg8KB21lc3NhZ2UYAiABKAki4QEKC0RpZmZSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1jaGVja3BvaW50X25zGAIgASgJEg8KB3RvX3R1cm4YAyABKAUSEQoJZnJvbV90dXJuGAQgASgFEgwKBGtleXMYBSADKAkSDwoHY2hhbm5lbBgGIAEoCRIZChFpbmNsdWRlX3VuY2hhbmdlZBgHIAEoCBIuCgx2YWx1ZV9mb3JtYXQYCCABKA4yGC5oaXN0b3J5ZC52MS5WYWx1ZUZvcm1hdBIaChJoZWFkX2NoZWNrcG9pbnRfaWQYCSABKAki+wEKDERpZmZSZXNwb25zZRIoCglmcm9tX3R1cm4YASABKAsyFS5oaXN0b3J5ZC52MS5EaWZmVHVybhImCgd0b190dXJuGAIgASgLMhUuaGlzdG9yeWQudjEuRGlmZlR1cm4SJwoHY2hhbmdlcxgDIAMoCzIWLmhpc3RvcnlkLnYxLktleUNoYW5nZRINCgV0b3RhbBgEIAEoBRIWCg5yZXRhaW5lZF90dXJucxgFIAMoBRItCgludW1iZXJpbmcYBiABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nEhoKEmhlYWRfY2hlY2twb2ludF9pZBgHIAEoCSKqAQoIRGlmZlR1cm4SJgoFZm91bmQYASABKAsyFS5oaXN0b3J5ZC52MS5UdXJuSW5mb0gAEi8KDG5vX3N1Y2hfdHVybhgCIAEoCzIXLmhpc3RvcnlkLnYxLk5vU3VjaFR1cm5IABI7ChJub19sb25nZXJfcmV0YWluZWQYAyABKAsyHS5oaXN0b3J5ZC52MS5Ob0xvbmdlclJldGFpbmVkSABCCAoGcmVzdWx0IsoBCglLZXlDaGFuZ2USCwoDa2V5GAEgASgJEigKBGtpbmQYAiABKA4yGi5oaXN0b3J5ZC52MS5LZXlDaGFuZ2VLaW5kEisKCmZyb21fZW50cnkYAyABKAsyFy5oaXN0b3J5ZC52MS5TdGF0ZUVudHJ5EikKCHRvX2VudHJ5GAQgASgLMhcuaGlzdG9yeWQudjEuU3RhdGVFbnRyeRIuCgVwYXRjaBgFIAMoCzIfLmhpc3RvcnlkLnYxLkpzb25QYXRjaE9wZXJhdGlvbiJ3ChJKc29uUGF0Y2hPcGVyYXRpb24SCgoCb3AYASABKAkSEQoEcGF0aBgCIAEoCUgAiAEBEiUKBXZhbHVlGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhIKCnZhbHVlX2pzb24YBCABKAxCBwoFX3BhdGgi0QEKEVdhdGNoVHVybnNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIVCg1jaGVja3BvaW50X25zGAIgASgJEhIKCmFmdGVyX3R1cm4YAyABKAUSDAoEa2V5cxgEIAMoCRIPCgdjaGFubmVsGAUgASgJEhMKC2NoZWNrcG9pbnRzGAYgASgIEi4KDHZhbHVlX2Zvcm1hdBgHIAEoDjIYLmhpc3RvcnlkLnYxLlZhbHVlRm9ybWF0EhoKEmhlYWRfY2hlY2twb2ludF9pZBgIIAEoCSKLAgoSV2F0Y2hUdXJuc1Jlc3BvbnNlEiwKCnR1cm5fZW5kZWQYASABKAsyFi5oaXN0b3J5ZC52MS5UdXJuU3RhdGVIABIsCgpjaGVja3BvaW50GAIgASgLMhYuaGlzdG9yeWQudjEuVHVyblN0YXRlSAASNgoPaGlzdG9yeV9yZXdvdW5kGAYgASgLMhsuaGlzdG9yeWQudjEuSGlzdG9yeVJld291bmRIABINCgV0b3RhbBgDIAEoBRItCgludW1iZXJpbmcYBCABKA4yGi5oaXN0b3J5ZC52MS5UdXJuTnVtYmVyaW5nEhoKEmhlYWRfY2hlY2twb2ludF9pZBgFIAEoCUIHCgVldmVudCqfAQoNVHVybk51bWJlcmluZxIeChpUVVJOX05VTUJFUklOR19VTlNQRUNJRklFRBAAEhsKF1RVUk5fTlVNQkVSSU5HX0NPTVBMRVRFEAESGgoWVFVSTl9OVU1CRVJJTkdfQ09VTlRFRBACEhwKGFRVUk5fTlVNQkVSSU5HX0VTVElNQVRFRBADEhcKE1RVUk5fTlVNQkVSSU5HX1JVTlMQBCpaCgtWYWx1ZUZvcm1hdBIcChhWQUxVRV9GT1JNQVRfVU5TUEVDSUZJRUQQABIWChJWQUxVRV9GT1JNQVRfUFJPVE8QARIVChFWQUxVRV9GT1JNQVRfSlNPThACKmsKDFRocmVhZHNPcmRlchIdChlUSFJFQURTX09SREVSX1VOU1BFQ0lGSUVEEAASGwoXVEhSRUFEU19PUkRFUl9USFJFQURfSUQQARIfChtUSFJFQURTX09SREVSX0xBU1RfQUNUSVZJVFkQAiqkAQoNS2V5Q2hhbmdlS2luZBIfChtLRVlfQ0hBTkdFX0tJTkRfVU5TUEVDSUZJRUQQABIZChVLRVlfQ0hBTkdFX0tJTkRfQURERUQQARIbChdLRVlfQ0hBTkdFX0tJTkRfUkVNT1ZFRBACEhsKF0tFWV9DSEFOR0VfS0lORF9DSEFOR0VEEAMSHQoZS0VZX0NIQU5HRV9LSU5EX1VOQ0hBTkdFRBAEMpgECg1UaHJlYWRIaXN0b3J5EkoKCVNuYXBzaG90cxIdLmhpc3RvcnlkLnYxLlNuYXBzaG90c1JlcXVlc3QaHi5oaXN0b3J5ZC52MS5TbmFwc2hvdHNSZXNwb25zZRJHCghTbmFwc2hvdBIcLmhpc3RvcnlkLnYxLlNuYXBzaG90UmVxdWVzdBodLmhpc3RvcnlkLnYxLlNuYXBzaG90UmVzcG9uc2USPgoFVHVybnMSGS5oaXN0b3J5ZC52MS5UdXJuc1JlcXVlc3QaGi5oaXN0b3J5ZC52MS5UdXJuc1Jlc3BvbnNlEl4KD1N0cmVhbVNuYXBzaG90cxIjLmhpc3RvcnlkLnYxLlN0cmVhbVNuYXBzaG90c1JlcXVlc3QaJC5oaXN0b3J5ZC52MS5TdHJlYW1TbmFwc2hvdHNSZXNwb25zZTABEkQKB1RocmVhZHMSGy5oaXN0b3J5ZC52MS5UaHJlYWRzUmVxdWVzdBocLmhpc3RvcnlkLnYxLlRocmVhZHNSZXNwb25zZRI7CgREaWZmEhguaGlzdG9yeWQudjEuRGlmZlJlcXVlc3QaGS5oaXN0b3J5ZC52MS5EaWZmUmVzcG9uc2USTwoKV2F0Y2hUdXJucxIeLmhpc3RvcnlkLnYxLldhdGNoVHVybnNSZXF1ZXN0Gh8uaGlzdG9yeWQudjEuV2F0Y2hUdXJuc1Jlc3BvbnNlMAFCOVo3Z2l0aHViLmNvbS9oaXN0b3J5ZC9oaXN0b3J5ZC9nZW4vaGlzdG9yeWQvdjE7aGlzdG9yeWR2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * SnapshotsRequest names a thread and, optionally, the state keys wanted.
@@ -70,6 +70,17 @@ export type SnapshotsRequest = Message<"historyd.v1.SnapshotsRequest"> & {
    * @generated from field: historyd.v1.ValueFormat value_format = 5;
    */
   valueFormat: ValueFormat;
+
+  /**
+   * head_checkpoint_id, when set, reads the lineage ending at this
+   * checkpoint of the thread (a branch a fork abandoned, listed in
+   * TurnsResponse.forks) instead of the thread's head: turns are numbered on
+   * its parent chain. At most 256 bytes; an id the thread does not hold is
+   * INVALID_ARGUMENT.
+   *
+   * @generated from field: string head_checkpoint_id = 6;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -106,6 +117,15 @@ export type SnapshotsResponse = Message<"historyd.v1.SnapshotsResponse"> & {
    * @generated from field: historyd.v1.TurnNumbering numbering = 3;
    */
   numbering: TurnNumbering;
+
+  /**
+   * head_checkpoint_id is the checkpoint whose lineage the turns are
+   * numbered on: the thread's head (its newest checkpoint), or the request's
+   * head_checkpoint_id. Empty for a thread without checkpoints.
+   *
+   * @generated from field: string head_checkpoint_id = 4;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -178,6 +198,17 @@ export type StreamSnapshotsRequest = Message<"historyd.v1.StreamSnapshotsRequest
    * @generated from field: historyd.v1.ValueFormat value_format = 6;
    */
   valueFormat: ValueFormat;
+
+  /**
+   * head_checkpoint_id, when set, reads the lineage ending at this
+   * checkpoint of the thread (a branch a fork abandoned, listed in
+   * TurnsResponse.forks) instead of the thread's head: turns are numbered on
+   * its parent chain. At most 256 bytes; an id the thread does not hold is
+   * INVALID_ARGUMENT.
+   *
+   * @generated from field: string head_checkpoint_id = 7;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -215,6 +246,15 @@ export type StreamSnapshotsResponse = Message<"historyd.v1.StreamSnapshotsRespon
    * @generated from field: historyd.v1.TurnNumbering numbering = 3;
    */
   numbering: TurnNumbering;
+
+  /**
+   * head_checkpoint_id is the checkpoint whose lineage the turns are
+   * numbered on: the thread's head (its newest checkpoint), or the request's
+   * head_checkpoint_id. Empty for a thread without checkpoints.
+   *
+   * @generated from field: string head_checkpoint_id = 4;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -285,6 +325,17 @@ export type SnapshotRequest = Message<"historyd.v1.SnapshotRequest"> & {
    * @generated from field: historyd.v1.ValueFormat value_format = 6;
    */
   valueFormat: ValueFormat;
+
+  /**
+   * head_checkpoint_id, when set, reads the lineage ending at this
+   * checkpoint of the thread (a branch a fork abandoned, listed in
+   * TurnsResponse.forks) instead of the thread's head: turns are numbered on
+   * its parent chain. At most 256 bytes; an id the thread does not hold is
+   * INVALID_ARGUMENT.
+   *
+   * @generated from field: string head_checkpoint_id = 7;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -356,6 +407,15 @@ export type SnapshotResponse = Message<"historyd.v1.SnapshotResponse"> & {
    * @generated from field: historyd.v1.TurnNumbering numbering = 6;
    */
   numbering: TurnNumbering;
+
+  /**
+   * head_checkpoint_id is the checkpoint whose lineage the turns are
+   * numbered on: the thread's head (its newest checkpoint), or the request's
+   * head_checkpoint_id. Empty for a thread without checkpoints.
+   *
+   * @generated from field: string head_checkpoint_id = 7;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -364,6 +424,82 @@ export type SnapshotResponse = Message<"historyd.v1.SnapshotResponse"> & {
  */
 export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
   messageDesc(file_historyd_v1_history, 5);
+
+/**
+ * Fork is a branch that leaves a thread's lineage.
+ *
+ * @generated from message historyd.v1.Fork
+ */
+export type Fork = Message<"historyd.v1.Fork"> & {
+  /**
+   * from_checkpoint_id is the checkpoint on the lineage the abandoned branch
+   * left from.
+   *
+   * @generated from field: string from_checkpoint_id = 1;
+   */
+  fromCheckpointId: string;
+
+  /**
+   * turn is the turn from_checkpoint_id belongs to on the lineage: the
+   * conversation was rewound to the end of this turn (0: before the first
+   * question).
+   *
+   * @generated from field: int32 turn = 2;
+   */
+  turn: number;
+
+  /**
+   * questions is how many turns the abandoned branch held at its newest
+   * checkpoint, counted as head_checkpoint_id would count them.
+   *
+   * @generated from field: int32 questions = 3;
+   */
+  questions: number;
+
+  /**
+   * newest_checkpoint_id is the abandoned branch's newest checkpoint: pass
+   * it as head_checkpoint_id to read that branch.
+   *
+   * @generated from field: string newest_checkpoint_id = 4;
+   */
+  newestCheckpointId: string;
+};
+
+/**
+ * Describes the message historyd.v1.Fork.
+ * Use `create(ForkSchema)` to create a new message.
+ */
+export const ForkSchema: GenMessage<Fork> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 6);
+
+/**
+ * HistoryRewound says a watched thread's lineage changed.
+ *
+ * @generated from message historyd.v1.HistoryRewound
+ */
+export type HistoryRewound = Message<"historyd.v1.HistoryRewound"> & {
+  /**
+   * turn is the last turn the new lineage shares with the turns sent before:
+   * turns after it that were sent belong to the abandoned branch.
+   *
+   * @generated from field: int32 turn = 1;
+   */
+  turn: number;
+
+  /**
+   * fork is the branch the watcher had been following.
+   *
+   * @generated from field: historyd.v1.Fork fork = 2;
+   */
+  fork?: Fork | undefined;
+};
+
+/**
+ * Describes the message historyd.v1.HistoryRewound.
+ * Use `create(HistoryRewoundSchema)` to create a new message.
+ */
+export const HistoryRewoundSchema: GenMessage<HistoryRewound> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_history, 7);
 
 /**
  * NoSuchTurn says the thread never had the asked-for turn.
@@ -391,7 +527,7 @@ export type NoSuchTurn = Message<"historyd.v1.NoSuchTurn"> & {
  * Use `create(NoSuchTurnSchema)` to create a new message.
  */
 export const NoSuchTurnSchema: GenMessage<NoSuchTurn> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 6);
+  messageDesc(file_historyd_v1_history, 8);
 
 /**
  * NoLongerRetained says the asked-for turn existed but has been pruned.
@@ -420,7 +556,7 @@ export type NoLongerRetained = Message<"historyd.v1.NoLongerRetained"> & {
  * Use `create(NoLongerRetainedSchema)` to create a new message.
  */
 export const NoLongerRetainedSchema: GenMessage<NoLongerRetained> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 7);
+  messageDesc(file_historyd_v1_history, 9);
 
 /**
  * TurnsRequest names a thread.
@@ -459,6 +595,17 @@ export type TurnsRequest = Message<"historyd.v1.TurnsRequest"> & {
    * @generated from field: string channel = 4;
    */
   channel: string;
+
+  /**
+   * head_checkpoint_id, when set, reads the lineage ending at this
+   * checkpoint of the thread (a branch a fork abandoned, listed in
+   * TurnsResponse.forks) instead of the thread's head: turns are numbered on
+   * its parent chain. At most 256 bytes; an id the thread does not hold is
+   * INVALID_ARGUMENT.
+   *
+   * @generated from field: string head_checkpoint_id = 5;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -466,7 +613,7 @@ export type TurnsRequest = Message<"historyd.v1.TurnsRequest"> & {
  * Use `create(TurnsRequestSchema)` to create a new message.
  */
 export const TurnsRequestSchema: GenMessage<TurnsRequest> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 8);
+  messageDesc(file_historyd_v1_history, 10);
 
 /**
  * TurnsResponse lists every turn from 1 to total.
@@ -494,6 +641,24 @@ export type TurnsResponse = Message<"historyd.v1.TurnsResponse"> & {
    * @generated from field: historyd.v1.TurnNumbering numbering = 3;
    */
   numbering: TurnNumbering;
+
+  /**
+   * head_checkpoint_id is the checkpoint whose lineage the turns are
+   * numbered on: the thread's head (its newest checkpoint), or the request's
+   * head_checkpoint_id. Empty for a thread without checkpoints.
+   *
+   * @generated from field: string head_checkpoint_id = 4;
+   */
+  headCheckpointId: string;
+
+  /**
+   * forks lists the branches that leave the lineage: each time the thread
+   * was rewound (a run started from an older checkpoint, an update_state
+   * on one), the branch it abandoned. Oldest fork point first.
+   *
+   * @generated from field: repeated historyd.v1.Fork forks = 5;
+   */
+  forks: Fork[];
 };
 
 /**
@@ -501,7 +666,7 @@ export type TurnsResponse = Message<"historyd.v1.TurnsResponse"> & {
  * Use `create(TurnsResponseSchema)` to create a new message.
  */
 export const TurnsResponseSchema: GenMessage<TurnsResponse> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 9);
+  messageDesc(file_historyd_v1_history, 11);
 
 /**
  * TurnInfo describes one turn without its state.
@@ -571,7 +736,7 @@ export type TurnInfo = Message<"historyd.v1.TurnInfo"> & {
  * Use `create(TurnInfoSchema)` to create a new message.
  */
 export const TurnInfoSchema: GenMessage<TurnInfo> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 10);
+  messageDesc(file_historyd_v1_history, 12);
 
 /**
  * TurnState is a thread's session state at the end of one turn.
@@ -629,7 +794,7 @@ export type TurnState = Message<"historyd.v1.TurnState"> & {
  * Use `create(TurnStateSchema)` to create a new message.
  */
 export const TurnStateSchema: GenMessage<TurnState> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 11);
+  messageDesc(file_historyd_v1_history, 13);
 
 /**
  * StateEntry is one session-state key's entry, in the tool_state convention:
@@ -730,7 +895,7 @@ export type StateEntry = Message<"historyd.v1.StateEntry"> & {
  * Use `create(StateEntrySchema)` to create a new message.
  */
 export const StateEntrySchema: GenMessage<StateEntry> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 12);
+  messageDesc(file_historyd_v1_history, 14);
 
 /**
  * ThreadsRequest asks for one page of the store's threads.
@@ -825,7 +990,7 @@ export type ThreadsRequest = Message<"historyd.v1.ThreadsRequest"> & {
  * Use `create(ThreadsRequestSchema)` to create a new message.
  */
 export const ThreadsRequestSchema: GenMessage<ThreadsRequest> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 13);
+  messageDesc(file_historyd_v1_history, 15);
 
 /**
  * ThreadsResponse is one page of threads.
@@ -855,7 +1020,7 @@ export type ThreadsResponse = Message<"historyd.v1.ThreadsResponse"> & {
  * Use `create(ThreadsResponseSchema)` to create a new message.
  */
 export const ThreadsResponseSchema: GenMessage<ThreadsResponse> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 14);
+  messageDesc(file_historyd_v1_history, 16);
 
 /**
  * ThreadInfo describes one thread without its turns.
@@ -936,7 +1101,7 @@ export type ThreadInfo = Message<"historyd.v1.ThreadInfo"> & {
  * Use `create(ThreadInfoSchema)` to create a new message.
  */
 export const ThreadInfoSchema: GenMessage<ThreadInfo> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 15);
+  messageDesc(file_historyd_v1_history, 17);
 
 /**
  * ThreadError is why one listed thread could not be read in full: what a
@@ -966,7 +1131,7 @@ export type ThreadError = Message<"historyd.v1.ThreadError"> & {
  * Use `create(ThreadErrorSchema)` to create a new message.
  */
 export const ThreadErrorSchema: GenMessage<ThreadError> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 16);
+  messageDesc(file_historyd_v1_history, 18);
 
 /**
  * DiffRequest names two turns of a thread.
@@ -1042,6 +1207,17 @@ export type DiffRequest = Message<"historyd.v1.DiffRequest"> & {
    * @generated from field: historyd.v1.ValueFormat value_format = 8;
    */
   valueFormat: ValueFormat;
+
+  /**
+   * head_checkpoint_id, when set, reads the lineage ending at this
+   * checkpoint of the thread (a branch a fork abandoned, listed in
+   * TurnsResponse.forks) instead of the thread's head: turns are numbered on
+   * its parent chain. At most 256 bytes; an id the thread does not hold is
+   * INVALID_ARGUMENT.
+   *
+   * @generated from field: string head_checkpoint_id = 9;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -1049,7 +1225,7 @@ export type DiffRequest = Message<"historyd.v1.DiffRequest"> & {
  * Use `create(DiffRequestSchema)` to create a new message.
  */
 export const DiffRequestSchema: GenMessage<DiffRequest> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 17);
+  messageDesc(file_historyd_v1_history, 19);
 
 /**
  * DiffResponse says what became of each of the two turns and, when both
@@ -1104,6 +1280,15 @@ export type DiffResponse = Message<"historyd.v1.DiffResponse"> & {
    * @generated from field: historyd.v1.TurnNumbering numbering = 6;
    */
   numbering: TurnNumbering;
+
+  /**
+   * head_checkpoint_id is the checkpoint whose lineage the turns are
+   * numbered on: the thread's head (its newest checkpoint), or the request's
+   * head_checkpoint_id. Empty for a thread without checkpoints.
+   *
+   * @generated from field: string head_checkpoint_id = 7;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -1111,7 +1296,7 @@ export type DiffResponse = Message<"historyd.v1.DiffResponse"> & {
  * Use `create(DiffResponseSchema)` to create a new message.
  */
 export const DiffResponseSchema: GenMessage<DiffResponse> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 18);
+  messageDesc(file_historyd_v1_history, 20);
 
 /**
  * DiffTurn is one end of a Diff: exactly one of found, no_such_turn or
@@ -1160,7 +1345,7 @@ export type DiffTurn = Message<"historyd.v1.DiffTurn"> & {
  * Use `create(DiffTurnSchema)` to create a new message.
  */
 export const DiffTurnSchema: GenMessage<DiffTurn> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 19);
+  messageDesc(file_historyd_v1_history, 21);
 
 /**
  * KeyChange is what became of one state key between the two turns' ends.
@@ -1214,7 +1399,7 @@ export type KeyChange = Message<"historyd.v1.KeyChange"> & {
  * Use `create(KeyChangeSchema)` to create a new message.
  */
 export const KeyChangeSchema: GenMessage<KeyChange> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 20);
+  messageDesc(file_historyd_v1_history, 22);
 
 /**
  * JsonPatchOperation is one operation of an RFC 6902 JSON Patch. Printed
@@ -1261,7 +1446,7 @@ export type JsonPatchOperation = Message<"historyd.v1.JsonPatchOperation"> & {
  * Use `create(JsonPatchOperationSchema)` to create a new message.
  */
 export const JsonPatchOperationSchema: GenMessage<JsonPatchOperation> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 21);
+  messageDesc(file_historyd_v1_history, 23);
 
 /**
  * WatchTurnsRequest names a thread to watch.
@@ -1328,6 +1513,17 @@ export type WatchTurnsRequest = Message<"historyd.v1.WatchTurnsRequest"> & {
    * @generated from field: historyd.v1.ValueFormat value_format = 7;
    */
   valueFormat: ValueFormat;
+
+  /**
+   * head_checkpoint_id, when set, reads the lineage ending at this
+   * checkpoint of the thread (a branch a fork abandoned, listed in
+   * TurnsResponse.forks) instead of the thread's head: turns are numbered on
+   * its parent chain. At most 256 bytes; an id the thread does not hold is
+   * INVALID_ARGUMENT.
+   *
+   * @generated from field: string head_checkpoint_id = 8;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -1335,7 +1531,7 @@ export type WatchTurnsRequest = Message<"historyd.v1.WatchTurnsRequest"> & {
  * Use `create(WatchTurnsRequestSchema)` to create a new message.
  */
 export const WatchTurnsRequestSchema: GenMessage<WatchTurnsRequest> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 22);
+  messageDesc(file_historyd_v1_history, 24);
 
 /**
  * WatchTurnsResponse is one event of a watched thread.
@@ -1381,6 +1577,17 @@ export type WatchTurnsResponse = Message<"historyd.v1.WatchTurnsResponse"> & {
      */
     value: TurnState;
     case: "checkpoint";
+  } | {
+    /**
+     * history_rewound says the lineage changed under the watcher: the
+     * thread was rewound (a fork) and its head no longer descends from the
+     * turns already sent after the turn named. The new branch's turns
+     * follow as they end.
+     *
+     * @generated from field: historyd.v1.HistoryRewound history_rewound = 6;
+     */
+    value: HistoryRewound;
+    case: "historyRewound";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -1396,6 +1603,15 @@ export type WatchTurnsResponse = Message<"historyd.v1.WatchTurnsResponse"> & {
    * @generated from field: historyd.v1.TurnNumbering numbering = 4;
    */
   numbering: TurnNumbering;
+
+  /**
+   * head_checkpoint_id is the checkpoint whose lineage the turns are
+   * numbered on: the thread's head (its newest checkpoint), or the request's
+   * head_checkpoint_id. Empty for a thread without checkpoints.
+   *
+   * @generated from field: string head_checkpoint_id = 5;
+   */
+  headCheckpointId: string;
 };
 
 /**
@@ -1403,7 +1619,7 @@ export type WatchTurnsResponse = Message<"historyd.v1.WatchTurnsResponse"> & {
  * Use `create(WatchTurnsResponseSchema)` to create a new message.
  */
 export const WatchTurnsResponseSchema: GenMessage<WatchTurnsResponse> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_history, 23);
+  messageDesc(file_historyd_v1_history, 25);
 
 /**
  * TurnNumbering says how sure a thread's turn numbers are. It depends on
@@ -1446,6 +1662,19 @@ export enum TurnNumbering {
    * @generated from enum value: TURN_NUMBERING_ESTIMATED = 3;
    */
   ESTIMATED = 3,
+
+  /**
+   * TURN_NUMBERING_RUNS: the thread's graph keeps no messages (or they never
+   * held a human message), so each run is a turn: a run begins at its input
+   * checkpoint and its turn ends at the last checkpoint before the next
+   * run's input, on the lineage. A turn's question is the run's input as
+   * JSON text (at most 4,096 bytes, cut at a character boundary). Exact
+   * when the thread's first checkpoint is retained; otherwise runs before
+   * the oldest one left are not counted.
+   *
+   * @generated from enum value: TURN_NUMBERING_RUNS = 4;
+   */
+  RUNS = 4,
 }
 
 /**

@@ -17,6 +17,7 @@ class TurnNumbering(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TURN_NUMBERING_COMPLETE: _ClassVar[TurnNumbering]
     TURN_NUMBERING_COUNTED: _ClassVar[TurnNumbering]
     TURN_NUMBERING_ESTIMATED: _ClassVar[TurnNumbering]
+    TURN_NUMBERING_RUNS: _ClassVar[TurnNumbering]
 
 class ValueFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -41,6 +42,7 @@ TURN_NUMBERING_UNSPECIFIED: TurnNumbering
 TURN_NUMBERING_COMPLETE: TurnNumbering
 TURN_NUMBERING_COUNTED: TurnNumbering
 TURN_NUMBERING_ESTIMATED: TurnNumbering
+TURN_NUMBERING_RUNS: TurnNumbering
 VALUE_FORMAT_UNSPECIFIED: ValueFormat
 VALUE_FORMAT_PROTO: ValueFormat
 VALUE_FORMAT_JSON: ValueFormat
@@ -54,21 +56,23 @@ KEY_CHANGE_KIND_CHANGED: KeyChangeKind
 KEY_CHANGE_KIND_UNCHANGED: KeyChangeKind
 
 class SnapshotsRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "keys", "channel", "value_format")
+    __slots__ = ("thread_id", "checkpoint_ns", "keys", "channel", "value_format", "head_checkpoint_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     keys: _containers.RepeatedScalarFieldContainer[str]
     channel: str
     value_format: ValueFormat
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class SnapshotsResponse(_message.Message):
-    __slots__ = ("turns", "total", "numbering")
+    __slots__ = ("turns", "total", "numbering", "head_checkpoint_id")
     class TurnsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -79,68 +83,98 @@ class SnapshotsResponse(_message.Message):
     TURNS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     NUMBERING_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     turns: _containers.MessageMap[int, TurnState]
     total: int
     numbering: TurnNumbering
-    def __init__(self, turns: _Optional[_Mapping[int, TurnState]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, turns: _Optional[_Mapping[int, TurnState]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class StreamSnapshotsRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "keys", "from_turn", "channel", "value_format")
+    __slots__ = ("thread_id", "checkpoint_ns", "keys", "from_turn", "channel", "value_format", "head_checkpoint_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     FROM_TURN_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     keys: _containers.RepeatedScalarFieldContainer[str]
     from_turn: int
     channel: str
     value_format: ValueFormat
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., from_turn: _Optional[int] = ..., channel: _Optional[str] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., from_turn: _Optional[int] = ..., channel: _Optional[str] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class StreamSnapshotsResponse(_message.Message):
-    __slots__ = ("turn", "total", "numbering")
+    __slots__ = ("turn", "total", "numbering", "head_checkpoint_id")
     TURN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     NUMBERING_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     turn: TurnState
     total: int
     numbering: TurnNumbering
-    def __init__(self, turn: _Optional[_Union[TurnState, _Mapping]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, turn: _Optional[_Union[TurnState, _Mapping]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
-    __slots__ = ("thread_id", "turn", "checkpoint_ns", "keys", "channel", "value_format")
+    __slots__ = ("thread_id", "turn", "checkpoint_ns", "keys", "channel", "value_format", "head_checkpoint_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     turn: int
     checkpoint_ns: str
     keys: _containers.RepeatedScalarFieldContainer[str]
     channel: str
     value_format: ValueFormat
-    def __init__(self, thread_id: _Optional[str] = ..., turn: _Optional[int] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., turn: _Optional[int] = ..., checkpoint_ns: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class SnapshotResponse(_message.Message):
-    __slots__ = ("state", "no_such_turn", "no_longer_retained", "total", "retained_turns", "numbering")
+    __slots__ = ("state", "no_such_turn", "no_longer_retained", "total", "retained_turns", "numbering", "head_checkpoint_id")
     STATE_FIELD_NUMBER: _ClassVar[int]
     NO_SUCH_TURN_FIELD_NUMBER: _ClassVar[int]
     NO_LONGER_RETAINED_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     RETAINED_TURNS_FIELD_NUMBER: _ClassVar[int]
     NUMBERING_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     state: TurnState
     no_such_turn: NoSuchTurn
     no_longer_retained: NoLongerRetained
     total: int
     retained_turns: _containers.RepeatedScalarFieldContainer[int]
     numbering: TurnNumbering
-    def __init__(self, state: _Optional[_Union[TurnState, _Mapping]] = ..., no_such_turn: _Optional[_Union[NoSuchTurn, _Mapping]] = ..., no_longer_retained: _Optional[_Union[NoLongerRetained, _Mapping]] = ..., total: _Optional[int] = ..., retained_turns: _Optional[_Iterable[int]] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, state: _Optional[_Union[TurnState, _Mapping]] = ..., no_such_turn: _Optional[_Union[NoSuchTurn, _Mapping]] = ..., no_longer_retained: _Optional[_Union[NoLongerRetained, _Mapping]] = ..., total: _Optional[int] = ..., retained_turns: _Optional[_Iterable[int]] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
+
+class Fork(_message.Message):
+    __slots__ = ("from_checkpoint_id", "turn", "questions", "newest_checkpoint_id")
+    FROM_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    QUESTIONS_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    from_checkpoint_id: str
+    turn: int
+    questions: int
+    newest_checkpoint_id: str
+    def __init__(self, from_checkpoint_id: _Optional[str] = ..., turn: _Optional[int] = ..., questions: _Optional[int] = ..., newest_checkpoint_id: _Optional[str] = ...) -> None: ...
+
+class HistoryRewound(_message.Message):
+    __slots__ = ("turn", "fork")
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    FORK_FIELD_NUMBER: _ClassVar[int]
+    turn: int
+    fork: Fork
+    def __init__(self, turn: _Optional[int] = ..., fork: _Optional[_Union[Fork, _Mapping]] = ...) -> None: ...
 
 class NoSuchTurn(_message.Message):
     __slots__ = ("turn", "total")
@@ -159,26 +193,32 @@ class NoLongerRetained(_message.Message):
     def __init__(self, turn: _Optional[int] = ..., question: _Optional[str] = ...) -> None: ...
 
 class TurnsRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "include_keys_written", "channel")
+    __slots__ = ("thread_id", "checkpoint_ns", "include_keys_written", "channel", "head_checkpoint_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_KEYS_WRITTEN_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     include_keys_written: bool
     channel: str
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., include_keys_written: _Optional[bool] = ..., channel: _Optional[str] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., include_keys_written: _Optional[bool] = ..., channel: _Optional[str] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class TurnsResponse(_message.Message):
-    __slots__ = ("turns", "total", "numbering")
+    __slots__ = ("turns", "total", "numbering", "head_checkpoint_id", "forks")
     TURNS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     NUMBERING_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    FORKS_FIELD_NUMBER: _ClassVar[int]
     turns: _containers.RepeatedCompositeFieldContainer[TurnInfo]
     total: int
     numbering: TurnNumbering
-    def __init__(self, turns: _Optional[_Iterable[_Union[TurnInfo, _Mapping]]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    forks: _containers.RepeatedCompositeFieldContainer[Fork]
+    def __init__(self, turns: _Optional[_Iterable[_Union[TurnInfo, _Mapping]]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ..., head_checkpoint_id: _Optional[str] = ..., forks: _Optional[_Iterable[_Union[Fork, _Mapping]]] = ...) -> None: ...
 
 class TurnInfo(_message.Message):
     __slots__ = ("number", "question", "retained", "checkpoint_id", "ended_at", "keys_written", "answered_with")
@@ -305,7 +345,7 @@ class ThreadError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class DiffRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "to_turn", "from_turn", "keys", "channel", "include_unchanged", "value_format")
+    __slots__ = ("thread_id", "checkpoint_ns", "to_turn", "from_turn", "keys", "channel", "include_unchanged", "value_format", "head_checkpoint_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     TO_TURN_FIELD_NUMBER: _ClassVar[int]
@@ -314,6 +354,7 @@ class DiffRequest(_message.Message):
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     to_turn: int
@@ -322,23 +363,26 @@ class DiffRequest(_message.Message):
     channel: str
     include_unchanged: bool
     value_format: ValueFormat
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., to_turn: _Optional[int] = ..., from_turn: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., include_unchanged: _Optional[bool] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., to_turn: _Optional[int] = ..., from_turn: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., include_unchanged: _Optional[bool] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class DiffResponse(_message.Message):
-    __slots__ = ("from_turn", "to_turn", "changes", "total", "retained_turns", "numbering")
+    __slots__ = ("from_turn", "to_turn", "changes", "total", "retained_turns", "numbering", "head_checkpoint_id")
     FROM_TURN_FIELD_NUMBER: _ClassVar[int]
     TO_TURN_FIELD_NUMBER: _ClassVar[int]
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     RETAINED_TURNS_FIELD_NUMBER: _ClassVar[int]
     NUMBERING_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     from_turn: DiffTurn
     to_turn: DiffTurn
     changes: _containers.RepeatedCompositeFieldContainer[KeyChange]
     total: int
     retained_turns: _containers.RepeatedScalarFieldContainer[int]
     numbering: TurnNumbering
-    def __init__(self, from_turn: _Optional[_Union[DiffTurn, _Mapping]] = ..., to_turn: _Optional[_Union[DiffTurn, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[KeyChange, _Mapping]]] = ..., total: _Optional[int] = ..., retained_turns: _Optional[_Iterable[int]] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, from_turn: _Optional[_Union[DiffTurn, _Mapping]] = ..., to_turn: _Optional[_Union[DiffTurn, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[KeyChange, _Mapping]]] = ..., total: _Optional[int] = ..., retained_turns: _Optional[_Iterable[int]] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class DiffTurn(_message.Message):
     __slots__ = ("found", "no_such_turn", "no_longer_retained")
@@ -377,7 +421,7 @@ class JsonPatchOperation(_message.Message):
     def __init__(self, op: _Optional[str] = ..., path: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., value_json: _Optional[bytes] = ...) -> None: ...
 
 class WatchTurnsRequest(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "after_turn", "keys", "channel", "checkpoints", "value_format")
+    __slots__ = ("thread_id", "checkpoint_ns", "after_turn", "keys", "channel", "checkpoints", "value_format", "head_checkpoint_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     AFTER_TURN_FIELD_NUMBER: _ClassVar[int]
@@ -385,6 +429,7 @@ class WatchTurnsRequest(_message.Message):
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     after_turn: int
@@ -392,16 +437,21 @@ class WatchTurnsRequest(_message.Message):
     channel: str
     checkpoints: bool
     value_format: ValueFormat
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., after_turn: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., checkpoints: _Optional[bool] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., after_turn: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., checkpoints: _Optional[bool] = ..., value_format: _Optional[_Union[ValueFormat, str]] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class WatchTurnsResponse(_message.Message):
-    __slots__ = ("turn_ended", "checkpoint", "total", "numbering")
+    __slots__ = ("turn_ended", "checkpoint", "history_rewound", "total", "numbering", "head_checkpoint_id")
     TURN_ENDED_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_REWOUND_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     NUMBERING_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     turn_ended: TurnState
     checkpoint: TurnState
+    history_rewound: HistoryRewound
     total: int
     numbering: TurnNumbering
-    def __init__(self, turn_ended: _Optional[_Union[TurnState, _Mapping]] = ..., checkpoint: _Optional[_Union[TurnState, _Mapping]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ...) -> None: ...
+    head_checkpoint_id: str
+    def __init__(self, turn_ended: _Optional[_Union[TurnState, _Mapping]] = ..., checkpoint: _Optional[_Union[TurnState, _Mapping]] = ..., history_rewound: _Optional[_Union[HistoryRewound, _Mapping]] = ..., total: _Optional[int] = ..., numbering: _Optional[_Union[TurnNumbering, str]] = ..., head_checkpoint_id: _Optional[str] = ...) -> None: ...
