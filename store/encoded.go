@@ -106,7 +106,7 @@ func (s *Store) ReadEncoded(ctx context.Context, ref Ref, channel string, pick f
 		return nil, nil, nil, fmt.Errorf("channel %q: %w (it serves %s)", channel, ErrUnknownChannel, strings.Join(s.states, ", "))
 	}
 	return readFresh(ctx, s, ref, pick, func(ix *index, turns []Turn, sn seen) ([]EncodedState, error) {
-		return s.encodedStates(ctx, ref, channel, ix, turns, keys, enc, sn)
+		return s.encodedStates(ctx, ref.thread(), channel, ix, turns, keys, enc, sn)
 	})
 }
 

@@ -234,12 +234,15 @@ func (s *Store) readsChannel(channel string) bool {
 // reread: a pruned turn is never served from cache. Concurrent calls for
 // one thread share one read. No session state is decoded. The History is
 // shared with other callers and must not be modified.
+//
+// With ref.Head set the turns are those of the lineage ending there (see
+// Ref.Head), derived from the same cached index as the thread's own.
 func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
-	ix, _, err := s.indexChecking(ctx, ref, nil)
+	ix, _, err := s.indexChecking(ctx, ref.thread(), nil)
 	if err != nil {
 		return nil, err
 	}
-	return ix.hist, nil
+	return s.historyAt(ix, ref)
 }
 
 // indexChecking refreshes the thread's index and, in the same read, checks
@@ -374,8 +377,11 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 		}
 		// A checked checkpoint the index holds and the storage no longer
 		// does is a deletion, noticed at once.
+		// A checkpoint listed since whose parent is neither indexed nor
+		// listed with it (committed late with an older id, or a fork point
+		// deleted) leaves the index unable to place it: read afresh.
 		intact := census.MinID == old.minID && (!count || census.Count == len(old.checkpoints)+len(newer)) &&
-			len(census.Present) == len(verify)
+			len(census.Present) == len(verify) && parentsKnown(old.checkpoints, newer)
 		if intact {
 			counted := old.counted
 			if count {
@@ -444,7 +450,7 @@ func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, th *thread
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ix := &index{checkpoints: cps, hist: Derive(ref, cps, th.table()), thread: th, counted: counted}
+	ix := &index{checkpoints: cps, hist: Derive(ref, cps, th.table()), thread: th, counted: counted, heads: &heads{}}
 	for i, c := range cps {
 		ix.maxID = max(ix.maxID, c.ID)
 		if i == 0 || c.ID < ix.minID {
@@ -826,21 +832,27 @@ const staleReads = 4
 // history, and read learns which checkpoints that read saw.
 func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History) []Turn, read func(*index, []Turn, seen) (T, error)) (*History, []Turn, T, error) {
 	var zero T
+	thread := ref.thread()
 	for attempt := 0; ; attempt++ {
 		var verify []string
-		if old, ok := s.indexes.get(ref); ok {
-			for _, t := range pick(old.hist) {
-				if t.Retained {
-					verify = append(verify, t.End.ID)
+		if old, ok := s.indexes.get(thread); ok {
+			if h, err := s.historyAt(old, ref); err == nil {
+				for _, t := range pick(h) {
+					if t.Retained {
+						verify = append(verify, t.End.ID)
+					}
 				}
 			}
 		}
-		ix, sn, err := s.indexChecking(ctx, ref, verify)
+		ix, sn, err := s.indexChecking(ctx, thread, verify)
 		if err == nil {
-			turns := pick(ix.hist)
-			var out T
-			if out, err = read(ix, turns, sn); err == nil {
-				return ix.hist, turns, out, nil
+			var h *History
+			if h, err = s.historyAt(ix, ref); err == nil {
+				turns := pick(h)
+				var out T
+				if out, err = read(ix, turns, sn); err == nil {
+					return h, turns, out, nil
+				}
 			}
 		}
 		if !errors.Is(err, ErrStale) || attempt+1 >= staleReads || ctx.Err() != nil {
