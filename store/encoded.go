@@ -124,6 +124,9 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 			return nil, fmt.Errorf("turn %d of thread %q is not retained", t.N, ref.ThreadID)
 		}
 		v := t.End.State(channel)
+		if s.shares && foreignVersion(v) {
+			return nil, &ForeignValueError{Ref: ref, CheckpointID: t.End.ID, Channel: channel}
+		}
 		if sn.has(t.End.ID) {
 			if v == "" {
 				continue // no value yet: an empty state

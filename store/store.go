@@ -134,6 +134,9 @@ type Store struct {
 	// uncached says what the store has noticed about threads too large to
 	// cache (see Config.Logger).
 	uncached notices
+	// shares says the backend shares stored values by version: a foreign
+	// version's value is never read (see foreignVersion).
+	shares bool
 }
 
 // New returns a Store reading through cfg.Backend. A configuration
@@ -141,7 +144,7 @@ type Store struct {
 // that need it.
 func New(cfg Config) *Store {
 	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, states: slices.Clone(cfg.StateChannels), limits: cfg.Limits,
-		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider)}
+		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider), shares: SharesBlobs(cfg.Backend)}
 	if s.messages == "" {
 		s.messages = DefaultMessagesChannel
 	}
@@ -398,6 +401,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 				}
 				return old, sn, nil
 			}
+			distinguish(old.checkpoints, newer, old.thread)
 			placed, err := s.place(ctx, ref, old.thread, old.checkpoints, newer)
 			if err != nil {
 				return nil, seen{}, err
@@ -430,6 +434,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 		cache = "invalidated"
 	}
 	note(ctx, AttrIndexCache.String(cache), AttrIndexListed.Int(len(cps)), AttrIndexCheckpoints.Int(len(cps)))
+	distinguish(nil, cps, th)
 	placed, err := s.place(ctx, ref, th, nil, cps)
 	if err != nil {
 		return nil, seen{}, err
@@ -660,7 +665,9 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		queued := map[string]bool{}
 		for _, c := range cps {
 			v, ok := c.versions[s.messages]
-			if !ok || queued[v] || skip(c, v) {
+			if !ok || queued[v] || skip(c, v) || s.shares && foreignVersion(v) {
+				// A foreign list is another branch's: the checkpoint's
+				// messages are unread, and it belongs to no turn.
 				continue
 			}
 			if _, known := th.lookup(v); known {
