@@ -337,7 +337,10 @@ func number(ref Ref, cps []Checkpoint, keep []int, questions []Question) *Histor
 	}
 
 	for _, i := range keep {
-		if c := cps[i]; c.Partial && !c.Unplaced {
+		// Messages read in part, or not at all because the list stored
+		// under their version is another branch's (see foreignVersion):
+		// questions may be missing.
+		if c := cps[i]; c.Partial && !c.Unplaced || c.Unplaced && foreignVersion(c.Version) {
 			h.Numbering = Estimated
 			break
 		}

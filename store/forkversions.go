@@ -22,8 +22,10 @@ import (
 // version a checkpoint provably produced (its parent is stored and held
 // another) after another branch did is marked foreign (versionSep, "!",
 // the producer), and never read as that checkpoint's. A checkpoint whose
-// parent is not stored may only have carried on its parent's version: it
-// is told apart, not marked.
+// parent is not stored (retention cut the chain) may only have carried on
+// its parent's version, which is then no other branch's: it is told apart,
+// and marked foreign only where the version is a counter a fork produces
+// again (countedVersion), for then nothing tells which it is.
 
 // versionSep separates a stored version from the checkpoint that produced
 // it; no saver writes it in a version.
@@ -31,6 +33,22 @@ const versionSep = "\x00"
 
 // foreignMark follows versionSep in a foreign version.
 const foreignMark = "!"
+
+// countedVersion reports whether v is a bare counter, as LangGraph.js
+// numbers versions: a fork produces such a version again with another
+// value. A version with a random part (LangGraph's "<counter>.<random>")
+// never repeats, so two checkpoints holding it hold one value.
+func countedVersion(v string) bool {
+	if v == "" {
+		return false
+	}
+	for _, r := range v {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // storedVersion returns the version as the saver stored it.
 func storedVersion(v string) string {
@@ -98,7 +116,7 @@ func distinguish(known []Checkpoint, cps []listed, th *threadData) {
 				continue
 			}
 			mark := ""
-			if parentKnown {
+			if parentKnown || countedVersion(v) {
 				mark = foreignMark
 			}
 			out = rewritten(out, c.versions)
