@@ -297,3 +297,6 @@ func (b *timedBackend) Ping(ctx context.Context) (err error) {
 }
 
 func (b *timedBackend) Close() { b.inner.Close() }
+
+// SharesBlobs implements store.BlobSharer, as the wrapped backend does.
+func (b *timedBackend) SharesBlobs() bool { return store.SharesBlobs(b.inner) }

@@ -255,3 +255,6 @@ func (w *channelWatch) confirm(ctx context.Context, ref store.Ref, want []bool) 
 		}
 	}
 }
+
+// SharesBlobs implements store.BlobSharer, as the watched backend does.
+func (w *channelWatch) SharesBlobs() bool { return store.SharesBlobs(w.Backend) }

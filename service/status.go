@@ -109,6 +109,10 @@ var statusRules = []statusRule{
 	{code: codes.DataLoss, match: as[*store.DecodeError]()},
 	// Parent links that loop: no history can be derived from them.
 	{code: codes.DataLoss, match: as[*store.CycleError]()},
+	// A value the storage kept for another branch (a fork's value dropped
+	// for the one stored first under its version): this checkpoint's own
+	// is lost, and the other's is never served in its place.
+	{code: codes.DataLoss, match: as[*store.ForeignValueError]()},
 }
 
 // damaged is DATA_LOSS's message for storage that reports itself damaged.

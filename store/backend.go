@@ -156,6 +156,26 @@ type Backend interface {
 	Close()
 }
 
+// BlobSharer is implemented by a backend whose storage keeps a channel's
+// value once per (thread, namespace, channel, version), shared by every
+// checkpoint holding that version, rather than inline in each checkpoint:
+// PostgreSQL's checkpoint_blobs. A backend wrapping another forwards it.
+type BlobSharer interface {
+	// SharesBlobs reports whether checkpoints share stored values by
+	// version. LangGraph.js PostgresSaver numbers versions 1, 2, 3, … and
+	// keeps the first value stored under a version: a fork that produces a
+	// version again, which the branch it abandoned already produced, reads
+	// back that branch's value (see ErrForeignValue).
+	SharesBlobs() bool
+}
+
+// SharesBlobs reports whether b's checkpoints share stored values by
+// version (BlobSharer); false for a backend that does not say.
+func SharesBlobs(b Backend) bool {
+	bs, ok := b.(BlobSharer)
+	return ok && bs.SharesBlobs()
+}
+
 // Empty is the backend of a store that holds no checkpoints at all: every
 // thread is unknown. Tenant isolation answers a thread the tenant may not
 // read through a store over it, exactly as an unknown thread is answered.

@@ -165,6 +165,32 @@ func (s *shelf[K, V]) put(k K, v V, cost int64) bool {
 	return true
 }
 
+// recharge charges the item kept for k cost bytes instead, if is says it
+// is still the one meant, and evicts what no longer fits.
+func (s *shelf[K, V]) recharge(k K, is func(V) bool, cost int64) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	e, ok := s.items[k]
+	if !ok {
+		return
+	}
+	it := e.Value.(*shelfItem[K, V])
+	if !is(it.val) {
+		return
+	}
+	if cost > s.admit {
+		s.drop(e)
+		return
+	}
+	s.used += cost - it.cost
+	s.c.used += cost - it.cost
+	it.cost = cost
+	for s.order.Len() > 0 && s.maxBytes > 0 && s.used > s.maxBytes {
+		s.evictOldest()
+	}
+	s.c.fit()
+}
+
 // remove drops what is kept for k.
 func (s *shelf[K, V]) remove(k K) {
 	s.c.mu.Lock()
@@ -227,4 +253,7 @@ type index struct {
 	// size is what the index holds in memory, about, its thread data
 	// included (see indexSize).
 	size int64
+	// heads keeps the Histories of other heads read from the index;
+	// shared by the copies of an index whose checkpoints are the same.
+	heads *heads
 }

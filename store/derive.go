@@ -280,13 +280,42 @@ func (h *History) Retained() []int {
 // On a thread whose messages were never removed this numbers turns exactly
 // as counting human messages does. The result does not depend on the order
 // of cps.
+//
+// Turns are numbered on the lineage only (see tree.lineage): the head
+// (Ref.Head, or the newest checkpoint) and its ancestors, and what agrees
+// with them below a cut; every other checkpoint is on a branch, listed in
+// Forks. A Ref.Head that names no checkpoint of cps derives an empty
+// History; Store refuses such a head with ErrUnknownHead before deriving.
 func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
+	return deriveOn(ref, newTree(cps), questions)
+}
+
+// deriveOn derives the History of ref's head from the thread's tree: the
+// lineage is picked first, then its turns numbered by the rules above,
+// then the branches leaving it are listed.
+func deriveOn(ref Ref, t *tree, questions []Question) *History {
+	l, ok := t.lineage(ref.Head)
+	if !ok {
+		return &History{Ref: ref, Numbering: Complete, Turns: []Turn{}}
+	}
+	h := number(ref, t.cps, l.members(), questions)
+	// A lineage that never held a human message is numbered by runs
+	// instead: this is where its History is handed over.
+	h.Head = t.cps[l.head].ID
+	h.Forks = t.forks(l, h.Steps)
+	return h
+}
+
+// number applies the turn rules to the checkpoints of one lineage, those
+// of cps that keep indexes; Steps point into cps.
+func number(ref Ref, cps []Checkpoint, keep []int, questions []Question) *History {
 	h := &History{Ref: ref, Numbering: Complete}
-	order := checkpointOrder(cps)
+	order := checkpointOrderOf(cps, keep)
 	h.Steps = make([]Step, 0, len(order))
-	listed := make(map[string]bool, len(cps))
-	placed := make(map[string]bool, len(cps)) // listed, and its messages read
-	for _, c := range cps {
+	listed := make(map[string]bool, len(keep))
+	placed := make(map[string]bool, len(keep)) // listed, and its messages read
+	for _, i := range keep {
+		c := cps[i]
 		listed[c.ID] = true
 		placed[c.ID] = !c.Unplaced
 	}
@@ -307,8 +336,11 @@ func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
 		}
 	}
 
-	for _, c := range cps {
-		if c.Partial && !c.Unplaced {
+	for _, i := range keep {
+		// Messages read in part, or not at all because the list stored
+		// under their version is another branch's (see foreignVersion):
+		// questions may be missing.
+		if c := cps[i]; c.Partial && !c.Unplaced || c.Unplaced && foreignVersion(c.Version) {
 			h.Numbering = Estimated
 			break
 		}
@@ -374,13 +406,10 @@ func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
 			ends[askedUpTo-1] = i
 		}
 	}
-	if h.Numbering == Estimated && holdsEvery(cps, seq) {
+	if h.Numbering == Estimated && holdsEvery(cps, keep, seq) {
 		// A list read whole, with no sign of removed messages, holds every
 		// question known: it proves the count as far as any list can.
 		h.Numbering = Counted
-	}
-	for _, c := range cps {
-		h.Head = max(h.Head, c.ID)
 	}
 	h.Total = len(seq)
 	h.Turns = make([]Turn, h.Total)
@@ -421,10 +450,12 @@ func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
 	return h
 }
 
-// holdsEvery reports whether one checkpoint of cps holds every question of
-// seq in a list read whole (not in part, with no synthetic message).
-func holdsEvery(cps []Checkpoint, seq []int32) bool {
-	for _, c := range cps {
+// holdsEvery reports whether one checkpoint of cps that keep indexes holds
+// every question of seq in a list read whole (not in part, with no
+// synthetic message).
+func holdsEvery(cps []Checkpoint, keep []int, seq []int32) bool {
+	for _, i := range keep {
+		c := cps[i]
 		if c.Unplaced || c.Partial || c.Synthetic || len(c.Asks) < len(seq) {
 			continue
 		}
@@ -447,17 +478,25 @@ func holdsEvery(cps []Checkpoint, seq []int32) bool {
 // by id, and a checkpoint whose parent sorts after it (clocks disagreeing)
 // moved after its parent, so that a parent always comes first.
 func checkpointOrder(cps []Checkpoint) []int {
-	order := make([]int, len(cps))
-	for i := range order {
-		order[i] = i
+	all := make([]int, len(cps))
+	for i := range all {
+		all[i] = i
 	}
+	return checkpointOrderOf(cps, all)
+}
+
+// checkpointOrderOf is checkpointOrder of the checkpoints of cps that keep
+// indexes, a parent outside them not counting.
+func checkpointOrderOf(cps []Checkpoint, keep []int) []int {
+	order := slices.Clone(keep)
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(cps[a].ID, cps[b].ID) })
-	at := make(map[string]int, len(cps))
-	for i, c := range cps {
-		at[c.ID] = i
+	at := make(map[string]int, len(keep))
+	for _, i := range keep {
+		at[cps[i].ID] = i
 	}
 	inversions := false
-	for _, c := range cps {
+	for _, i := range keep {
+		c := cps[i]
 		if p, ok := at[c.Parent]; ok && cps[p].ID > c.ID {
 			inversions = true
 			break
@@ -469,7 +508,7 @@ func checkpointOrder(cps []Checkpoint) []int {
 	// From each checkpoint in id order, its unplaced ancestors first; a
 	// cycle (which no saver writes, and Store refuses with a CycleError
 	// before deriving) is broken where met.
-	out := make([]int, 0, len(cps))
+	out := make([]int, 0, len(keep))
 	placed := make([]bool, len(cps))
 	visit := func(i int) {
 		var chain []int

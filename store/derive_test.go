@@ -205,7 +205,7 @@ func TestDerive(t *testing.T) {
 			want: []turnWant{{1, true, "in-03", "i1", nil}, {2, true, "in-04", "i2", nil}},
 		},
 		{
-			name: "a fork back to an earlier turn ends neither that turn nor the last one",
+			name: "a fork back to an earlier turn numbers the lineage only: the abandoned turn is no turn",
 			cps: func() []Checkpoint {
 				c := tb.chain("fk", []step{
 					{}, {msgs: 1, humans: []string{"f1"}}, {msgs: 2, humans: []string{"f1"}},
@@ -217,8 +217,10 @@ func TestDerive(t *testing.T) {
 				c[5].Parent = c[2].ID
 				return c
 			}(),
-			total: 3, numbering: Complete,
-			want: []turnWant{{1, true, "fk-02", "f1", nil}, {2, true, "fk-04", "f2", nil}, {3, true, "fk-07", "f3", nil}},
+			// The update_state follows turn 1's end on the lineage: turn 1
+			// ends on the state it left, as on a thread without a fork.
+			total: 2, numbering: Complete,
+			want: []turnWant{{1, true, "fk-06", "f1", nil}, {2, true, "fk-07", "f3", nil}},
 		},
 		{
 			name: "past a deleted checkpoint, a list read whole orders the questions read in part",

@@ -106,7 +106,7 @@ func (s *Store) ReadEncoded(ctx context.Context, ref Ref, channel string, pick f
 		return nil, nil, nil, fmt.Errorf("channel %q: %w (it serves %s)", channel, ErrUnknownChannel, strings.Join(s.states, ", "))
 	}
 	return readFresh(ctx, s, ref, pick, func(ix *index, turns []Turn, sn seen) ([]EncodedState, error) {
-		return s.encodedStates(ctx, ref, channel, ix, turns, keys, enc, sn)
+		return s.encodedStates(ctx, ref.thread(), channel, ix, turns, keys, enc, sn)
 	})
 }
 
@@ -124,6 +124,9 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 			return nil, fmt.Errorf("turn %d of thread %q is not retained", t.N, ref.ThreadID)
 		}
 		v := t.End.State(channel)
+		if s.shares && foreignVersion(v) {
+			return nil, &ForeignValueError{Ref: ref, CheckpointID: t.End.ID, Channel: channel}
+		}
 		if sn.has(t.End.ID) {
 			if v == "" {
 				continue // no value yet: an empty state

@@ -57,6 +57,41 @@ var ErrStale = errors.New("thread changed while it was read; read it again")
 // (in that namespace) does not hold.
 var ErrUnknownHead = errors.New("the thread holds no such checkpoint")
 
+// ErrForeignValue marks a read of a channel at a checkpoint whose stored
+// value belongs to another branch: the storage shares values between
+// checkpoints by version (SharesBlobs), the checkpoint's branch produced
+// the version after another branch had (a fork re-producing a version
+// number LangGraph.js counts per channel), and the value kept is the one
+// stored first. The checkpoint's own value is not stored; it is lost.
+var ErrForeignValue = errors.New("the stored value belongs to another branch of the thread; this checkpoint's own was not stored")
+
+// ForeignValueError reports a channel read at a checkpoint whose stored
+// value is another branch's (ErrForeignValue), naming where.
+type ForeignValueError struct {
+	// Ref names the thread.
+	Ref Ref
+	// CheckpointID is the checkpoint read.
+	CheckpointID string
+	// Channel is the channel read.
+	Channel string
+}
+
+// Error names the thread, checkpoint and channel.
+func (e *ForeignValueError) Error() string {
+	return fmt.Sprintf("thread %q%s checkpoint %s channel %q: %v", e.Ref.ThreadID, nsLabel(e.Ref), e.CheckpointID, e.Channel, ErrForeignValue)
+}
+
+// Unwrap returns ErrForeignValue.
+func (e *ForeignValueError) Unwrap() error { return ErrForeignValue }
+
+// nsLabel names ref's namespace for an error, when not the root.
+func nsLabel(ref Ref) string {
+	if ref.Namespace == "" {
+		return ""
+	}
+	return fmt.Sprintf(" namespace %q", ref.Namespace)
+}
+
 // DecodeError reports a stored value that could not be decoded, and where it
 // is. Err is the decoder's error; errors.As on it tells a malformed value
 // (lgcodec.MalformedError) from one historyd refuses to read

@@ -134,6 +134,9 @@ type Store struct {
 	// uncached says what the store has noticed about threads too large to
 	// cache (see Config.Logger).
 	uncached notices
+	// shares says the backend shares stored values by version: a foreign
+	// version's value is never read (see foreignVersion).
+	shares bool
 }
 
 // New returns a Store reading through cfg.Backend. A configuration
@@ -141,7 +144,7 @@ type Store struct {
 // that need it.
 func New(cfg Config) *Store {
 	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, states: slices.Clone(cfg.StateChannels), limits: cfg.Limits,
-		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider)}
+		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider), shares: SharesBlobs(cfg.Backend)}
 	if s.messages == "" {
 		s.messages = DefaultMessagesChannel
 	}
@@ -234,12 +237,15 @@ func (s *Store) readsChannel(channel string) bool {
 // reread: a pruned turn is never served from cache. Concurrent calls for
 // one thread share one read. No session state is decoded. The History is
 // shared with other callers and must not be modified.
+//
+// With ref.Head set the turns are those of the lineage ending there (see
+// Ref.Head), derived from the same cached index as the thread's own.
 func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
-	ix, _, err := s.indexChecking(ctx, ref, nil)
+	ix, _, err := s.indexChecking(ctx, ref.thread(), nil)
 	if err != nil {
 		return nil, err
 	}
-	return ix.hist, nil
+	return s.historyAt(ix, ref)
 }
 
 // indexChecking refreshes the thread's index and, in the same read, checks
@@ -374,8 +380,11 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 		}
 		// A checked checkpoint the index holds and the storage no longer
 		// does is a deletion, noticed at once.
+		// A checkpoint listed since whose parent is neither indexed nor
+		// listed with it (committed late with an older id, or a fork point
+		// deleted) leaves the index unable to place it: read afresh.
 		intact := census.MinID == old.minID && (!count || census.Count == len(old.checkpoints)+len(newer)) &&
-			len(census.Present) == len(verify)
+			len(census.Present) == len(verify) && parentsKnown(old.checkpoints, newer)
 		if intact {
 			counted := old.counted
 			if count {
@@ -392,6 +401,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 				}
 				return old, sn, nil
 			}
+			distinguish(old.checkpoints, newer, old.thread)
 			placed, err := s.place(ctx, ref, old.thread, old.checkpoints, newer)
 			if err != nil {
 				return nil, seen{}, err
@@ -424,6 +434,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 		cache = "invalidated"
 	}
 	note(ctx, AttrIndexCache.String(cache), AttrIndexListed.Int(len(cps)), AttrIndexCheckpoints.Int(len(cps)))
+	distinguish(nil, cps, th)
 	placed, err := s.place(ctx, ref, th, nil, cps)
 	if err != nil {
 		return nil, seen{}, err
@@ -444,7 +455,7 @@ func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, th *thread
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ix := &index{checkpoints: cps, hist: Derive(ref, cps, th.table()), thread: th, counted: counted}
+	ix := &index{checkpoints: cps, hist: Derive(ref, cps, th.table()), thread: th, counted: counted, heads: &heads{}}
 	for i, c := range cps {
 		ix.maxID = max(ix.maxID, c.ID)
 		if i == 0 || c.ID < ix.minID {
@@ -654,7 +665,9 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		queued := map[string]bool{}
 		for _, c := range cps {
 			v, ok := c.versions[s.messages]
-			if !ok || queued[v] || skip(c, v) {
+			if !ok || queued[v] || skip(c, v) || s.shares && foreignVersion(v) {
+				// A foreign list is another branch's: the checkpoint's
+				// messages are unread, and it belongs to no turn.
 				continue
 			}
 			if _, known := th.lookup(v); known {
@@ -826,21 +839,27 @@ const staleReads = 4
 // history, and read learns which checkpoints that read saw.
 func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History) []Turn, read func(*index, []Turn, seen) (T, error)) (*History, []Turn, T, error) {
 	var zero T
+	thread := ref.thread()
 	for attempt := 0; ; attempt++ {
 		var verify []string
-		if old, ok := s.indexes.get(ref); ok {
-			for _, t := range pick(old.hist) {
-				if t.Retained {
-					verify = append(verify, t.End.ID)
+		if old, ok := s.indexes.get(thread); ok {
+			if h, err := s.historyAt(old, ref); err == nil {
+				for _, t := range pick(h) {
+					if t.Retained {
+						verify = append(verify, t.End.ID)
+					}
 				}
 			}
 		}
-		ix, sn, err := s.indexChecking(ctx, ref, verify)
+		ix, sn, err := s.indexChecking(ctx, thread, verify)
 		if err == nil {
-			turns := pick(ix.hist)
-			var out T
-			if out, err = read(ix, turns, sn); err == nil {
-				return ix.hist, turns, out, nil
+			var h *History
+			if h, err = s.historyAt(ix, ref); err == nil {
+				turns := pick(h)
+				var out T
+				if out, err = read(ix, turns, sn); err == nil {
+					return h, turns, out, nil
+				}
 			}
 		}
 		if !errors.Is(err, ErrStale) || attempt+1 >= staleReads || ctx.Err() != nil {

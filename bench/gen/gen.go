@@ -34,6 +34,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	mrand "math/rand/v2"
 	"slices"
@@ -59,6 +60,22 @@ type Params struct {
 	StateBytes int
 	// Seed makes coordinates and ids reproducible.
 	Seed uint64
+	// Forks is how many times the thread was rewound: at Forks turns
+	// spread over the thread (ForkTurns), a question was asked and
+	// answered, then abandoned, the turn asked again from the end of the
+	// turn before it, as time travel does. The lineage is the thread
+	// without forks; each fork adds one abandoned turn.
+	Forks int
+}
+
+// ForkTurns returns the turns asked again after an abandoned one: Forks
+// of them, spread evenly, none the first.
+func (p Params) ForkTurns() []int {
+	var out []int
+	for i := range p.Forks {
+		out = append(out, 2+(i+1)*(p.Turns-1)/(p.Forks+1))
+	}
+	return out
 }
 
 // Validate reports the first parameter out of range.
@@ -72,13 +89,19 @@ func (p Params) Validate() error {
 		return fmt.Errorf("keys %d: want at least 1", p.Keys)
 	case p.StateBytes < 64*p.Keys:
 		return fmt.Errorf("state bytes %d: want at least 64 per key (%d)", p.StateBytes, 64*p.Keys)
+	case p.Forks < 0 || p.Forks > 0 && p.Forks >= p.Turns:
+		return fmt.Errorf("forks %d: want 0 to %d (fewer than the turns)", p.Forks, p.Turns-1)
 	}
 	return nil
 }
 
 // Name is a thread id that spells out the parameters.
 func (p Params) Name(prefix string) string {
-	return fmt.Sprintf("%s-T%d-C%d-K%d-S%d", prefix, p.Turns, p.CheckpointsPerTurn, p.Keys, p.StateBytes)
+	name := fmt.Sprintf("%s-T%d-C%d-K%d-S%d", prefix, p.Turns, p.CheckpointsPerTurn, p.Keys, p.StateBytes)
+	if p.Forks > 0 {
+		name += fmt.Sprintf("-F%d", p.Forks)
+	}
+	return name
 }
 
 // Checkpoint is what the generator wrote at one checkpoint, for checks.
@@ -131,7 +154,7 @@ func Exists(ctx context.Context, conn *pgx.Conn, threadID string, p Params) (boo
 	if err != nil {
 		return false, err
 	}
-	return n == p.Turns*p.CheckpointsPerTurn, nil
+	return n == (p.Turns+p.Forks)*p.CheckpointsPerTurn, nil
 }
 
 // TablesExist reports whether LangGraph's checkpoint tables are in the
@@ -336,7 +359,17 @@ func build(threadID string, p Params, opt Options, out sink) (*Summary, error) {
 		t.keys = append(t.keys, fmt.Sprintf("geo-ops/sketch_polygon/region_%03d", k))
 	}
 	rounds := (p.CheckpointsPerTurn - 3) / 2
+	forks := p.ForkTurns()
 	for n := 1; n <= p.Turns; n++ {
+		if slices.Contains(forks, n) {
+			// Turn n is asked, answered and abandoned: the thread is
+			// rewound to turn n-1's end and turn n asked again from there.
+			at := t.mark()
+			if err := t.turn(n, rounds); err != nil {
+				return nil, err
+			}
+			t.rewind(at)
+		}
 		if err := t.turn(n, rounds); err != nil {
 			return nil, err
 		}
@@ -345,6 +378,40 @@ func build(threadID string, p Params, opt Options, out sink) (*Summary, error) {
 		return nil, w.err
 	}
 	return t.sum, nil
+}
+
+// threadAt is what a thread was at one checkpoint, to rewind to.
+type threadAt struct {
+	step              int
+	versions          map[string]string
+	seen              map[string]map[string]string
+	lastID            string
+	msgs              [][]byte
+	types             []string
+	humans            int
+	entries           map[string][]byte
+	plain             map[string]any
+	written, lastTurn map[string]int
+	seq, rr           int
+	state             bool
+	turnEnds          map[int]string
+}
+
+// mark records the thread as it is now.
+func (t *thread) mark() threadAt {
+	return threadAt{step: t.step, versions: maps.Clone(t.versions), seen: maps.Clone(t.seen), lastID: t.lastID,
+		msgs: slices.Clone(t.msgs), types: slices.Clone(t.types), humans: t.humans, entries: maps.Clone(t.entries),
+		plain: maps.Clone(t.plain), written: maps.Clone(t.written), lastTurn: maps.Clone(t.lastTurn), seq: t.seq, rr: t.rr,
+		state: t.state, turnEnds: maps.Clone(t.sum.TurnEnds)}
+}
+
+// rewind makes the next checkpoint a child of the one at marks, with the
+// thread as it was there; time, ids and version counters go on.
+func (t *thread) rewind(at threadAt) {
+	t.step, t.versions, t.seen, t.lastID = at.step, at.versions, at.seen, at.lastID
+	t.msgs, t.types, t.humans, t.entries, t.plain = at.msgs, at.types, at.humans, at.entries, at.plain
+	t.written, t.lastTurn, t.seq, t.rr, t.state = at.written, at.lastTurn, at.seq, at.rr, at.state
+	t.sum.TurnEnds = at.turnEnds
 }
 
 // turn writes the checkpoints of turn n.

@@ -11,10 +11,11 @@ import (
 
 // memSink keeps what the generator writes.
 type memSink struct {
-	order []string
-	cps   map[string]map[string]any
-	meta  map[string]map[string]any
-	blobs map[[2]string][]byte // channel, version
+	order  []string
+	parent map[string]string
+	cps    map[string]map[string]any
+	meta   map[string]map[string]any
+	blobs  map[[2]string][]byte // channel, version
 }
 
 func (m *memSink) checkpoint(id, parent string, cp, meta []byte) {
@@ -26,7 +27,7 @@ func (m *memSink) checkpoint(id, parent string, cp, meta []byte) {
 		panic(err)
 	}
 	m.order = append(m.order, id)
-	m.cps[id], m.meta[id] = c, md
+	m.cps[id], m.meta[id], m.parent[id] = c, md, parent
 }
 
 func (m *memSink) blob(channel, version, typ string, data []byte) {
@@ -48,14 +49,15 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 	for _, p := range []Params{
 		{Turns: 4, CheckpointsPerTurn: 5, Keys: 3, StateBytes: 3000, Seed: 1},
 		{Turns: 3, CheckpointsPerTurn: 9, Keys: 5, StateBytes: 20000, Seed: 2},
+		{Turns: 12, CheckpointsPerTurn: 5, Keys: 3, StateBytes: 3000, Seed: 3, Forks: 3},
 	} {
 		t.Run(p.Name("plan"), func(t *testing.T) {
-			m := &memSink{cps: map[string]map[string]any{}, meta: map[string]map[string]any{}, blobs: map[[2]string][]byte{}}
+			m := &memSink{cps: map[string]map[string]any{}, meta: map[string]map[string]any{}, blobs: map[[2]string][]byte{}, parent: map[string]string{}}
 			sum, err := build("plan", p, Options{KeepDetail: true}, m)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, want := len(m.order), p.Turns*p.CheckpointsPerTurn; got != want {
+			if got, want := len(m.order), (p.Turns+p.Forks)*p.CheckpointsPerTurn; got != want {
 				t.Fatalf("%d checkpoints, want %d", got, want)
 			}
 			var placed []store.Checkpoint
@@ -65,14 +67,15 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 				if i > 0 && id <= m.order[i-1] {
 					t.Fatalf("checkpoint ids out of order: %s after %s", id, m.order[i-1])
 				}
-				if step := int(m.meta[id]["step"].(float64)); step != i-1 {
-					t.Errorf("checkpoint %d has step %d", i, step)
+				parentStep := -2.0
+				if p := m.parent[id]; p != "" {
+					parentStep = m.meta[p]["step"].(float64)
+				}
+				if step := m.meta[id]["step"].(float64); step != parentStep+1 || (i == 0) != (m.parent[id] == "") {
+					t.Errorf("checkpoint %d has step %v, its parent %q step %v", i, step, m.parent[id], parentStep)
 				}
 				versions := m.cps[id]["channel_versions"].(map[string]any)
-				pl := store.Checkpoint{ID: id}
-				if i > 0 {
-					pl.Parent = m.order[i-1]
-				}
+				pl := store.Checkpoint{ID: id, Parent: m.parent[id]}
 				if v, ok := versions["messages"].(string); ok {
 					blob, ok := m.blobs[[2]string{"messages", v}]
 					if !ok {
@@ -112,8 +115,17 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 				}
 			}
 			h := store.Derive(store.Ref{ThreadID: "plan"}, placed, questions)
-			if h.Total != p.Turns {
-				t.Fatalf("historyd derives %d turns, want %d", h.Total, p.Turns)
+			if h.Total != p.Turns || len(h.Forks) != p.Forks {
+				t.Fatalf("historyd derives %d turns and %d forks, want %d and %d", h.Total, len(h.Forks), p.Turns, p.Forks)
+			}
+			for i, f := range h.Forks {
+				// Turn n-1 ends at turn n's input checkpoint, which carries
+				// on the state of the step the abandoned input left from too.
+				n := p.ForkTurns()[i]
+				from := m.parent[sum.TurnEnds[n-1]]
+				if f.Turn != n-1 || f.Questions != n || f.From != from {
+					t.Errorf("fork %d: %+v; want one from turn %d's last step (%s) holding %d questions", i, f, n-1, from, n)
+				}
 			}
 			for _, turn := range h.Turns {
 				if turn.End.ID != sum.TurnEnds[turn.N] {

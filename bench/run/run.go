@@ -58,7 +58,7 @@ type Config struct {
 	// Only, when not empty, names the steps to run besides describing
 	// the machine, generating the threads and building historyd: any of
 	// anchors, operations, P1, P2, P3 (which needs anchors and
-	// operations), P4, P5, P6, P7, deepagents, pooler, threads and
+	// operations), P4, P5, P6, P7, deepagents, forks, pooler, threads and
 	// profiles. For iterating on one measurement.
 	Only []string
 	// Log receives progress lines.
@@ -88,7 +88,9 @@ type plan struct {
 	profileTime  time.Duration
 	largeOps     []load.Op
 	smallOps     []load.Op
-	manyThreads  int // threads of the Threads rows' store
+	manyThreads  int        // threads of the Threads rows' store
+	forks        gen.Params // the forks row's rewound thread: p2Long with forks
+	forkReads    int        // cold reads of each thread in the forks row
 }
 
 func newPlan(full bool) plan {
@@ -113,7 +115,10 @@ func newPlan(full bool) plan {
 		largeOps:     []load.Op{load.Snapshot, load.Turns},
 		smallOps:     []load.Op{load.Snapshot, load.Snapshots, load.StreamSnapshots, load.Turns},
 		manyThreads:  1_000_000,
+		forkReads:    3,
 	}
+	p.forks = p.p2Long
+	p.forks.Forks = 10
 	if full {
 		p.mode = "full"
 		p.smallThreads = 64
@@ -129,6 +134,7 @@ func newPlan(full bool) plan {
 		p.pgbenchTime = 30 * time.Second
 		p.noopTime = 15 * time.Second
 		p.profileTime = 15 * time.Second
+		p.forkReads = 7
 	}
 	return p
 }
@@ -217,6 +223,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"P5", r.p5},
 		{"P7", r.p7},
 		{"deepagents", r.deepagents},
+		{"forks", r.forks},
 		{"pooler", r.pooler},
 		{"threads", r.threadsList},
 		{"P6", r.host},
@@ -345,6 +352,7 @@ func (r *runner) threads() map[string]gen.Params {
 		"p2short": p.p2Short,
 		"p2long":  p.p2Long,
 		"p4":      p.p4,
+		"forks":   p.forks,
 	}
 	for i := range p.smallThreads {
 		q := p.small

@@ -796,3 +796,7 @@ func redact(err error) error {
 	}
 	return err
 }
+
+// SharesBlobs implements store.BlobSharer: checkpoint_blobs keeps one value
+// per (thread, namespace, channel, version).
+func (b *Backend) SharesBlobs() bool { return true }

@@ -45,10 +45,10 @@ type Case struct {
 	Run func(t *testing.T, open Open)
 }
 
-// Run runs every case of Cases and ThreadsCases against the backends open
+// Run runs every case of Cases, the fork cases and ThreadsCases against the backends open
 // returns.
 func Run(t *testing.T, open Open) {
-	for _, c := range slices.Concat(Cases, cycleCases, ThreadsCases) {
+	for _, c := range slices.Concat(Cases, forkCases, cycleCases, ThreadsCases) {
 		t.Run(c.Name, func(t *testing.T) { c.Run(t, open) })
 	}
 }

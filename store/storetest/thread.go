@@ -103,6 +103,26 @@ type Builder struct {
 	parent string
 	msgs   []any
 	state  map[string]map[string]any
+	// counted says versions are numbered per lineage, 1, 2, 3, … from the
+	// parent's, as LangGraph.js numbers them; versions holds them, and
+	// values what each was last given, as of parent.
+	counted  bool
+	versions map[string]int
+	values   map[string]string
+	// at holds what the conversation was at each checkpoint written, for
+	// From.
+	at map[string]builderAt
+	// forked says From was called: message ids then name their step.
+	forked bool
+}
+
+// builderAt is a Builder's conversation as of one checkpoint.
+type builderAt struct {
+	seq, turns int
+	msgs       []any
+	state      map[string]map[string]any
+	versions   map[string]int
+	values     map[string]string
 }
 
 // NewBuilder writes the thread's first, empty checkpoint and returns a
@@ -114,9 +134,54 @@ func NewBuilder(w Writer, ref store.Ref) *Builder { return NewBuilderWithPrefix(
 // new ids, as LangGraph's time-ordered ones are, by a prefix that sorts
 // later.
 func NewBuilderWithPrefix(w Writer, ref store.Ref, prefix string) *Builder {
-	b := &Builder{w: w, ref: ref, prefix: prefix, msgs: []any{}, state: map[string]map[string]any{}}
+	b := &Builder{w: w, ref: ref, prefix: prefix, msgs: []any{}, state: map[string]map[string]any{},
+		versions: map[string]int{}, values: map[string]string{}, at: map[string]builderAt{}}
+	if sw, ok := w.(*SaverWriter); ok && !sw.Saver().Python() {
+		b.counted = true
+	}
 	b.put(nil, "input")
 	return b
+}
+
+// From makes the next checkpoint a child of checkpoint id, which the
+// Builder wrote, with the conversation as it was there: time travel, a run
+// started from an older checkpoint. Checkpoints after it are a branch; ids
+// keep growing. Versions are numbered from id's where the saver numbers
+// them per lineage (LangGraph.js), so a branch produces again the version
+// numbers the one it left produced.
+func (b *Builder) From(id string) {
+	a, ok := b.at[id]
+	if !ok {
+		panic(fmt.Sprintf("storetest: From(%s): not written by this Builder", id))
+	}
+	b.parent, b.seq, b.turns, b.forked = id, a.seq, a.turns, true
+	b.msgs, b.state = slices.Clone(a.msgs), maps.Clone(a.state)
+	b.versions, b.values = maps.Clone(a.versions), maps.Clone(a.values)
+}
+
+// Update writes a checkpoint as update_state does (source "update"): the
+// state writes merged into the state, the messages as they are.
+func (b *Builder) Update(writes map[string]any) Written {
+	var w Written
+	b.write(writes, b.turns)
+	b.put(&w, "update")
+	w.State = b.state
+	return w
+}
+
+// lineVersions returns the channel versions of a checkpoint holding
+// values, numbered per lineage, and records them.
+func (b *Builder) lineVersions(values lgwrite.Map) lgwrite.Map {
+	var out lgwrite.Map
+	for _, f := range values {
+		enc := fmt.Sprintf("%#v", f.Value)
+		if b.values[f.Key] != enc || b.versions[f.Key] == 0 {
+			b.versions[f.Key]++
+			b.values[f.Key] = enc
+		}
+		out = append(out, lgwrite.Field{Key: f.Key, Value: b.versions[f.Key]})
+	}
+	return out
 }
 
 // Base is the time of a Builder's first checkpoint; each later one is a
@@ -129,21 +194,31 @@ func (b *Builder) put(into *Written, source string) {
 	if len(b.state) > 0 {
 		values = append(values, lgwrite.Field{Key: "tool_state", Value: b.state})
 	}
+	var versions lgwrite.Map
+	if b.counted {
+		versions = b.lineVersions(values)
+	}
 	b.w.Put(b.ref, lgsaver.Checkpoint{
-		ID: id, Parent: b.parent, TS: Base.Add(time.Duration(b.step) * time.Second), Values: values,
+		ID: id, Parent: b.parent, TS: Base.Add(time.Duration(b.step) * time.Second), Values: values, Versions: versions,
 		Metadata: lgwrite.Map{{Key: "source", Value: source}, {Key: "step", Value: b.step - 1}},
 	})
 	if into != nil {
 		into.IDs = append(into.IDs, id)
 		into.End = id
 	}
+	b.at[id] = builderAt{seq: b.seq, turns: b.turns, msgs: slices.Clone(b.msgs), state: b.state,
+		versions: maps.Clone(b.versions), values: maps.Clone(b.values)}
 	b.parent = id
 	b.step++
 }
 
-// message appends a message with a fresh id.
+// message appends a message with a fresh id: a branch's messages are
+// not the ones the branch it left held at the same place.
 func (b *Builder) message(m lgwrite.Message) {
 	m.ID = fmt.Sprintf("%s-msg-%d", b.prefix, len(b.msgs))
+	if b.forked {
+		m.ID = fmt.Sprintf("%s-msg-%d-%d", b.prefix, b.step, len(b.msgs))
+	}
 	b.msgs = append(b.msgs, m)
 }
 
@@ -157,18 +232,7 @@ func (b *Builder) Turn(t Turn) Written {
 	b.message(lgwrite.AI("", "calling tools"))
 	b.put(&w, "loop")
 	if len(t.Writes) > 0 {
-		next := make(map[string]map[string]any, len(b.state)+len(t.Writes))
-		maps.Copy(next, b.state)
-		// Sorted, so seq numbers do not depend on map order.
-		for _, k := range slices.Sorted(maps.Keys(t.Writes)) {
-			b.seq++
-			tw := 1
-			if old, ok := b.state[k]; ok {
-				tw = old["turns_written"].(int) + 1
-			}
-			next[k] = map[string]any{"value": t.Writes[k], "tool": "tool_" + k, "seq": b.seq, "turn": n, "turns_written": tw}
-		}
-		b.state = next
+		b.write(t.Writes, n)
 		b.message(lgwrite.Tool("", "done", "tool", "call"))
 		b.put(&w, "loop")
 	}
@@ -176,4 +240,20 @@ func (b *Builder) Turn(t Turn) Written {
 	b.put(&w, "loop")
 	w.State = b.state
 	return w
+}
+
+// write merges writes into the state as tool calls of turn n make them.
+func (b *Builder) write(writes map[string]any, n int) {
+	next := make(map[string]map[string]any, len(b.state)+len(writes))
+	maps.Copy(next, b.state)
+	// Sorted, so seq numbers do not depend on map order.
+	for _, k := range slices.Sorted(maps.Keys(writes)) {
+		b.seq++
+		tw := 1
+		if old, ok := b.state[k]; ok {
+			tw = old["turns_written"].(int) + 1
+		}
+		next[k] = map[string]any{"value": writes[k], "tool": "tool_" + k, "seq": b.seq, "turn": n, "turns_written": tw}
+	}
+	b.state = next
 }

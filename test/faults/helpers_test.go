@@ -535,8 +535,8 @@ SELECT $1, '', 'tool_state', lpad(n::text, 32, '0'), 'json', convert_to(jsonb_bu
 FROM generate_series(1, $2::int) AS n,
 	(SELECT coalesce(jsonb_agg(i ORDER BY i), '[]'::jsonb) AS items FROM generate_series(1, $3::int) AS i) AS big`, []any{g.ID, g.Turns, g.BigItems}},
 		{"checkpoints", `
-INSERT INTO ` + schema + `.checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint)
-SELECT $1, '', '1f0c-' || lpad(k::text, 9, '0'), jsonb_build_object(
+INSERT INTO ` + schema + `.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint)
+SELECT $1, '', '1f0c-' || lpad(k::text, 9, '0'), CASE WHEN k > 0 THEN '1f0c-' || lpad((k - 1)::text, 9, '0') END, jsonb_build_object(
 	'v', 4,
 	'id', '1f0c-' || lpad(k::text, 9, '0'),
 	'ts', to_char(timestamp '2026-11-01 12:00:00' + k * interval '1 second', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),

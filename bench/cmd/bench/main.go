@@ -144,7 +144,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Baseline, "baseline", "", "historyd binary built from an earlier commit, which P7 times against this build")
 	fs.StringVar(&cfg.BaselineName, "baseline-name", "", "what --baseline was built from (a commit), for the table")
 	out := fs.String("out", "", "also write the table to this file")
-	fs.Func("only", "run only this step besides generating and building (anchors, operations, P1, P2, P3, P4, P5, P7, deepagents, pooler, threads, profiles); repeatable", func(v string) error {
+	fs.Func("only", "run only this step besides generating and building (anchors, operations, P1, P2, P3, P4, P5, P7, deepagents, forks, pooler, threads, profiles); repeatable", func(v string) error {
 		cfg.Only = append(cfg.Only, v)
 		return nil
 	})
