@@ -214,7 +214,7 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 	for _, read := range []struct {
 		from string
 		miss []int
-	}{{channel, miss}, {previousChannel, saved}} {
+	}{{channel, miss}, {SavedValueChannel, saved}} {
 		if len(read.miss) == 0 {
 			continue
 		}

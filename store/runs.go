@@ -15,16 +15,18 @@ import (
 // __start__ channel holds the input, and the run's steps follow it until
 // the next run's input.
 
-// LangGraph's own channels a Runs-numbered thread is read through.
-const (
-	// startChannel holds a run's input at its input checkpoint.
-	startChannel = "__start__"
-	// previousChannel holds the value the functional API saves at the
-	// end of a run (entrypoint.final's save, else the return value): what
-	// the next run gets as previous, and what get_state shows as the
-	// thread's state. Its top-level keys are served as state channels.
-	previousChannel = "__previous__"
-)
+// startChannel is the LangGraph channel holding a run's input at its input
+// checkpoint.
+const startChannel = "__start__"
+
+// SavedValueChannel is the channel holding the value the functional API
+// (@entrypoint) saves at the end of a run (entrypoint.final's save, else
+// the return value): what the next run gets as previous, and what get_state
+// shows as the thread's state. Its top-level keys are served as state
+// channels: a state channel a checkpoint has no version of is read out of
+// it (see Checkpoint.State). A backend told which channels to list (the
+// PostgreSQL backend's Channels) must list it too.
+const SavedValueChannel = "__previous__"
 
 // deriveRuns numbers the runs of h's steps (the lineage, in checkpoint
 // order) as its turns, where no step holds a human message, and reports
@@ -160,23 +162,23 @@ func cutText(b []byte, max int) string {
 
 // stateSource returns the channel a state channel's value at c is read
 // from, and the version that names it: the channel itself where c has a
-// version of it, else the functional API's saved value (previousChannel)
+// version of it, else the functional API's saved value (SavedValueChannel)
 // where c has one, whose key of the channel's name is the channel's value.
 // The saved value's versions are marked, so that they never name the same
 // cached state as a version of the channel itself. An empty version: no
 // value.
 func (c Checkpoint) stateSource(channel string) (from, version string) {
-	if v, ok := c.States[channel]; ok || channel == previousChannel {
+	if v, ok := c.States[channel]; ok || channel == SavedValueChannel {
 		return channel, v
 	}
-	if v, ok := c.States[previousChannel]; ok {
-		return previousChannel, previousChannel + ":" + v
+	if v, ok := c.States[SavedValueChannel]; ok {
+		return SavedValueChannel, SavedValueChannel + ":" + v
 	}
 	return channel, ""
 }
 
 // savedState reads channel's value out of the functional API's saved value
-// b (previousChannel), encoding its entries with enc as a state channel's
+// b (SavedValueChannel), encoding its entries with enc as a state channel's
 // value is: a saved value that is not a map, or has no such key, holds
 // none. The saved value is decoded whole, within the store's limits.
 func (s *Store) savedState(b Blob, channel string, enc Encoder) (EncodedState, error) {

@@ -227,7 +227,7 @@ func (s *Store) MessagesChannel() string { return s.messages }
 // messages channel, the state channels, and the functional API's saved
 // value, which state channels are read out of (see Checkpoint.State).
 func (s *Store) readsChannel(channel string) bool {
-	return channel == s.messages || channel == previousChannel || slices.Contains(s.states, channel)
+	return channel == s.messages || channel == SavedValueChannel || slices.Contains(s.states, channel)
 }
 
 // History derives the thread's turns. A cached index is refreshed by
