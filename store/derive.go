@@ -18,8 +18,10 @@ type Checkpoint struct {
 	Parent string
 	// TS is the checkpoint's timestamp, zero when unknown.
 	TS time.Time
-	// Version is the checkpoint's version of the messages channel; empty
-	// when the channel has no value yet.
+	// Version is the checkpoint's version of the messages channel (or,
+	// without one, of the functional API's saved value, whose messages key
+	// is the channel: see SavedValueChannel); empty when the channel has
+	// no value yet.
 	Version string
 	// Messages is the number of messages in the messages channel.
 	Messages int

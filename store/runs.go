@@ -19,15 +19,6 @@ import (
 // checkpoint.
 const startChannel = "__start__"
 
-// SavedValueChannel is the channel holding the value the functional API
-// (@entrypoint) saves at the end of a run (entrypoint.final's save, else
-// the return value): what the next run gets as previous, and what get_state
-// shows as the thread's state. Its top-level keys are served as state
-// channels: a state channel a checkpoint has no version of is read out of
-// it (see Checkpoint.State). A backend told which channels to list (the
-// PostgreSQL backend's Channels) must list it too.
-const SavedValueChannel = "__previous__"
-
 // deriveRuns numbers the runs of h's steps (the lineage, in checkpoint
 // order) as its turns, where no step holds a human message, and reports
 // whether it numbered any; otherwise h is left as it was. The rules:
@@ -158,39 +149,4 @@ func cutText(b []byte, max int) string {
 		n--
 	}
 	return string(b[:n])
-}
-
-// stateSource returns the channel a state channel's value at c is read
-// from, and the version that names it: the channel itself where c has a
-// version of it, else the functional API's saved value (SavedValueChannel)
-// where c has one, whose key of the channel's name is the channel's value.
-// The saved value's versions are marked, so that they never name the same
-// cached state as a version of the channel itself. An empty version: no
-// value.
-func (c Checkpoint) stateSource(channel string) (from, version string) {
-	if v, ok := c.States[channel]; ok || channel == SavedValueChannel {
-		return channel, v
-	}
-	if v, ok := c.States[SavedValueChannel]; ok {
-		return SavedValueChannel, SavedValueChannel + ":" + v
-	}
-	return channel, ""
-}
-
-// savedState reads channel's value out of the functional API's saved value
-// b (SavedValueChannel), encoding its entries with enc as a state channel's
-// value is: a saved value that is not a map, or has no such key, holds
-// none. The saved value is decoded whole, within the store's limits.
-func (s *Store) savedState(b Blob, channel string, enc Encoder) (EncodedState, error) {
-	var st EncodedState
-	v, _, err := lgcodec.Decode(b.Type, b.Data, s.limits)
-	if err != nil {
-		return st, err
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return st, nil
-	}
-	err = entriesOf(m[channel], channel, nil, st.appendEncoded(enc))
-	return st, err
 }

@@ -736,6 +736,9 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		}
 		read, readVer = unread(func(c listed, v string) bool { return tried[c.id] || unstored[v] })
 	}
+	if err := s.placeSaved(ctx, ref, th, cps, mode, missing); err != nil {
+		return nil, err
+	}
 	if len(missing) > 0 {
 		cps = slices.DeleteFunc(slices.Clone(cps), func(c listed) bool { return missing[c.id] })
 	}
@@ -748,7 +751,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 	out := make([]Checkpoint, len(cps))
 	for i, c := range cps {
 		p := Checkpoint{ID: c.id, Parent: c.parent, TS: c.ts, States: c.versions, Between: c.between, Input: c.input, Rest: c.rest}
-		if v, ok := c.versions[s.messages]; ok {
+		if v, _, ok := s.messagesSource(c.versions); ok {
 			p.Version = v
 			if h, ok := th.lookup(v); ok {
 				p.Messages, p.Asks, p.Synthetic, p.Partial = h.messages, h.asks, h.synthetic, h.partial

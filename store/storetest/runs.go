@@ -19,6 +19,7 @@ import (
 var runsCases = []Case{
 	{"A graph without messages has a turn per run", runsTurns},
 	{"The functional API's saved value is served as channels", functionalTurns},
+	{"The functional API's saved messages number its turns by question", functionalMessages},
 	{"A run failed and resumed is one run", resumedRun},
 	{"A run is a turn once it is past its input", runPastInput},
 }
@@ -269,5 +270,46 @@ func runPastInput(t *testing.T, open Open) {
 	checkRuns(t, h, []string{first[2], second}, []string{`{"question":"alpha"}`, `{"question":"beta"}`})
 	if !reflect.DeepEqual(h.Retained(), []int{1, 2}) {
 		t.Errorf("retained = %v", h.Retained())
+	}
+}
+
+func functionalMessages(t *testing.T, open Open) {
+	b, w := open(t)
+	ref := store.Ref{ThreadID: "suite-functional-messages"}
+	r := NewRunWriter(w, ref, "1f0e")
+	var saved lgwrite.Map
+	var msgs []any
+	var inputs, ends []string
+	var want []map[string]map[string]any
+	for i, run := range runQuestions {
+		values := lgwrite.Map{{Key: "__start__", Value: run.Question}}
+		if saved != nil {
+			values = append(values, lgwrite.Field{Key: "__end__", Value: "answer"}, lgwrite.Field{Key: "__previous__", Value: saved})
+		}
+		inputs = append(inputs, r.Put("input", values, []string{"__start__"}))
+		msgs = append(msgs, lgwrite.Human(fmt.Sprintf("h%d", i), run.Question), lgwrite.AI(fmt.Sprintf("a%d", i), "answer"))
+		state := entries(run.Writes)
+		saved = lgwrite.Map{{Key: "messages", Value: append([]any(nil), msgs...)}, {Key: "tool_state", Value: state}}
+		ends = append(ends, r.Put("loop", lgwrite.Map{{Key: "__end__", Value: "answer"}, {Key: "__previous__", Value: saved}}, []string{"__end__", "__previous__"}))
+		want = append(want, state)
+	}
+	st := store.New(store.Config{Backend: b})
+	h, _, states := Read(t, st, ref, Retained, nil)
+	if h.Total != len(runQuestions) || h.Numbering != store.Complete {
+		t.Fatalf("total %d, numbering %v; want %d, complete", h.Total, h.Numbering, len(runQuestions))
+	}
+	for i, turn := range h.Turns {
+		// A turn ends where the next run's input carries its state on, as
+		// a messages graph's does.
+		end := ends[i]
+		if i+1 < len(inputs) {
+			end = inputs[i+1]
+		}
+		if turn.Question != runQuestions[i].Question || !turn.Retained || turn.End.ID != end {
+			t.Errorf("turn %d = %q, retained %v, end %s; want %q, end %s", turn.N, turn.Question, turn.Retained, turn.End.ID, runQuestions[i].Question, end)
+		}
+	}
+	for i := range states {
+		CheckState(t, i+1, states[i], want[i])
 	}
 }
