@@ -112,11 +112,13 @@ type Config struct {
 }
 
 // Channels returns the channels the Server's store reads, the messages
-// channel first, with the defaults filled in. Pass them to OpenBackend so
-// that PostgreSQL lists the versions of exactly these.
+// channel first, with the defaults filled in, and last the functional
+// API's saved value (store.SavedValueChannel), which state channels are
+// read out of. Pass them to OpenBackend so that PostgreSQL lists the
+// versions of exactly these.
 func (c Config) Channels() []string {
 	c.fillChannels()
-	return append([]string{c.Store.MessagesChannel}, c.Store.StateChannels...)
+	return append(append([]string{c.Store.MessagesChannel}, c.Store.StateChannels...), store.SavedValueChannel)
 }
 
 func (c *Config) fillChannels() {

@@ -52,14 +52,14 @@ func TestNewRefusesBadConfig(t *testing.T) {
 
 // The channels OpenBackend is given are the ones the store reads.
 func TestChannels(t *testing.T) {
-	if got := (server.Config{}).Channels(); !slices.Equal(got, []string{"messages", "tool_state"}) {
+	if got := (server.Config{}).Channels(); !slices.Equal(got, []string{"messages", "tool_state", store.SavedValueChannel}) {
 		t.Errorf("default channels = %v", got)
 	}
 	if got := store.New(store.Config{Backend: storetest.NewMemory()}).StateChannels()[0]; got != server.DefaultStateChannel {
 		t.Errorf("store's own default state channel %q differs from the server's %q", got, server.DefaultStateChannel)
 	}
 	cfg := server.Config{Store: store.Config{MessagesChannel: "msgs", StateChannels: []string{"session"}}}
-	if got := cfg.Channels(); !slices.Equal(got, []string{"msgs", "session"}) {
+	if got := cfg.Channels(); !slices.Equal(got, []string{"msgs", "session", store.SavedValueChannel}) {
 		t.Errorf("configured channels = %v", got)
 	}
 	cfg.Store.Backend = storetest.NewMemory()

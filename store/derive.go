@@ -18,8 +18,10 @@ type Checkpoint struct {
 	Parent string
 	// TS is the checkpoint's timestamp, zero when unknown.
 	TS time.Time
-	// Version is the checkpoint's version of the messages channel; empty
-	// when the channel has no value yet.
+	// Version is the checkpoint's version of the messages channel (or,
+	// without one, of the functional API's saved value, whose messages key
+	// is the channel: see SavedValueChannel); empty when the channel has
+	// no value yet.
 	Version string
 	// Messages is the number of messages in the messages channel.
 	Messages int
@@ -44,8 +46,17 @@ type Checkpoint struct {
 	// writes) or by update_state ("update", "fork"). It carries on the
 	// state of its parent, whatever turn that was.
 	Between bool
-	// States maps each state channel to its version at the checkpoint; a
-	// channel without a value has none.
+	// Input says the checkpoint is a run's input checkpoint (metadata
+	// source "input"): where no human message numbers the turns, each run
+	// is a turn, beginning here (see Runs).
+	Input bool
+	// InputText is an input checkpoint's run input as a Runs-numbered
+	// turn's question (see MaxRunQuestion); empty until it is read, which
+	// only a Runs-numbered history needs.
+	InputText string
+	// States maps each state channel, and the functional API's saved value
+	// (__previous__), to its version at the checkpoint; a channel without
+	// a value has none.
 	States map[string]string
 	// Rest says whether LangGraph had anything left to run from the
 	// checkpoint, where the checkpoint records it (see
@@ -68,8 +79,13 @@ const (
 )
 
 // State returns the checkpoint's version of a state channel, empty when
-// the channel has no value there.
-func (c Checkpoint) State(channel string) string { return c.States[channel] }
+// the channel has no value there. Where the checkpoint has no such channel
+// but holds the functional API's saved value, the channel is the saved
+// value's key of its name, and the version the saved value's, marked.
+func (c Checkpoint) State(channel string) string {
+	_, v := c.stateSource(channel)
+	return v
+}
 
 // Question is one question of a thread: a human message, by its id.
 type Question struct {
@@ -410,6 +426,9 @@ func number(ref Ref, cps []Checkpoint, keep []int, questions []Question) *Histor
 		// A list read whole, with no sign of removed messages, holds every
 		// question known: it proves the count as far as any list can.
 		h.Numbering = Counted
+	}
+	if len(seq) == 0 && deriveRuns(h) {
+		return h
 	}
 	h.Total = len(seq)
 	h.Turns = make([]Turn, h.Total)

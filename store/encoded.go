@@ -144,10 +144,15 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 	if len(miss) == 0 {
 		return out, nil
 	}
-	ids := make([]string, len(miss))
-	for j, i := range miss {
-		ids[j] = turns[i].End.ID
-	}
+	// The functional API's turns are read out of its saved value.
+	var saved []int
+	miss = slices.DeleteFunc(miss, func(i int) bool {
+		from, _ := turns[i].End.stateSource(channel)
+		if from != channel {
+			saved = append(saved, i)
+		}
+		return from != channel
+	})
 	var keep map[string]bool
 	if len(keys) > 0 {
 		keep = make(map[string]bool, len(keys))
@@ -159,45 +164,71 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 	decoded := map[string]EncodedState{}
 	unstored := map[string][]int{} // version → turns whose value is rebuilt
 	bytesDecoded := 0
-	each := func(j int, b Blob) error {
-		i := miss[j]
-		t := turns[i]
-		v := t.End.State(channel)
-		switch {
-		case b.Missing:
-			s.indexes.remove(ref)
-			return fmt.Errorf("turn %d of thread %q: %w", t.N, ref.ThreadID, ErrStale)
-		case b.Type == lgcodec.TypeEmpty && v != "":
-			// A version and no stored value: rebuilt from writes below.
-			unstored[v] = append(unstored[v], i)
-			return nil
-		}
-		if st, ok := decoded[v]; ok && v != "" {
+	// each reads the values of the turns of miss from the channel from:
+	// the channel itself, or the saved value it is a key of.
+	each := func(from string, miss []int) func(j int, b Blob) error {
+		return func(j int, b Blob) error {
+			i := miss[j]
+			t := turns[i]
+			v := t.End.State(channel)
+			switch {
+			case b.Missing:
+				s.indexes.remove(ref)
+				return fmt.Errorf("turn %d of thread %q: %w", t.N, ref.ThreadID, ErrStale)
+			case b.Type == lgcodec.TypeEmpty && from != channel:
+				return nil // no saved value: an empty state
+			case b.Type == lgcodec.TypeEmpty && v != "":
+				// A version and no stored value: rebuilt from writes below.
+				unstored[v] = append(unstored[v], i)
+				return nil
+			}
+			if st, ok := decoded[v]; ok && v != "" {
+				out[i] = st.project(keys)
+				return nil
+			}
+			// A state the cache could not hold anyway is decoded for the
+			// keys asked only; any other is decoded whole, once, and kept.
+			cacheable := v != "" && len(b.Data) <= s.stateAdmit
+			var only map[string]bool
+			if !cacheable {
+				only = keep
+			}
+			bytesDecoded += len(b.Data)
+			var st EncodedState
+			var err error
+			if from == channel {
+				st, err = s.encodeState(b, channel, only, enc)
+			} else {
+				st, err = s.savedState(b, channel, enc)
+			}
+			if err != nil {
+				return &DecodeError{Ref: ref, CheckpointID: t.End.ID, Channel: from, Err: err}
+			}
+			if cacheable {
+				decoded[v] = st
+				s.encoded.put(stateKey{enc, ref, channel, lineage, v}, st, st.cost())
+			}
 			out[i] = st.project(keys)
 			return nil
 		}
-		// A state the cache could not hold anyway is decoded for the keys
-		// asked only; any other is decoded whole, once, and kept.
-		cacheable := v != "" && len(b.Data) <= s.stateAdmit
-		var only map[string]bool
-		if !cacheable {
-			only = keep
-		}
-		bytesDecoded += len(b.Data)
-		st, err := s.encodeState(b, channel, only, enc)
-		if err != nil {
-			return &DecodeError{Ref: ref, CheckpointID: t.End.ID, Channel: channel, Err: err}
-		}
-		if cacheable {
-			decoded[v] = st
-			s.encoded.put(stateKey{enc, ref, channel, lineage, v}, st, st.cost())
-		}
-		out[i] = st.project(keys)
-		return nil
 	}
 	// Decoded straight from the driver's buffer where the backend allows:
 	// the encodings never alias the blob.
-	err = s.eachValue(ctx, ref, channel, ids, each)
+	for _, read := range []struct {
+		from string
+		miss []int
+	}{{channel, miss}, {SavedValueChannel, saved}} {
+		if len(read.miss) == 0 {
+			continue
+		}
+		ids := make([]string, len(read.miss))
+		for j, i := range read.miss {
+			ids[j] = turns[i].End.ID
+		}
+		if err = s.eachValue(ctx, ref, read.from, ids, each(read.from, read.miss)); err != nil {
+			break
+		}
+	}
 	note(ctx, AttrStateBytesDecoded.Int(bytesDecoded), AttrStateDeltaRebuild.Bool(len(unstored) > 0))
 	if err != nil {
 		return nil, err

@@ -226,9 +226,11 @@ func (s *Store) StateChannels() []string { return slices.Clone(s.states) }
 // MessagesChannel returns the channel turns are derived from.
 func (s *Store) MessagesChannel() string { return s.messages }
 
-// readsChannel reports whether channel is one the store reads.
+// readsChannel reports whether channel is one the store reads: the
+// messages channel, the state channels, and the functional API's saved
+// value, which state channels are read out of (see Checkpoint.State).
 func (s *Store) readsChannel(channel string) bool {
-	return channel == s.messages || slices.Contains(s.states, channel)
+	return channel == s.messages || channel == SavedValueChannel || slices.Contains(s.states, channel)
 }
 
 // History derives the thread's turns. A cached index is refreshed by
@@ -290,7 +292,9 @@ type listed struct {
 	// between says the checkpoint was made between runs (see
 	// Checkpoint.Between).
 	between bool
-	rest    Rest
+	// input says it is a run's input checkpoint (see Checkpoint.Input).
+	input bool
+	rest  Rest
 }
 
 // madeBetweenRuns reports whether a checkpoint whose metadata names source
@@ -331,7 +335,7 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query, th *threadData) (Cen
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "metadata", Err: err}
 		}
 		out = append(out, listed{id: r.ID, parent: r.Parent, ts: cp.TS, versions: th.shareVersions(cp.Versions), delta: md.Delta, between: madeBetweenRuns(md.Source),
-			rest: restOf(cp)})
+			input: md.Source == "input", rest: restOf(cp)})
 		return nil
 	})
 	if err != nil {
@@ -455,7 +459,19 @@ func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, th *thread
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ix := &index{checkpoints: cps, hist: Derive(ref, cps, th.table()), thread: th, counted: counted, heads: &heads{}}
+	th.fillInputs(cps)
+	hist := Derive(ref, cps, th.table())
+	if hist.Numbering == Runs {
+		// The runs' questions are their inputs, read once per input.
+		read, err := s.readRunInputs(ctx, ref, th, hist)
+		if err != nil {
+			return nil, err
+		}
+		if read {
+			hist = Derive(ref, cps, th.table())
+		}
+	}
+	ix := &index{checkpoints: cps, hist: hist, thread: th, counted: counted, heads: &heads{}}
 	for i, c := range cps {
 		ix.maxID = max(ix.maxID, c.ID)
 		if i == 0 || c.ID < ix.minID {
@@ -506,6 +522,9 @@ type threadData struct {
 	// share theirs (a super-step changes one channel or two), and one map
 	// for each would be most of what a long thread's index holds.
 	shared map[string]map[string]string
+	// inputs maps an input checkpoint to its run input's text, once read
+	// (see readRunInputs).
+	inputs map[string]string
 	// size is what the thread data holds in memory, about (see size.go).
 	size int64
 }
@@ -730,6 +749,9 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		}
 		read, readVer = unread(func(c listed, v string) bool { return tried[c.id] || unstored[v] })
 	}
+	if err := s.placeSaved(ctx, ref, th, cps, mode, missing); err != nil {
+		return nil, err
+	}
 	if len(missing) > 0 {
 		cps = slices.DeleteFunc(slices.Clone(cps), func(c listed) bool { return missing[c.id] })
 	}
@@ -741,8 +763,8 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 	}
 	out := make([]Checkpoint, len(cps))
 	for i, c := range cps {
-		p := Checkpoint{ID: c.id, Parent: c.parent, TS: c.ts, States: c.versions, Between: c.between, Rest: c.rest}
-		if v, ok := c.versions[s.messages]; ok {
+		p := Checkpoint{ID: c.id, Parent: c.parent, TS: c.ts, States: c.versions, Between: c.between, Input: c.input, Rest: c.rest}
+		if v, _, ok := s.messagesSource(c.versions); ok {
 			p.Version = v
 			if h, ok := th.lookup(v); ok {
 				p.Messages, p.Asks, p.Synthetic, p.Partial = h.messages, h.asks, h.synthetic, h.partial

@@ -517,3 +517,56 @@ func msgpackMetadata(data []byte) (map[string]any, error) {
 	}
 	return fields, nil
 }
+
+// Field returns the encoded value of a map's entry under key: the stored
+// value in data (of blobType, as Decode takes it), still encoded, as a
+// value of the same type. ok is false when the value is not a map (or
+// JSON object), or has no such key; the last of repeated keys counts, as
+// Python's dict would keep it. The value's other entries are stepped over
+// by their headers, not decoded. A msgpack result is a sub-slice of data.
+func Field(blobType string, data []byte, key string) (val []byte, ok bool, err error) {
+	switch blobType {
+	case TypeMsgpack:
+		if len(data) == 0 {
+			return nil, false, nil
+		}
+		if c := data[0]; !(c >= 0x80 && c <= 0x8f) && c != 0xde && c != 0xdf {
+			return nil, false, nil // not a map
+		}
+		d := newMsgpackDecoder(data, checkpointLimits)
+		err = d.eachField(0, "value", func(k []byte) (bool, error) {
+			if string(k) != key {
+				return false, nil
+			}
+			start := d.pos
+			if err := d.skipFree(1); err != nil {
+				return true, err
+			}
+			val, ok = data[start:d.pos], true
+			return true, nil
+		})
+	case TypeJSON:
+		if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+			return nil, false, nil
+		}
+		err = eachJSONField(data, "value", func(d *jsontext.Decoder, name string) (bool, error) {
+			if name != key {
+				return true, nil
+			}
+			v, err := d.ReadValue()
+			if err != nil {
+				return false, fieldsMalformed("value", err)
+			}
+			val, ok = bytes.Clone(v), true
+			return false, nil
+		})
+	case TypeEmpty, TypeNull:
+		return nil, false, nil
+	default:
+		return nil, false, checkDecodable(blobType, data, Limits{}.withDefaults())
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return val, ok, nil
+}

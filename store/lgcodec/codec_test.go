@@ -706,7 +706,7 @@ func TestDecodeLangChainJSON(t *testing.T) {
 			got, _, err := Decode("json", []byte(tc.in), Limits{})
 			tc.err.check(t, err)
 			if tc.err == noErr && !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got %s\nwant %s", appendJSON(nil, got), appendJSON(nil, tc.want))
+				t.Fatalf("got %s\nwant %s", AppendJSON(nil, got), AppendJSON(nil, tc.want))
 			}
 		})
 	}

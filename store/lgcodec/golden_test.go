@@ -90,7 +90,7 @@ func runGolden(t *testing.T, file string) {
 				t.Fatal("Decode: ok = false")
 			}
 			if diff := compareWant(got, c.Want, "$"); diff != "" {
-				t.Errorf("Decode mismatch: %s\ngot: %s", diff, appendJSON(nil, got))
+				t.Errorf("Decode mismatch: %s\ngot: %s", diff, AppendJSON(nil, got))
 			}
 			if c.Messages != nil {
 				m, err := ScanMessages(c.Type, data, Limits{})
@@ -183,7 +183,7 @@ func runHostGolden(t *testing.T, file string, field func(goldenCase) json.RawMes
 				t.Fatalf("Decode: %v", err)
 			}
 			if diff := compareWant(got, hostWant(host, got, skipped), "$"); diff != "" {
-				t.Errorf("not as the host renders it: %s\ngot: %s", diff, appendJSON(nil, got))
+				t.Errorf("not as the host renders it: %s\ngot: %s", diff, AppendJSON(nil, got))
 			}
 		})
 	}
@@ -285,7 +285,7 @@ func checkErrorKind(t *testing.T, err error, kind string) {
 // float64; {"$bytes"} and {"$float"} stand for []byte and non-finite floats.
 func compareWant(got, want any, path string) string {
 	mismatch := func() string {
-		return fmt.Sprintf("at %s: got %s (%T), want %v", path, appendJSON(nil, got), got, want)
+		return fmt.Sprintf("at %s: got %s (%T), want %v", path, AppendJSON(nil, got), got, want)
 	}
 	switch w := want.(type) {
 	case nil:

@@ -19,7 +19,7 @@ func keyText(k any) string {
 	case []byte:
 		return base64.StdEncoding.EncodeToString(k)
 	}
-	return string(appendJSON(nil, k))
+	return string(AppendJSON(nil, k))
 }
 
 // keyBudget bounds the text made from keys that are not strings. Each
@@ -51,9 +51,13 @@ func (b *keyBudget) text(k any, off int) (string, error) {
 	return s, nil
 }
 
-// appendJSON writes the compact JSON text of a decoded value. Map keys are
-// sorted so the text of a key does not depend on map iteration order.
-func appendJSON(b []byte, v any) []byte {
+// AppendJSON appends the compact JSON text of a decoded value (as Decode
+// yields it) to b. Map keys are sorted, so equal values have one text
+// whatever the map's iteration order; strings escape only what JSON
+// requires, numbers are written as JavaScript writes them (3.0 as 3), bytes
+// as base64 and NaN and the infinities as Python's json module writes
+// them. A value of any other type is written as null.
+func AppendJSON(b []byte, v any) []byte {
 	switch v := v.(type) {
 	case nil:
 		return append(b, "null"...)
@@ -77,7 +81,7 @@ func appendJSON(b []byte, v any) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSON(b, e)
+			b = AppendJSON(b, e)
 		}
 		return append(b, ']')
 	case map[string]any:
@@ -93,7 +97,7 @@ func appendJSON(b []byte, v any) []byte {
 			}
 			b = appendQuoted(b, k)
 			b = append(b, ':')
-			b = appendJSON(b, v[k])
+			b = AppendJSON(b, v[k])
 		}
 		return append(b, '}')
 	}

@@ -62,7 +62,7 @@ func (d *mpDecoder) decodeNumpy(t mpToken, tup []any, depth int) (any, error) {
 	for i, v := range shapeList {
 		n, ok := v.(int64)
 		if !ok || n < 0 || n > math.MaxInt32 {
-			return nil, d.malformed(t.off, "ext 6 (numpy) shape %s is not a list of sizes", string(appendJSON(nil, shapeList)))
+			return nil, d.malformed(t.off, "ext 6 (numpy) shape %s is not a list of sizes", string(AppendJSON(nil, shapeList)))
 		}
 		dims[i] = int(n)
 	}

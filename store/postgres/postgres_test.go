@@ -64,7 +64,7 @@ func openBackend(t *testing.T, dsn, schema string, channels ...string) *Backend 
 // simple protocol (text-format results) itself.
 func TestSuite(t *testing.T) {
 	for _, saver := range []lgsaver.Saver{lgsaver.PostgresPython, lgsaver.PostgresJS} {
-		for name, channels := range map[string][]string{"the channels read": {"messages", "tool_state", "files"}, "all channels": nil} {
+		for name, channels := range map[string][]string{"the channels read": {"messages", "tool_state", "files", store.SavedValueChannel}, "all channels": nil} {
 			t.Run(saver.String()+"/"+name, func(t *testing.T) {
 				storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
 					admin, schema, ro := newSchemaFor(t, saver)
@@ -77,7 +77,7 @@ func TestSuite(t *testing.T) {
 				storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
 					admin, schema, _ := newSchemaFor(t, saver)
 					dsn := pooledDSN(t, admin, schema, via.env, via.query)
-					return openPooled(t, dsn, schema, via.pooler, "messages", "tool_state", "files"), newWriter(t, admin, schema, saver)
+					return openPooled(t, dsn, schema, via.pooler, "messages", "tool_state", "files", store.SavedValueChannel), newWriter(t, admin, schema, saver)
 				})
 			})
 		}

@@ -48,7 +48,7 @@ type Case struct {
 // Run runs every case of Cases, the fork cases and ThreadsCases against the backends open
 // returns.
 func Run(t *testing.T, open Open) {
-	for _, c := range slices.Concat(Cases, forkCases, cycleCases, ThreadsCases) {
+	for _, c := range slices.Concat(Cases, forkCases, cycleCases, runsCases, ThreadsCases) {
 		t.Run(c.Name, func(t *testing.T) { c.Run(t, open) })
 	}
 }
