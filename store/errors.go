@@ -57,6 +57,13 @@ var ErrStale = errors.New("thread changed while it was read; read it again")
 // (in that namespace) does not hold.
 var ErrUnknownHead = errors.New("the thread holds no such checkpoint")
 
+// ErrForeignValue marks a stored value that cannot belong to the
+// checkpoint that references it: it contradicts the writes recorded on the
+// way there (a saver that kept another branch's blob for the version a fork
+// wrote). The error that wraps it names the thread, checkpoint and channel;
+// such a value is never served as the checkpoint's.
+var ErrForeignValue = errors.New("the stored value belongs to another branch of the thread")
+
 // DecodeError reports a stored value that could not be decoded, and where it
 // is. Err is the decoder's error; errors.As on it tells a malformed value
 // (lgcodec.MalformedError) from one historyd refuses to read
