@@ -59,6 +59,8 @@ func fromNumbering(n historydv1.TurnNumbering) Numbering {
 		return NumberingCounted
 	case historydv1.TurnNumbering_TURN_NUMBERING_ESTIMATED:
 		return NumberingEstimated
+	case historydv1.TurnNumbering_TURN_NUMBERING_RUNS:
+		return NumberingRuns
 	}
 	return 0
 }

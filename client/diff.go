@@ -34,6 +34,9 @@ type DiffQuery struct {
 	// ValueFormat is how values travel (entries' and patches'); the zero
 	// value is JSONValues.
 	ValueFormat ValueFormat
+	// Head, when set, compares turns of the lineage ending at this
+	// checkpoint (see WithHead) instead of the thread's head.
+	Head string
 }
 
 // DiffEnd is one turn of a Diff and what became of it, with the same
@@ -137,6 +140,8 @@ type Diff struct {
 	Total int
 	// Retained lists the turns whose state can still be read, ascending.
 	Retained []int
+	// Head is the checkpoint whose lineage the turns are numbered on.
+	Head string
 }
 
 // Diff compares the state two turns of a thread ended on, key by key.
@@ -159,11 +164,11 @@ func (c *Client) Diff(ctx context.Context, threadID string, q DiffQuery) (*Diff,
 	defer cancel()
 	rc := ReadConfig{ValueFormat: q.ValueFormat}
 	resp, err := c.rpc.Diff(ctx, &historydv1.DiffRequest{ThreadId: threadID, CheckpointNs: q.Namespace, ToTurn: to, FromTurn: from,
-		Keys: q.Keys, Channel: q.Channel, IncludeUnchanged: q.IncludeUnchanged, ValueFormat: rc.wireFormat()})
+		Keys: q.Keys, Channel: q.Channel, IncludeUnchanged: q.IncludeUnchanged, ValueFormat: rc.wireFormat(), HeadCheckpointId: q.Head})
 	if err != nil {
 		return nil, c.fail("Diff", threadID, err)
 	}
-	d := &Diff{Total: int(resp.GetTotal())}
+	d := &Diff{Total: int(resp.GetTotal()), Head: resp.GetHeadCheckpointId()}
 	for _, n := range resp.GetRetainedTurns() {
 		d.Retained = append(d.Retained, int(n))
 	}

@@ -246,11 +246,12 @@ func (c *Client) Snapshots(ctx context.Context, threadID string, opts ...ReadOpt
 	}
 	defer cancel()
 	resp, err := c.rpc.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys, Channel: o.Channel,
-		ValueFormat: o.wireFormat()})
+		ValueFormat: o.wireFormat(), HeadCheckpointId: o.Head})
 	if err != nil {
 		return nil, c.fail("Snapshots", threadID, err)
 	}
-	h := &History{Total: int(resp.GetTotal()), Turns: make([]TurnState, 0, len(resp.GetTurns())), Numbering: fromNumbering(resp.GetNumbering())}
+	h := &History{Total: int(resp.GetTotal()), Turns: make([]TurnState, 0, len(resp.GetTurns())), Numbering: fromNumbering(resp.GetNumbering()),
+		Head: resp.GetHeadCheckpointId()}
 	for n, ts := range resp.GetTurns() {
 		t, err := fromTurnState(ts, resp.GetNumbering(), o)
 		if err != nil {
@@ -296,11 +297,11 @@ func (c *Client) Snapshot(ctx context.Context, threadID string, turn int, opts .
 	}
 	defer cancel()
 	resp, err := c.rpc.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: threadID, Turn: wire, CheckpointNs: o.Namespace, Keys: o.Keys, Channel: o.Channel,
-		ValueFormat: o.wireFormat()})
+		ValueFormat: o.wireFormat(), HeadCheckpointId: o.Head})
 	if err != nil {
 		return nil, c.fail("Snapshot", threadID, err)
 	}
-	s := &Snapshot{Turn: turn, Total: int(resp.GetTotal()), Numbering: fromNumbering(resp.GetNumbering())}
+	s := &Snapshot{Turn: turn, Total: int(resp.GetTotal()), Numbering: fromNumbering(resp.GetNumbering()), Head: resp.GetHeadCheckpointId()}
 	for _, n := range resp.GetRetainedTurns() {
 		s.Retained = append(s.Retained, int(n))
 	}
@@ -355,12 +356,40 @@ type TurnIndex struct {
 	Turns []TurnInfo
 	// Numbering says how sure the turn numbers are.
 	Numbering Numbering
+	// Head is the checkpoint whose lineage the turns are numbered on: the
+	// thread's newest checkpoint, or the one WithHead named.
+	Head string
+	// Forks lists the branches that leave the lineage, oldest fork point
+	// first: each time the thread was rewound (a run started from an older
+	// checkpoint, an update_state on one), the branch it abandoned.
+	Forks []Fork
+}
+
+// Fork is a branch that leaves a thread's lineage.
+type Fork struct {
+	// From is the checkpoint on the lineage the abandoned branch left
+	// from.
+	From string
+	// Turn is the turn From belongs to on the lineage: the conversation was
+	// rewound to the end of this turn (0: before the first question).
+	Turn int
+	// Questions is how many turns the abandoned branch held at its newest
+	// checkpoint.
+	Questions int
+	// Newest is the abandoned branch's newest checkpoint: read the branch
+	// WithHead(Newest).
+	Newest string
+}
+
+// fromFork converts a wire Fork.
+func fromFork(f *historydv1.Fork) Fork {
+	return Fork{From: f.GetFromCheckpointId(), Turn: int(f.GetTurn()), Questions: int(f.GetQuestions()), Newest: f.GetNewestCheckpointId()}
 }
 
 // Turns lists turns 1..total of a thread, retained or not, without their
 // state: cheap enough for a UI to call on every render. WithNamespace,
-// WithChannel and WithKeysWritten apply; WithKeys does not. TurnIndex reads
-// the same with the thread's numbering.
+// WithChannel, WithHead and WithKeysWritten apply; WithKeys does not.
+// TurnIndex reads the same with the thread's numbering, head and forks.
 func (c *Client) Turns(ctx context.Context, threadID string, opts ...ReadOption) ([]TurnInfo, error) {
 	idx, err := c.TurnIndex(ctx, threadID, opts...)
 	if err != nil {
@@ -378,11 +407,16 @@ func (c *Client) TurnIndex(ctx context.Context, threadID string, opts ...ReadOpt
 		return nil, c.fail("Turns", threadID, err)
 	}
 	defer cancel()
-	resp, err := c.rpc.Turns(ctx, &historydv1.TurnsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, IncludeKeysWritten: o.KeysWritten, Channel: o.Channel})
+	resp, err := c.rpc.Turns(ctx, &historydv1.TurnsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, IncludeKeysWritten: o.KeysWritten, Channel: o.Channel,
+		HeadCheckpointId: o.Head})
 	if err != nil {
 		return nil, c.fail("Turns", threadID, err)
 	}
-	idx := &TurnIndex{Total: int(resp.GetTotal()), Turns: make([]TurnInfo, 0, len(resp.GetTurns())), Numbering: fromNumbering(resp.GetNumbering())}
+	idx := &TurnIndex{Total: int(resp.GetTotal()), Turns: make([]TurnInfo, 0, len(resp.GetTurns())), Numbering: fromNumbering(resp.GetNumbering()),
+		Head: resp.GetHeadCheckpointId()}
+	for _, f := range resp.GetForks() {
+		idx.Forks = append(idx.Forks, fromFork(f))
+	}
 	for _, t := range resp.GetTurns() {
 		info := TurnInfo{Turn: int(t.GetNumber()), Question: t.GetQuestion(), Retained: t.GetRetained(), CheckpointID: t.GetCheckpointId(), KeysWritten: t.GetKeysWritten(), AnsweredWith: ints(t.GetAnsweredWith())}
 		if t.GetEndedAt() != nil {

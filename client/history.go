@@ -147,11 +147,16 @@ const (
 	// rebuilt past a pruned checkpoint): turn numbers may be too low. A
 	// turn's Question says which question it was.
 	NumberingEstimated
+	// NumberingRuns means the thread's graph keeps no messages (a
+	// StateGraph without a messages channel, the functional API), so each
+	// run is a turn: a turn's Question is the run's input as JSON text (at
+	// most 4,096 bytes). Say "run N" rather than "turn N" to a reader.
+	NumberingRuns
 )
 
 // String returns the numbering as the Python and TypeScript clients spell
-// it: "complete", "counted", "estimated", or "unspecified" for the zero
-// value.
+// it: "complete", "counted", "estimated", "runs", or "unspecified" for the
+// zero value.
 func (n Numbering) String() string {
 	switch n {
 	case 0:
@@ -162,6 +167,8 @@ func (n Numbering) String() string {
 		return "counted"
 	case NumberingEstimated:
 		return "estimated"
+	case NumberingRuns:
+		return "runs"
 	}
 	return fmt.Sprintf("Numbering(%d)", int(n))
 }
@@ -200,6 +207,10 @@ type History struct {
 	Turns []TurnState
 	// Numbering says how sure the turn numbers are.
 	Numbering Numbering
+	// Head is the checkpoint whose lineage the turns are numbered on: the
+	// thread's newest checkpoint, or the one WithHead named. Empty for a
+	// thread without checkpoints.
+	Head string
 }
 
 // Retained returns the numbers of the retained turns in ascending order.
@@ -215,7 +226,7 @@ func (h *History) Retained() []int {
 // code holding a History draws the same three-way distinction without a
 // second call. The returned Snapshot shares its State map with h.
 func (h *History) At(n int) *Snapshot {
-	s := &Snapshot{Turn: n, Total: h.Total, Retained: h.Retained(), Numbering: h.Numbering}
+	s := &Snapshot{Turn: n, Total: h.Total, Retained: h.Retained(), Numbering: h.Numbering, Head: h.Head}
 	if n < 1 || n > h.Total {
 		s.Outcome = NoSuchTurn
 		return s
@@ -271,6 +282,9 @@ type Snapshot struct {
 	// outcome: with NumberingEstimated, Turn may name a later question than
 	// the caller counted, and Total may be too low.
 	Numbering Numbering
+	// Head is the checkpoint whose lineage the turn was read on (see
+	// History.Head), for every outcome.
+	Head string
 }
 
 // found fills the Found-only fields from t.
@@ -329,6 +343,9 @@ type ReadConfig struct {
 	ValueFormat ValueFormat
 	// RawValues leaves values as their JSON text (Entry.JSON) unparsed.
 	RawValues bool
+	// Head, when set, reads the lineage ending at this checkpoint instead
+	// of the thread's head.
+	Head string
 }
 
 // NewReadConfig applies opts to an empty ReadConfig.
@@ -376,4 +393,13 @@ func WithKeysWritten() ReadOption {
 // reads ignore it.
 func WithFromTurn(n int) ReadOption {
 	return func(o *ReadConfig) { o.FromTurn = n }
+}
+
+// WithHead reads the lineage ending at checkpoint id (a branch a fork
+// abandoned: Fork.Newest, listed by Client.TurnIndex) instead of the
+// thread's head: turns are numbered on its parent chain. An id the thread
+// does not hold fails with INVALID_ARGUMENT; at most 256 bytes. Every
+// reading call takes it; empty is the thread's head.
+func WithHead(id string) ReadOption {
+	return func(o *ReadConfig) { o.Head = id }
 }

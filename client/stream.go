@@ -19,14 +19,17 @@ import (
 // ascending order, one turn per message of historyd's StreamSnapshots rpc, so
 // a long history never has to fit in one response nor in memory: each turn
 // can be used and dropped before the next arrives. WithKeys, WithNamespace,
-// WithChannel and WithFromTurn apply; each turn carries the numbering its
-// message was sent with.
+// WithChannel, WithHead and WithFromTurn apply; each turn carries the
+// numbering its message was sent with.
 //
 // The sequence yields each turn with a nil error, or, once, a nil turn and
 // the error that ended the read. Breaking out of the loop cancels the call.
 // A stream cut with UNAVAILABLE is resumed after the last turn received,
 // under the Client's retry budget (see WithRetry), so no turn is yielded
-// twice; the Client's timeout bounds the whole read. The thread's total is
+// twice; the Client's timeout bounds the whole read. One stream keeps to
+// the lineage it began on (see historyd.v1.StreamSnapshotsRequest); a
+// resumed one reads the thread's head as it is then, unless WithHead named
+// one. The thread's total is
 // not part of the sequence: Turns and Snapshot carry it. A stream the
 // server ends asking to be resumed (see resumeTrailer) is resumed at once,
 // not counted as a failure.
@@ -52,7 +55,7 @@ func (c *Client) StreamSnapshots(ctx context.Context, threadID string, opts ...R
 		failures := 0
 		for {
 			err := c.stream(ctx, &historydv1.StreamSnapshotsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, Keys: o.Keys, FromTurn: from, Channel: o.Channel,
-				ValueFormat: o.wireFormat()}, o,
+				ValueFormat: o.wireFormat(), HeadCheckpointId: o.Head}, o,
 				func(t *TurnState) bool {
 					failures = 0
 					from = int32(min(t.Turn, math.MaxInt32-1)) + 1

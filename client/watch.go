@@ -30,6 +30,9 @@ type WatchQuery struct {
 	Checkpoints bool
 	// ValueFormat is how values travel; the zero value is JSONValues.
 	ValueFormat ValueFormat
+	// Head, when set, watches the lineage ending at this checkpoint (see
+	// WithHead) instead of the thread's head.
+	Head string
 }
 
 // WatchEvent is one event of a watched thread.
@@ -42,6 +45,23 @@ type WatchEvent struct {
 	State TurnState
 	// Total is how many turns the thread has had.
 	Total int
+	// Head is the checkpoint whose lineage the event was read on.
+	Head string
+	// Rewound, when set, says the event is not a state but a change of
+	// lineage: the thread was rewound (a fork) and the turns yielded after
+	// Rewound.Turn belong to the branch it abandoned. State is unset; the
+	// new branch's turns follow as they end.
+	Rewound *Rewound
+}
+
+// Rewound says a watched thread's lineage changed.
+type Rewound struct {
+	// Turn is the last turn the new lineage shares with the turns yielded
+	// before.
+	Turn int
+	// Fork is the branch the watch had been following; nil when the
+	// thread no longer holds it.
+	Fork *Fork
 }
 
 // WatchTurns yields each turn of the thread as it ends (see
@@ -61,7 +81,11 @@ type WatchEvent struct {
 // tenant read the thread, is resumed at once and counts as no failure;
 // one a reload revokes ends with UNAUTHENTICATED or PERMISSION_DENIED. A turn
 // that ended again (its end moved) is yielded again; a resumed watch
-// yields the checkpoints written from the time it resumed.
+// yields the checkpoints written from the time it resumed. A thread
+// rewound under the watch yields an event with Rewound set, then the new
+// branch's turns from the turn after Rewound.Turn; a rewind while the watch
+// was being resumed is not seen as one (the resumed watch yields the turns
+// after the last one received, on the new lineage).
 func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) iter.Seq2[*WatchEvent, error] {
 	return func(yield func(*WatchEvent, error) bool) {
 		switch {
@@ -84,10 +108,15 @@ func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) 
 		failures := 0
 		for {
 			err := c.watch(ctx, &historydv1.WatchTurnsRequest{ThreadId: threadID, CheckpointNs: q.Namespace, AfterTurn: after, Keys: q.Keys, Channel: q.Channel, Checkpoints: q.Checkpoints,
-				ValueFormat: rc.wireFormat()}, rc,
+				ValueFormat: rc.wireFormat(), HeadCheckpointId: q.Head}, rc,
 				func(ev *WatchEvent) bool {
 					failures = 0
-					if !ev.Checkpoint {
+					switch {
+					case ev.Rewound != nil:
+						// The turns after it are to come again, on the
+						// new branch, resumed or not.
+						after = min(after, int32(min(ev.Rewound.Turn, math.MaxInt32)))
+					case !ev.Checkpoint:
 						after = max(after, int32(min(ev.State.Turn, math.MaxInt32)))
 					}
 					return yield(ev, nil)
@@ -135,18 +164,26 @@ func (c *Client) watch(ctx context.Context, req *historydv1.WatchTurnsRequest, r
 		if err != nil {
 			return streamEnd(err, s.Trailer())
 		}
-		ev := &WatchEvent{Total: int(msg.GetTotal())}
+		ev := &WatchEvent{Total: int(msg.GetTotal()), Head: msg.GetHeadCheckpointId()}
 		var ts *historydv1.TurnState
 		switch e := msg.GetEvent().(type) {
 		case *historydv1.WatchTurnsResponse_TurnEnded:
 			ts = e.TurnEnded
 		case *historydv1.WatchTurnsResponse_Checkpoint:
 			ev.Checkpoint, ts = true, e.Checkpoint
+		case *historydv1.WatchTurnsResponse_HistoryRewound:
+			ev.Rewound = &Rewound{Turn: int(e.HistoryRewound.GetTurn())}
+			if f := e.HistoryRewound.GetFork(); f != nil {
+				fork := fromFork(f)
+				ev.Rewound.Fork = &fork
+			}
 		default:
 			continue // an event this client does not know
 		}
-		if ev.State, err = fromTurnState(ts, msg.GetNumbering(), rc); err != nil {
-			return status.Error(codes.Internal, err.Error())
+		if ts != nil {
+			if ev.State, err = fromTurnState(ts, msg.GetNumbering(), rc); err != nil {
+				return status.Error(codes.Internal, err.Error())
+			}
 		}
 		if !fn(ev) {
 			return errStopped

@@ -23,10 +23,10 @@ const diffAdvice = "ask for fewer keys with `keys`"
 func (s *Server) Diff(ctx context.Context, req *historydv1.DiffRequest) (*historydv1.DiffResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurnField("to_turn", req.GetToTurn()),
 		checkTurnField("from_turn", req.GetFromTurn()), checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()),
-		checkValueFormat(req.GetValueFormat())); err != nil {
+		checkValueFormat(req.GetValueFormat()), checkHead(req.GetHeadCheckpointId())); err != nil {
 		return nil, s.fail(ctx, "Diff", err)
 	}
-	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
+	ref := refOf(req.GetThreadId(), req.GetCheckpointNs(), req.GetHeadCheckpointId())
 	var from, to int
 	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), func(h *store.History) []store.Turn {
 		from, to = diffTurns(h, req)
@@ -41,7 +41,8 @@ func (s *Server) Diff(ctx context.Context, req *historydv1.DiffRequest) (*histor
 	if err != nil {
 		return nil, s.fail(ctx, "Diff", err)
 	}
-	resp := &historydv1.DiffResponse{Total: clampInt32(h.Total), RetainedTurns: retained(h), Numbering: numbering(h.Numbering)}
+	resp := &historydv1.DiffResponse{Total: clampInt32(h.Total), RetainedTurns: retained(h), Numbering: numbering(h.Numbering),
+		HeadCheckpointId: h.Head}
 	read := map[int]store.EncodedState{}
 	for i, t := range turns {
 		if states[i].Lost {

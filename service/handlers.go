@@ -34,16 +34,16 @@ import (
 // by tenant isolation reach it too, over an empty store (see above).
 func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest) (*historydv1.SnapshotsResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()),
-		checkValueFormat(req.GetValueFormat())); err != nil {
+		checkValueFormat(req.GetValueFormat()), checkHead(req.GetHeadCheckpointId())); err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
-	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
+	ref := refOf(req.GetThreadId(), req.GetCheckpointNs(), req.GetHeadCheckpointId())
 	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, req.GetKeys(), encoderFor(req.GetValueFormat()))
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
 	resp := &historydv1.SnapshotsResponse{Total: clampInt32(h.Total), Turns: make(map[int32]*historydv1.TurnState, len(turns)),
-		Numbering: numbering(h.Numbering)}
+		Numbering: numbering(h.Numbering), HeadCheckpointId: h.Head}
 	for i, t := range turns {
 		if !states[i].Lost {
 			resp.Turns[int32(t.N)] = toTurnState(t, states[i])
@@ -59,10 +59,10 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 // tenant isolation reach it too, over an empty store (see above).
 func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) (*historydv1.SnapshotResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurn(req.GetTurn()), checkKeys(req.GetKeys()),
-		s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat())); err != nil {
+		s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat()), checkHead(req.GetHeadCheckpointId())); err != nil {
 		return nil, s.fail(ctx, "Snapshot", err)
 	}
-	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
+	ref := refOf(req.GetThreadId(), req.GetCheckpointNs(), req.GetHeadCheckpointId())
 	n := int(req.GetTurn())
 	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), func(h *store.History) []store.Turn {
 		if t, found := h.Turn(n); found == store.Found {
@@ -73,7 +73,8 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshot", err)
 	}
-	resp := &historydv1.SnapshotResponse{Total: clampInt32(h.Total), RetainedTurns: retained(h), Numbering: numbering(h.Numbering)}
+	resp := &historydv1.SnapshotResponse{Total: clampInt32(h.Total), RetainedTurns: retained(h), Numbering: numbering(h.Numbering),
+		HeadCheckpointId: h.Head}
 	t, found := h.Turn(n)
 	if found == store.Found && states[0].Lost {
 		// The channel's value at the turn's end was rebuilt from writes of
@@ -99,10 +100,11 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 // Turns implements historyd.v1.ThreadHistory.Turns. Calls denied by tenant
 // isolation reach it too, over an empty store (see above).
 func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*historydv1.TurnsResponse, error) {
-	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), s.checkChannel(req.GetChannel())); err != nil {
+	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), s.checkChannel(req.GetChannel()),
+		checkHead(req.GetHeadCheckpointId())); err != nil {
 		return nil, s.fail(ctx, "Turns", err)
 	}
-	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
+	ref := refOf(req.GetThreadId(), req.GetCheckpointNs(), req.GetHeadCheckpointId())
 	// Without keys_written no state is read: the list alone is cheap.
 	var (
 		h      *store.History
@@ -119,7 +121,7 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 		return nil, s.fail(ctx, "Turns", err)
 	}
 	resp := &historydv1.TurnsResponse{Total: clampInt32(h.Total), Turns: make([]*historydv1.TurnInfo, len(h.Turns)),
-		Numbering: numbering(h.Numbering)}
+		Numbering: numbering(h.Numbering), HeadCheckpointId: h.Head, Forks: forks(h.Forks)}
 	for i, t := range h.Turns {
 		info := &historydv1.TurnInfo{Number: int32(t.N), Question: t.Question, Retained: t.Retained, AnsweredWith: int32s(t.AnsweredWith)}
 		if t.Retained {
@@ -183,8 +185,24 @@ func numbering(n store.Numbering) historydv1.TurnNumbering {
 		return historydv1.TurnNumbering_TURN_NUMBERING_COUNTED
 	case store.Estimated:
 		return historydv1.TurnNumbering_TURN_NUMBERING_ESTIMATED
+	case store.Runs:
+		return historydv1.TurnNumbering_TURN_NUMBERING_RUNS
 	}
 	return historydv1.TurnNumbering_TURN_NUMBERING_UNSPECIFIED
+}
+
+// forks are a History's forks on the wire.
+func forks(fs []store.Fork) []*historydv1.Fork {
+	var out []*historydv1.Fork
+	for _, f := range fs {
+		out = append(out, toFork(f))
+	}
+	return out
+}
+
+// toFork is one fork on the wire.
+func toFork(f store.Fork) *historydv1.Fork {
+	return &historydv1.Fork{FromCheckpointId: f.From, Turn: clampInt32(f.Turn), Questions: clampInt32(f.Questions), NewestCheckpointId: f.Newest}
 }
 
 func clampInt32(n int) int32 {

@@ -34,6 +34,10 @@ type statusRule struct {
 	// summarise says such failures come in floods, and are logged by
 	// summary (see failureSummary).
 	summarise bool
+	// field, when set, is the request field an INVALID_ARGUMENT is about,
+	// for errors that are not a FieldError: the status carries it as a
+	// BadRequest field violation, as a FieldError's does.
+	field string
 }
 
 func is(target error) func(error) bool {
@@ -75,11 +79,20 @@ const (
 	MessageDeadline = "deadline exceeded"
 	// MessageInternal is INTERNAL's message.
 	MessageInternal = "internal error; the server logged the cause"
+	// MessageUnknownHead is INVALID_ARGUMENT's message when
+	// head_checkpoint_id names a checkpoint the thread does not hold.
+	MessageUnknownHead = "head_checkpoint_id: " + reasonUnknownHead
+	reasonUnknownHead  = "is not a checkpoint of this thread in checkpoint_ns; pass a head_checkpoint_id or forks[].newest_checkpoint_id that Turns answered, or none to read the thread's head"
 )
 
 var statusRules = []statusRule{
 	// A field error names the caller's own field and limit.
 	{code: codes.InvalidArgument, match: as[*FieldError]()},
+	// A head the thread does not hold is the caller's field, and the
+	// message depends on the request alone: another tenant's checkpoint id
+	// reads exactly as one that never existed (tenant isolation answers it
+	// over an empty store, where no id is held).
+	{code: codes.InvalidArgument, match: is(store.ErrUnknownHead), field: "head_checkpoint_id", message: MessageUnknownHead},
 	// Where the store kept the call waiting, and anywhere else.
 	{code: codes.DeadlineExceeded, match: both(is(context.DeadlineExceeded), is(store.ErrNoAnswer)), message: MessageStoreTimeout},
 	{code: codes.DeadlineExceeded, match: is(context.DeadlineExceeded), message: MessageDeadline},
@@ -109,10 +122,10 @@ var statusRules = []statusRule{
 	{code: codes.DataLoss, match: as[*store.DecodeError]()},
 	// Parent links that loop: no history can be derived from them.
 	{code: codes.DataLoss, match: as[*store.CycleError]()},
-	// A value the storage kept for another branch (a fork's value dropped
-	// for the one stored first under its version): this checkpoint's own
-	// is lost, and the other's is never served in its place.
-	{code: codes.DataLoss, match: as[*store.ForeignValueError]()},
+	// A value that belongs to another branch (the saver dropped the
+	// fork's own): the message names the caller's thread, checkpoint and
+	// channel, and no value is served in its place.
+	{code: codes.DataLoss, match: is(store.ErrForeignValue)},
 }
 
 // damaged is DATA_LOSS's message for storage that reports itself damaged.
@@ -156,7 +169,12 @@ func toStatus(err error) *status.Status {
 	}
 	st := status.New(r.code, msg)
 	var fe *FieldError
-	if r.code == codes.InvalidArgument && errors.As(err, &fe) {
+	if r.code == codes.InvalidArgument && r.field != "" {
+		fe = &FieldError{r.field, strings.TrimPrefix(msg, r.field+": ")}
+	} else if r.code == codes.InvalidArgument {
+		errors.As(err, &fe)
+	}
+	if fe != nil {
 		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
 			Field:       fe.Field,
 			Description: fe.Reason,

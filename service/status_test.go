@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -36,6 +37,8 @@ func TestToStatus(t *testing.T) {
 		{"unsupported", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.UnsupportedError{Format: "pickle"}}, codes.FailedPrecondition},
 		{"size limit", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxBytes"}}, codes.ResourceExhausted},
 		{"too deep", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxDepth"}}, codes.DataLoss},
+		{"unknown head", fmt.Errorf("list: %w", store.ErrUnknownHead), codes.InvalidArgument},
+		{"value of another branch", fmt.Errorf("thread %q checkpoint %q channel %q: %w", "t1", "c", "messages", store.ErrForeignValue), codes.DataLoss},
 		{"parent cycle", fmt.Errorf("list: %w", &store.CycleError{Ref: where, Checkpoints: []string{"a", "b"}}), codes.DataLoss},
 		{"status passes through", status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied},
 		{"unknown", errors.New("boom"), codes.Internal},
@@ -46,6 +49,36 @@ func TestToStatus(t *testing.T) {
 				t.Errorf("toStatus(%v) = %v, want %v", tt.err, got, tt.code)
 			}
 		})
+	}
+}
+
+// An unknown head names the field, as a FieldError does, and nothing but
+// the request: the store's own words (which could say whether the id
+// exists elsewhere) are not read.
+func TestUnknownHeadNamesField(t *testing.T) {
+	st := toStatus(fmt.Errorf("thread %q: checkpoint %q: %w", "secret-thread", "1f0c-0009", store.ErrUnknownHead))
+	if st.Code() != codes.InvalidArgument || st.Message() != MessageUnknownHead {
+		t.Fatalf("status = %v %q, want INVALID_ARGUMENT %q", st.Code(), st.Message(), MessageUnknownHead)
+	}
+	if strings.Contains(st.Message(), "secret-thread") || strings.Contains(st.Message(), "1f0c-0009") {
+		t.Errorf("message %q repeats the store's error", st.Message())
+	}
+	var field string
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.FieldViolations) == 1 {
+			field = br.FieldViolations[0].Field
+		}
+	}
+	if field != "head_checkpoint_id" {
+		t.Errorf("details %v, want a BadRequest naming head_checkpoint_id", st.Details())
+	}
+}
+
+// A value of another branch is DATA_LOSS naming where it is, never INTERNAL.
+func TestForeignValueNamesCheckpoint(t *testing.T) {
+	st := toStatus(fmt.Errorf("thread %q checkpoint %q channel %q: %w", "t1", "1f0c-0003", "messages", store.ErrForeignValue))
+	if st.Code() != codes.DataLoss || !strings.Contains(st.Message(), "1f0c-0003") {
+		t.Errorf("status = %v %q, want DATA_LOSS naming the checkpoint", st.Code(), st.Message())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/store"
 )
 
 // Request limits. They keep one request's cost bounded and every value safe
@@ -20,6 +21,10 @@ const (
 	MaxKeys = 256
 	// MaxKeyBytes is the longest key accepted in a projection.
 	MaxKeyBytes = 512
+	// MaxCheckpointIDBytes is the longest head_checkpoint_id accepted:
+	// LangGraph's ids are 36-byte UUIDs; the limit leaves room for other
+	// savers' without letting a request carry a document.
+	MaxCheckpointIDBytes = 256
 )
 
 // FieldError says which request field is wrong and why.
@@ -53,6 +58,18 @@ func checkThread(threadID, ns string) *FieldError {
 		return err
 	}
 	return checkText("checkpoint_ns", ns, MaxNamespaceBytes, false)
+}
+
+// checkHead accepts an empty head_checkpoint_id (the thread's head) or a
+// checkpoint id within the limit. Whether the thread holds it is the
+// store's to say (store.ErrUnknownHead).
+func checkHead(head string) *FieldError {
+	return checkText("head_checkpoint_id", head, MaxCheckpointIDBytes, false)
+}
+
+// refOf is the store.Ref a reading request names.
+func refOf(threadID, ns, head string) store.Ref {
+	return store.Ref{ThreadID: threadID, Namespace: ns, Head: head}
 }
 
 func checkKeys(keys []string) *FieldError {

@@ -264,7 +264,7 @@ func sameHistory(a, b *store.History) bool {
 	if a == b {
 		return true
 	}
-	if a == nil || b == nil || a.Total != b.Total || a.Numbering != b.Numbering || len(a.Steps) != len(b.Steps) {
+	if a == nil || b == nil || a.Total != b.Total || a.Numbering != b.Numbering || a.Head != b.Head || len(a.Steps) != len(b.Steps) {
 		return false
 	}
 	for i, st := range a.Steps {
@@ -287,7 +287,8 @@ func sameHistory(a, b *store.History) bool {
 func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1.ThreadHistory_WatchTurnsServer) error {
 	ctx := stream.Context()
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurnField("after_turn", req.GetAfterTurn()),
-		checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat())); err != nil {
+		checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat()),
+		checkHead(req.GetHeadCheckpointId())); err != nil {
 		return s.fail(ctx, "WatchTurns", err)
 	}
 	tenant := ""
@@ -299,14 +300,14 @@ func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1
 		return err
 	}
 	defer release()
-	ref := store.Ref{ThreadID: req.GetThreadId(), Namespace: req.GetCheckpointNs()}
+	ref := refOf(req.GetThreadId(), req.GetCheckpointNs(), req.GetHeadCheckpointId())
 	changed, failed, retry, unsubscribe := s.pollers.subscribe(ref)
 	defer unsubscribe()
 	// The headers say the watch is in place before any turn is sent.
 	if err := stream.SendHeader(nil); err != nil {
 		return err
 	}
-	w := watcher{s: s, req: req, ref: ref, sent: map[int]string{}, stream: stream, channel: req.GetChannel()}
+	w := watcher{s: s, req: req, ref: ref, sent: map[int]sentTurn{}, after: int(req.GetAfterTurn()), stream: stream, channel: req.GetChannel()}
 	if w.channel == "" {
 		w.channel = s.store.StateChannels()[0]
 	}
@@ -335,22 +336,36 @@ func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1
 }
 
 // watcher is one WatchTurns stream's progress: which turns it sent, at
-// which end, and the newest checkpoint it has accounted for.
+// which end, on which lineage, and the newest checkpoint it has accounted
+// for.
 type watcher struct {
 	s      *Server
 	req    *historydv1.WatchTurnsRequest
 	ref    store.Ref
 	stream historydv1.ThreadHistory_WatchTurnsServer
-	// sent maps each turn sent to the version of the state it was sent
-	// with: an end that moves to a checkpoint with the same state (the
-	// next run's input checkpoint carries the turn's end on) is not sent
-	// again.
-	sent    map[int]string
+	// sent maps each turn sent to the end it was sent with: an end that
+	// moves to a checkpoint with the same state (the next run's input
+	// checkpoint carries the turn's end on) is not sent again.
+	sent map[int]sentTurn
+	// after is the newest turn not to send: the request's after_turn,
+	// lowered to the turn the thread was rewound to when it is.
+	after   int
 	channel string
 	// started says newest holds the newest checkpoint of the thread when
 	// the watch began: checkpoints are sent from then on.
 	started bool
 	newest  string
+	// last is the History the last send read: the lineage the turns sent
+	// belong to.
+	last *store.History
+}
+
+// sentTurn is the end a turn was sent with.
+type sentTurn struct {
+	// state is the version of the state it was sent with.
+	state string
+	// end is its last checkpoint.
+	end string
 }
 
 // ended reports whether turn t has ended: its last checkpoint is at rest,
@@ -383,18 +398,37 @@ func ended(h *store.History, t store.Turn, turnOf map[string]int) bool {
 	return !asks
 }
 
-// send reads and sends what is new: each checkpoint written since the
-// last send (with checkpoints set), then each turn that has ended since,
-// or whose end moved.
+// send reads and sends what is new: history_rewound if the thread's
+// lineage changed under the watcher, then each checkpoint written since
+// the last send (with checkpoints set), then each turn that has ended
+// since, or whose end moved.
 func (w *watcher) send(ctx context.Context) error {
 	// pick runs on the freshly derived history; the turns it returns are
 	// the ones ReadEncoded returns, and isCheckpoint says which of them
-	// stand for a new checkpoint rather than a turn's end.
-	var isCheckpoint []bool
-	var newest string
+	// stand for a new checkpoint rather than a turn's end. Its last run is
+	// on the history ReadEncoded returns, so what it leaves in rw, after
+	// and sent is what that history says.
+	var (
+		isCheckpoint []bool
+		newest       string
+		rw           *rewind
+		after        int
+		sent         map[int]sentTurn
+	)
 	pick := func(h *store.History) []store.Turn {
 		isCheckpoint = isCheckpoint[:0]
 		newest = w.newest
+		after, sent = w.after, w.sent
+		if rw = w.rewound(h); rw != nil {
+			// The turns sent after the shared one belong to the abandoned
+			// branch: the new branch's turns of those numbers are new.
+			after, sent = min(after, rw.turn), map[int]sentTurn{}
+			for n, st := range w.sent {
+				if n <= rw.turn {
+					sent[n] = st
+				}
+			}
+		}
 		var out []store.Turn
 		turnOf := make(map[string]int, len(h.Steps))
 		for _, st := range h.Steps {
@@ -409,8 +443,8 @@ func (w *watcher) send(ctx context.Context) error {
 			newest = max(newest, id)
 		}
 		for _, t := range h.Turns {
-			v, sent := w.sent[t.N]
-			if t.N > int(w.req.GetAfterTurn()) && t.Retained && ended(h, t, turnOf) && (!sent || v != t.End.State(w.channel)) {
+			st, done := sent[t.N]
+			if t.N > after && t.Retained && ended(h, t, turnOf) && (!done || st.state != t.End.State(w.channel)) {
 				out = append(out, t)
 				isCheckpoint = append(isCheckpoint, false)
 			}
@@ -422,11 +456,23 @@ func (w *watcher) send(ctx context.Context) error {
 		return err
 	}
 	total, num := clampInt32(h.Total), numbering(h.Numbering)
+	if rw != nil {
+		ev := &historydv1.HistoryRewound{Turn: clampInt32(rw.turn)}
+		if rw.fork != nil {
+			ev.Fork = toFork(*rw.fork)
+		}
+		msg := &historydv1.WatchTurnsResponse{Event: &historydv1.WatchTurnsResponse_HistoryRewound{HistoryRewound: ev},
+			Total: total, Numbering: num, HeadCheckpointId: h.Head}
+		if err := w.stream.Send(msg); err != nil {
+			return err
+		}
+		w.after, w.sent = after, sent
+	}
 	for i, t := range turns {
 		if states[i].Lost {
 			continue // its state cannot be rebuilt: not retained
 		}
-		msg := &historydv1.WatchTurnsResponse{Total: total, Numbering: num}
+		msg := &historydv1.WatchTurnsResponse{Total: total, Numbering: num, HeadCheckpointId: h.Head}
 		if isCheckpoint[i] {
 			msg.Event = &historydv1.WatchTurnsResponse_Checkpoint{Checkpoint: toTurnState(t, states[i])}
 		} else {
@@ -436,9 +482,73 @@ func (w *watcher) send(ctx context.Context) error {
 			return err
 		}
 		if !isCheckpoint[i] {
-			w.sent[t.N] = t.End.State(w.channel)
+			w.sent[t.N] = sentTurn{state: t.End.State(w.channel), end: t.End.ID}
 		}
 	}
-	w.started, w.newest = true, newest
+	w.started, w.newest, w.last = true, newest, h
 	return nil
+}
+
+// rewind is how a watched thread's lineage changed: the last turn the new
+// lineage shares with the turns sent, and the branch the watcher had been
+// following, when the thread still holds it.
+type rewind struct {
+	turn int
+	fork *store.Fork
+}
+
+// rewound says how h, the thread's history now, no longer descends from
+// the turns the watcher sent, or nil when it does. It does when it holds
+// the newest turn's end sent, and also when it holds the head the turns
+// were sent from: the ends it lacks then were pruned (retention deletes
+// the oldest checkpoints), not left on another branch.
+func (w *watcher) rewound(h *store.History) *rewind {
+	if w.last == nil || len(w.sent) == 0 {
+		return nil
+	}
+	newest := 0
+	for n := range w.sent {
+		newest = max(newest, n)
+	}
+	if h.Holds(w.sent[newest].end) || h.Holds(w.last.Head) {
+		return nil
+	}
+	held := make(map[string]bool, len(h.Steps))
+	for _, st := range h.Steps {
+		held[st.Checkpoint.ID] = true
+	}
+	rw := &rewind{}
+	for n, st := range w.sent {
+		if held[st.end] {
+			rw.turn = max(rw.turn, n)
+		}
+	}
+	rw.fork = followed(w.last, h, held)
+	return rw
+}
+
+// followed finds, among h's forks, the branch old (the lineage a watcher
+// followed) went on: the one whose newest checkpoint is old's head, or
+// else the newest of those leaving from the last checkpoint the two
+// lineages share (the branch went on after old was read). nil when h
+// lists none (the branch was deleted).
+func followed(old, h *store.History, held map[string]bool) *store.Fork {
+	from := ""
+	for i := len(old.Steps) - 1; i >= 0; i-- {
+		if id := old.Steps[i].Checkpoint.ID; held[id] {
+			from = id
+			break
+		}
+	}
+	var best *store.Fork
+	for i := range h.Forks {
+		f := &h.Forks[i]
+		if f.Newest == old.Head {
+			return f
+		}
+		if f.From == from && (best == nil || f.Newest > best.Newest) {
+			best = f
+		}
+	}
+	return best
 }

@@ -203,6 +203,59 @@ func TestWatchTurns(t *testing.T) {
 	}
 }
 
+// A thread rewound under a watcher (a new run from turn 1's end, the
+// abandoned branch then deleted) gets history_rewound naming turn 1, the
+// last turn the new lineage shares with what was sent, then the new
+// branch's turn 2 as it ends; every message names the head it was read on.
+func TestWatchTurnsRewound(t *testing.T) {
+	m := storetest.NewMemory()
+	ref := store.Ref{ThreadID: "fork"}
+	r := &runThread{w: m, ref: ref}
+	r.put("input", "__start__")
+	r.begin(1)
+	r.end(1, 1.0)
+	forkStep := r.step
+	forkPoint := r.put("input", "__start__") // turn 1's end, carried on to run 2's input
+	msgs, state := slices.Clone(r.msgs), r.state
+	r.msgs = append(r.msgs, lgwrite.Human("q-2", "question 2"))
+	r.put("loop", "branch:to:agent", "messages")
+	r.end(2, 2.0)
+	r.begin(3)
+	end3 := r.end(3, 3.0)
+	// Counted on every read, so that the deletion is seen at once.
+	c := servertest.Start(t, server.Config{Store: store.Config{Backend: m, RecountEvery: -1},
+		Watch: service.WatchConfig{PollInterval: 10 * time.Millisecond}}).Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "fork", Keys: []string{"k"}})
+	for n := int32(1); n <= 3; n++ {
+		if m := e.next(t); m.GetTurnEnded().GetTurn() != n || m.GetHeadCheckpointId() != end3 {
+			t.Fatalf("before the fork: %v, want turn %d read on head %s", m, n, end3)
+		}
+	}
+
+	var abandoned []string
+	for s := forkStep + 1; s < r.step; s++ {
+		abandoned = append(abandoned, fmt.Sprintf("1f10-%06d", s))
+	}
+	m.Delete(ref, abandoned)
+	r.parent, r.msgs, r.state = forkPoint, append(msgs, lgwrite.Human("q-2b", "question 2, asked again")), state
+	r.put("loop", "branch:to:agent", "messages")
+	newEnd := r.end(2, 20.0)
+
+	rw := e.next(t)
+	if ev := rw.GetHistoryRewound(); ev == nil || ev.GetTurn() != 1 || ev.GetFork() != nil {
+		t.Fatalf("after the fork: %v, want history_rewound to turn 1 (the branch deleted: no fork)", rw)
+	}
+	ended := e.next(t)
+	if te := ended.GetTurnEnded(); te.GetTurn() != 2 || te.GetCheckpointId() != newEnd || te.GetQuestion() != "question 2, asked again" ||
+		te.GetEntries()["k"].GetValue().GetNumberValue() != 20 || ended.Total != 2 ||
+		ended.GetHeadCheckpointId() != newEnd {
+		t.Fatalf("the new branch's turn 2: %v", ended)
+	}
+	e.quiet(t, 100*time.Millisecond)
+}
+
 // Without updated_channels (LangGraph.js) a turn is known to have ended
 // when the next question is asked.
 func TestWatchTurnsWithoutUpdatedChannels(t *testing.T) {

@@ -199,7 +199,7 @@ func (in *Inspector) Read(ctx context.Context, threadID string, args Args) (stri
 		}
 		st = full.State
 	}
-	return in.render(key, st, nil, "", args), nil
+	return in.render(key, st, nil, "", args, "turn"), nil
 }
 
 // readAt answers a turn read.
@@ -230,23 +230,34 @@ func (in *Inspector) readAt(ctx context.Context, threadID, key string, turn int,
 	if snap == nil {
 		return "", status.Errorf(codes.Internal, "inspect: history returned no snapshot of turn %d", turn)
 	}
+	forks, err := in.forks(ctx, threadID)
+	if err != nil {
+		return "", err
+	}
+	note, unit := in.turnNote(turn, snap, forks), unitOf(snap.Numbering)
 	switch snap.Outcome {
 	case client.Found:
-		return in.render(key, snap.State, &turn, in.turnNote(turn, snap), args), nil
+		return in.render(key, snap.State, &turn, note, args, unit), nil
 	case client.NoSuchTurn:
 		reason := fmt.Sprintf("Turns are the user's questions, counted from 1; this conversation has had %d so far.", snap.Total)
 		if snap.Total == 0 {
 			reason = "Turns are the user's questions, counted from 1; this conversation has had none yet."
 		}
-		return dumps(noSuchTurn{Turn: turn, TurnsSoFar: snap.Total, Reason: reason, Note: in.turnNote(turn, snap)}), nil
+		if unit == "run" {
+			reason = fmt.Sprintf("This conversation's turns are its runs (its graph keeps no messages), counted from 1; it has had %d so far.", snap.Total)
+			if snap.Total == 0 {
+				reason = "This conversation's turns are its runs (its graph keeps no messages), counted from 1; it has had none yet."
+			}
+		}
+		return dumps(noSuchTurn{Turn: turn, TurnsSoFar: snap.Total, Reason: reason, Note: note}), nil
 	case client.NoLongerRetained:
 		return dumps(noLongerRetained{
 			Turn:     turn,
 			Question: snap.Question,
 			Retained: nonNil(snap.Retained),
-			Reason: "That turn happened, but its state has since been pruned and cannot be read. " +
+			Reason: fmt.Sprintf("That %s happened, but its state has since been pruned and cannot be read. ", unit) +
 				"Say that the value it held is no longer available; do not answer from the current value, which may be a different one.",
-			Note: in.turnNote(turn, snap),
+			Note: note,
 		}), nil
 	}
 	return "", status.Errorf(codes.Internal, "inspect: snapshot of turn %d has no outcome", turn)
@@ -277,13 +288,77 @@ func (in *Inspector) noThread(ctx context.Context, turn *int, reason string) str
 // messages rebuilt past a pruned one) mean the same to the model.
 const estimatedNumbers = "Turn numbers here are estimated and may be too low: the oldest part of this conversation's saved history was pruned, and what is left does not show how many questions came before it."
 
-// turnNote is what a turn read adds about the turn itself, or "": which
-// other turns share its state, and whether its number is estimated. The
-// question is quoted only for a found turn with estimated numbering, where
-// it is how the model tells whether the turn is the one it meant; a
-// no_longer_retained answer carries the question already.
-func (in *Inspector) turnNote(turn int, snap *client.Snapshot) string {
+// TurnIndexer is implemented by a client.ThreadHistory that can list a
+// thread's turns with its forks, as client.Client does: with it, a turn read
+// of a thread that was rewound says so.
+type TurnIndexer interface {
+	TurnIndex(ctx context.Context, threadID string, opts ...client.ReadOption) (*client.TurnIndex, error)
+}
+
+// forks lists the branches that leave the thread's lineage, when the
+// History can say (see TurnIndexer). It costs one Turns call, which reads
+// no state.
+func (in *Inspector) forks(ctx context.Context, threadID string) ([]client.Fork, error) {
+	ti, ok := in.History.(TurnIndexer)
+	if !ok {
+		return nil, nil
+	}
+	idx, err := ti.TurnIndex(ctx, threadID, in.opts(nil)...)
+	if err != nil || idx == nil {
+		return nil, err
+	}
+	return idx.Forks, nil
+}
+
+// unitOf is what a turn is called to the model: a "run" when the thread's
+// graph keeps no messages and each run is a turn, a "turn" otherwise.
+func unitOf(n client.Numbering) string {
+	if n == client.NumberingRuns {
+		return "run"
+	}
+	return "turn"
+}
+
+// rewound is what a turn read of a thread that was rewound says, once: the
+// turns it was rewound to, so that a model asked about "what you found
+// before" knows an abandoned branch exists, and that its turns are not
+// these.
+func rewound(forks []client.Fork, unit string) string {
+	var at []int
+	for _, f := range forks {
+		if !slices.Contains(at, f.Turn) {
+			at = append(at, f.Turn)
+		}
+	}
+	if len(at) == 0 {
+		return ""
+	}
+	slices.Sort(at)
+	words := make([]string, len(at))
+	for i, n := range at {
+		words[i] = fmt.Sprintf("%s %d", unit, n)
+		if n == 0 {
+			words[i] = "its start"
+		}
+	}
+	branch := "branch"
+	if len(at) > 1 {
+		branch = "branches"
+	}
+	return fmt.Sprintf("This conversation was rewound at %s and went on from there: what came after on the abandoned %s is not part of these %ss.", prose(words), branch, unit)
+}
+
+// turnNote is what a turn read adds about the turn itself, or "": whether
+// the conversation was rewound (see rewound), which other turns share its
+// state, and whether its number is estimated. The question is quoted only
+// for a found turn with estimated numbering, where it is how the model
+// tells whether the turn is the one it meant; a no_longer_retained answer
+// carries the question already.
+func (in *Inspector) turnNote(turn int, snap *client.Snapshot, forks []client.Fork) string {
 	var parts []string
+	if r := rewound(forks, unitOf(snap.Numbering)); r != "" {
+		parts = append(parts, r)
+	}
 	if snap.Outcome == client.Found && len(snap.AnsweredWith) > 0 {
 		together := slices.Sorted(slices.Values(append(slices.Clone(snap.AnsweredWith), turn)))
 		parts = append(parts, fmt.Sprintf("Turns %s were asked in one message and answered by one run, so each of them shows the state that run ended on.", and(together)))
@@ -303,6 +378,11 @@ func and(ns []int) string {
 	for i, n := range ns {
 		words[i] = strconv.Itoa(n)
 	}
+	return prose(words)
+}
+
+// prose lists words as prose: "a and b", "a, b and c".
+func prose(words []string) string {
 	if len(words) < 2 {
 		return strings.Join(words, "")
 	}
@@ -364,7 +444,9 @@ func nonNil(s []int) []int {
 // the end of turn *asOf otherwise. turnNote (see Inspector.turnNote) goes
 // with every answer at a turn: into the line naming the turn after a value
 // or search, into a "note" field of an answer that is a JSON object.
-func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *int, turnNote string, args Args) string {
+//
+// unit is what a turn is called ("turn", or "run": see unitOf).
+func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *int, turnNote string, args Args, unit string) string {
 	// The model reads values, not the bookkeeping around them; a key whose
 	// value is null holds nothing to read.
 	values := make(map[string]any, len(stored))
@@ -381,7 +463,7 @@ func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *in
 		case args.Pattern != "":
 			where := "all keys"
 			if asOf != nil {
-				where = fmt.Sprintf("all keys at the end of turn %d", *asOf)
+				where = fmt.Sprintf("all keys at the end of %s %d", unit, *asOf)
 			}
 			all := func(yield func(pair) bool) {
 				for _, k := range sortedKeys(values) {
@@ -406,7 +488,7 @@ func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *in
 			// Absent then is not absent now: the key may have been written
 			// later, and advice to produce it would have the model refill a
 			// key that is already full.
-			miss.Reason = fmt.Sprintf("Nothing was stored under this key at the end of turn %d. A later turn may have written it; read it without turn for its current value.", *asOf)
+			miss.Reason = fmt.Sprintf("Nothing was stored under this key at the end of %s %d. A later %s may have written it; read it without turn for its current value.", unit, *asOf, unit)
 		} else if slices.Contains(in.DeclaredKeys, key) {
 			miss.Hint = "A tool declares this key but has not published it in this conversation yet. Run the tool that produces it, then read it again."
 		}
@@ -438,7 +520,7 @@ func (in *Inspector) render(key string, stored map[string]client.Entry, asOf *in
 	case asOf != nil:
 		// Not the "newest" note: the value above is not the newest, and the
 		// count an old entry carries is the count as of that turn.
-		note = fmt.Sprintf("\n[This is %s as it stood at the end of turn %d.", where, *asOf)
+		note = fmt.Sprintf("\n[This is %s as it stood at the end of %s %d.", where, unit, *asOf)
 		if turnNote != "" {
 			note += " " + turnNote
 		}

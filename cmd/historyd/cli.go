@@ -369,3 +369,8 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// headFlag defines --head, which every command reading one thread takes.
+func headFlag(fs *flag.FlagSet) *string {
+	return fs.String("head", "", "read the lineage ending at this checkpoint (a branch `turns --branches` lists) instead of the thread's head")
+}

@@ -12,7 +12,7 @@ import (
 var diffCommand = clientCommand{
 	name:    "diff",
 	summary: "show what changed in a thread's state between two turns (A-1 and A, or A and B)",
-	usage:   "diff THREAD A [B] [--key K]... [--all] [flags]",
+	usage:   "diff THREAD A [B] [--key K]... [--all] [--head CHECKPOINT] [flags]",
 	min:     2, max: 3,
 	flags: func(fs *flag.FlagSet) func(context.Context, *cliContext, []string) int {
 		ns := fs.String("ns", "", "checkpoint namespace (default: the root graph)")
@@ -21,12 +21,13 @@ var diffCommand = clientCommand{
 		all := fs.Bool("all", false, "list the unchanged keys too")
 		width := fs.Int("width", 100, "characters of each change a table shows (0: whole)")
 		channel := fs.String("channel", "", "state channel to compare (default: the server's first --state-channels)")
+		head := headFlag(fs)
 		return func(ctx context.Context, c *cliContext, args []string) int {
 			a, ok := parseTurn(c, "A", args[1])
 			if !ok {
 				return exitUsage
 			}
-			q := client.DiffQuery{To: a, Keys: keys, Namespace: *ns, Channel: *channel, IncludeUnchanged: *all}
+			q := client.DiffQuery{To: a, Keys: keys, Namespace: *ns, Channel: *channel, IncludeUnchanged: *all, Head: *head}
 			if len(args) == 3 {
 				b, ok := parseTurn(c, "B", args[2])
 				if !ok {
@@ -70,7 +71,7 @@ var diffCommand = clientCommand{
 					}
 					changes[i] = m
 				}
-				code := c.printJSON(map[string]any{"thread_id": args[0], "from": end(d.From), "to": end(d.To), "total": d.Total,
+				code := c.printJSON(map[string]any{"thread_id": args[0], "from": end(d.From), "to": end(d.To), "total": d.Total, "head_checkpoint_id": d.Head,
 					"retained_turns": nonNilInts(d.Retained), "changes": changes})
 				if code != exitOK {
 					return code

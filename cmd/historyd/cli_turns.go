@@ -13,27 +13,33 @@ import (
 
 var turnsCommand = clientCommand{
 	name:    "turns",
-	summary: "list a thread's turns: question, retained or not, end",
-	usage:   "turns THREAD [--keys-written] [flags]",
+	summary: "list a thread's turns (question, retained or not, end), or with --branches its abandoned branches",
+	usage:   "turns THREAD [--keys-written] [--branches] [--head CHECKPOINT] [flags]",
 	min:     1, max: 1,
 	flags: func(fs *flag.FlagSet) func(context.Context, *cliContext, []string) int {
 		ns := fs.String("ns", "", "checkpoint namespace (default: the root graph)")
 		written := fs.Bool("keys-written", false, "list the keys each retained turn wrote last (costs the server a read of each turn's state)")
 		channel := fs.String("channel", "", "state channel --keys-written reads (default: the server's first --state-channels)")
+		branches := fs.Bool("branches", false, "list the branches the thread was rewound from (time travel: a run from an older checkpoint) instead of its turns")
+		head := headFlag(fs)
 		return func(ctx context.Context, c *cliContext, args []string) int {
 			hc, err := c.dial()
 			if err != nil {
 				return c.usageError("%v", err)
 			}
 			defer hc.Close()
-			opts := []client.ReadOption{client.WithNamespace(*ns), client.WithChannel(*channel)}
+			opts := []client.ReadOption{client.WithNamespace(*ns), client.WithChannel(*channel), client.WithHead(*head)}
 			if *written {
 				opts = append(opts, client.WithKeysWritten())
 			}
-			turns, err := hc.Turns(ctx, args[0], opts...)
+			idx, err := hc.TurnIndex(ctx, args[0], opts...)
 			if err != nil {
 				return c.fail(err)
 			}
+			if *branches {
+				return c.branches(args[0], idx)
+			}
+			turns := idx.Turns
 			if c.json {
 				out := make([]map[string]any, len(turns))
 				for i, t := range turns {
@@ -46,7 +52,8 @@ var turnsCommand = clientCommand{
 					}
 					out[i] = m
 				}
-				return c.printJSON(map[string]any{"thread_id": args[0], "total": len(turns), "turns": out})
+				return c.printJSON(map[string]any{"thread_id": args[0], "total": len(turns), "numbering": idx.Numbering.String(),
+					"head_checkpoint_id": idx.Head, "branches": len(idx.Forks), "turns": out})
 			}
 			header := []string{"TURN", "RETAINED", "ENDED", "CHECKPOINT", "QUESTION"}
 			if *written {
@@ -68,15 +75,54 @@ var turnsCommand = clientCommand{
 				return exitOK
 			}
 			c.table(header, rows)
+			if n := len(idx.Forks); n > 0 {
+				fmt.Fprintf(c.stderr, "historyd turns: thread %q was rewound %s; --branches lists the abandoned %s\n", args[0], times(n), plural(n, "branch", "branches"))
+			}
 			return exitOK
 		}
 	},
 }
 
+// branches lists the branches that leave a thread's lineage.
+func (c *cliContext) branches(thread string, idx *client.TurnIndex) int {
+	if c.json {
+		out := make([]map[string]any, len(idx.Forks))
+		for i, f := range idx.Forks {
+			out[i] = map[string]any{"from_checkpoint_id": f.From, "turn": f.Turn, "questions": f.Questions, "newest_checkpoint_id": f.Newest}
+		}
+		return c.printJSON(map[string]any{"thread_id": thread, "head_checkpoint_id": idx.Head, "branches": out})
+	}
+	if len(idx.Forks) == 0 {
+		fmt.Fprintf(c.stderr, "historyd turns: thread %q has no abandoned branches (head %s)\n", thread, orDash(idx.Head))
+		return exitOK
+	}
+	rows := make([][]string, len(idx.Forks))
+	for i, f := range idx.Forks {
+		rows[i] = []string{f.From, strconv.Itoa(f.Turn), strconv.Itoa(f.Questions), f.Newest}
+	}
+	c.table([]string{"FROM CHECKPOINT", "TURN", "QUESTIONS", "NEWEST CHECKPOINT"}, rows)
+	fmt.Fprintf(c.stderr, "historyd turns: read a branch with --head NEWEST_CHECKPOINT\n")
+	return exitOK
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return strconv.Itoa(n) + " times"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 var showCommand = clientCommand{
 	name:    "show",
 	summary: "show the session state a turn of a thread ended on",
-	usage:   "show THREAD TURN [--key K]... [flags]",
+	usage:   "show THREAD TURN [--key K]... [--head CHECKPOINT] [flags]",
 	min:     2, max: 2,
 	flags: func(fs *flag.FlagSet) func(context.Context, *cliContext, []string) int {
 		ns := fs.String("ns", "", "checkpoint namespace (default: the root graph)")
@@ -84,6 +130,7 @@ var showCommand = clientCommand{
 		fs.Var(&keys, "key", "show only this key (repeatable)")
 		width := fs.Int("width", 80, "characters of each value a table shows (0: whole)")
 		channel := fs.String("channel", "", "state channel to show (default: the server's first --state-channels)")
+		head := headFlag(fs)
 		return func(ctx context.Context, c *cliContext, args []string) int {
 			turn, ok := parseTurn(c, "TURN", args[1])
 			if !ok {
@@ -94,13 +141,13 @@ var showCommand = clientCommand{
 				return c.usageError("%v", err)
 			}
 			defer hc.Close()
-			snap, err := hc.Snapshot(ctx, args[0], turn, client.WithNamespace(*ns), client.WithChannel(*channel), client.WithKeys(keys...))
+			snap, err := hc.Snapshot(ctx, args[0], turn, client.WithNamespace(*ns), client.WithChannel(*channel), client.WithKeys(keys...), client.WithHead(*head))
 			if err != nil {
 				return c.fail(err)
 			}
 			if c.json {
 				out := map[string]any{"thread_id": args[0], "turn": turn, "total": snap.Total, "outcome": snap.Outcome.String(),
-					"retained_turns": nonNilInts(snap.Retained)}
+					"retained_turns": nonNilInts(snap.Retained), "head_checkpoint_id": snap.Head}
 				if snap.Question != "" {
 					out["question"] = snap.Question
 				}

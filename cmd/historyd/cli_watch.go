@@ -18,7 +18,7 @@ import (
 var watchCommand = clientCommand{
 	name:    "watch",
 	summary: "print each turn of a thread as it ends, until interrupted",
-	usage:   "watch THREAD [--after N] [--checkpoints] [--key K]... [flags]",
+	usage:   "watch THREAD [--after N] [--checkpoints] [--key K]... [--head CHECKPOINT] [flags]",
 	min:     1, max: 1,
 	flags: func(fs *flag.FlagSet) func(context.Context, *cliContext, []string) int {
 		ns := fs.String("ns", "", "checkpoint namespace (default: the root graph)")
@@ -27,6 +27,7 @@ var watchCommand = clientCommand{
 		channel := fs.String("channel", "", "state channel to watch (default: the server's first --state-channels)")
 		var keys multiFlag
 		fs.Var(&keys, "key", "print this key of each state (repeatable); with -o json, only these keys (default: every key)")
+		head := headFlag(fs)
 		return func(ctx context.Context, c *cliContext, args []string) int {
 			if *after < 0 {
 				return c.usageError("--after %d: must not be negative", *after)
@@ -38,7 +39,7 @@ var watchCommand = clientCommand{
 			defer hc.Close()
 			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			q := client.WatchQuery{AfterTurn: *after, Keys: keys, Namespace: *ns, Channel: *channel, Checkpoints: *checkpoints}
+			q := client.WatchQuery{AfterTurn: *after, Keys: keys, Namespace: *ns, Channel: *channel, Checkpoints: *checkpoints, Head: *head}
 			if !c.json {
 				fmt.Fprintf(c.stderr, "historyd watch: watching thread %q on %s; ^C to stop\n", args[0], *c.addr)
 			}
@@ -53,6 +54,10 @@ var watchCommand = clientCommand{
 					if code := c.printEvent(c.stdout, args[0], ev); code != exitOK {
 						return code
 					}
+					continue
+				}
+				if ev.Rewound != nil {
+					fmt.Fprintf(c.stdout, "%s\n", rewoundText(ev.Rewound))
 					continue
 				}
 				what := fmt.Sprintf("turn %d ended", ev.State.Turn)
@@ -71,8 +76,27 @@ var watchCommand = clientCommand{
 	},
 }
 
+// rewoundText is the line a watch prints when the thread is rewound.
+func rewoundText(r *client.Rewound) string {
+	line := fmt.Sprintf("history rewound to turn %d: the turns printed after it belong to an abandoned branch", r.Turn)
+	if r.Fork != nil {
+		line += fmt.Sprintf(" (from checkpoint %s, newest %s; read it with --head %s)", r.Fork.From, r.Fork.Newest, r.Fork.Newest)
+	}
+	return line
+}
+
 // printEvent writes one watch event as a line of JSON.
 func (c *cliContext) printEvent(w io.Writer, thread string, ev *client.WatchEvent) int {
+	if r := ev.Rewound; r != nil {
+		m := map[string]any{"thread_id": thread, "event": "history_rewound", "turn": r.Turn, "total": ev.Total, "head_checkpoint_id": ev.Head}
+		if r.Fork != nil {
+			m["fork"] = map[string]any{"from_checkpoint_id": r.Fork.From, "turn": r.Fork.Turn, "questions": r.Fork.Questions, "newest_checkpoint_id": r.Fork.Newest}
+		}
+		if _, err := fmt.Fprintln(w, compact(m)); err != nil {
+			return c.fail(err)
+		}
+		return exitOK
+	}
 	kind := "turn_ended"
 	if ev.Checkpoint {
 		kind = "checkpoint"
