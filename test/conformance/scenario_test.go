@@ -517,7 +517,7 @@ func checkPruned(t *testing.T, ctx context.Context, c historydv1.ThreadHistoryCl
 		exact := !gone[w.CheckpointID] && rebuildable(want, w.CheckpointID, via, gone)
 		switch {
 		case exact && !ok:
-			t.Errorf("turn %q (was %d) is not served; its end %s is left and its messages can be rebuilt", w.Question, w.Turn, w.CheckpointID)
+			t.Errorf("turn %q (was %d) is not served; its end %s is left and its state can be rebuilt", w.Question, w.Turn, w.CheckpointID)
 			continue
 		case exact && !endsAt(want, info.GetCheckpointId(), w.CheckpointID):
 			t.Errorf("turn %q ends at %s after pruning; it ended at %s", w.Question, info.GetCheckpointId(), w.CheckpointID)
