@@ -364,7 +364,6 @@ async function askRun(rec, graph, value, fails = false) {
 }
 
 function runsGraph(failing) {
-  let failed = false;
   return {
     channels: { [STATE]: PLAIN[STATE] },
     served: [STATE],
@@ -374,6 +373,7 @@ function runsGraph(failing) {
     ],
     expect: { numbering: "runs", minTotal: 3, ...(failing ? { resumes: 1 } : {}) },
     build(saver) {
+      let failed = false; // the Thames run fails once
       const State = new StateSchema({
         question: z.string(),
         [STATE]: new ReducedValue(stateValue(), { inputSchema: z.custom(), reducer: mergeToolState }),

@@ -573,7 +573,7 @@ class Recorder:
                 raise
             error = f"{type(exc).__name__}: {exc}"
         if fails and error is None:
-            raise SystemExit(f"run {len(self.runs)} ({kind}) was meant to fail and did not")
+            raise RuntimeError(f"run {len(self.runs)} ({kind}) was meant to fail and did not")
         after = self.history_ids()
         numbers = []
         for i, q in enumerate(questions):
@@ -616,7 +616,7 @@ class Recorder:
         """A run from an older checkpoint: the branch from there on is
         abandoned, and recorded as a fork with its turns as they stand."""
         if start not in self.cp_question:
-            raise SystemExit(f"fork from {start}, a checkpoint no recorded run wrote")
+            raise RuntimeError(f"fork from {start}, a checkpoint no recorded run wrote")
         q = self.cp_question[start]
         keep = self.lineage.index(q) + 1 if q else 0
         self.forks.append(

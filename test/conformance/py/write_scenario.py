@@ -888,20 +888,19 @@ def ask_run(rec: Recorder, graph: Any, value: Any, config: Optional[dict] = None
     rec.run("question", lambda: graph.invoke(value, cfg), [input_text(value)], inputs=[wire(value)], fails=fails)
 
 
-FAILURES: dict[str, int] = {}
-
-
 def runs_graph(failing: bool) -> Scenario:
     schema = TypedDict("RunState", {"question": str, STATE: Annotated[dict, merge_tool_state]}, total=False)
 
     def build(saver: Any) -> Any:
+        failures: dict[str, int] = {}  # the rivers whose run failed once
+
         def plan(state: dict) -> dict:
             return {}
 
         def measure(state: dict) -> dict:
             river = river_of(state["question"])
-            if failing and river == "Thames" and not FAILURES.get(river):
-                FAILURES[river] = 1
+            if failing and river == "Thames" and not failures.get(river):
+                failures[river] = 1
                 raise RuntimeError("the Thames gauge did not answer")
             return {STATE: measured(river)}
 
