@@ -44,6 +44,31 @@ func (tr *truth) sameQuestion(got, want string) bool {
 	return tr.questionKey(got) == tr.questionKey(want)
 }
 
+// checkHead checks that every reading RPC names the checkpoint whose
+// lineage it numbered: the host's head.
+func checkHead(t *testing.T, ctx context.Context, c historydv1.ThreadHistoryClient, thread string, want *truth) {
+	if want.Head == "" {
+		t.Skip("the truth records no head (written before heads were recorded)")
+	}
+	turns, err := c.Turns(ctx, &historydv1.TurnsRequest{ThreadId: thread})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := c.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: thread, Channel: want.Served[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := c.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: thread, Turn: 1, Channel: want.Served[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, got := range map[string]string{"Turns": turns.GetHeadCheckpointId(), "Snapshots": all.GetHeadCheckpointId(), "Snapshot": one.GetHeadCheckpointId()} {
+		if got != want.Head {
+			t.Errorf("%s: head_checkpoint_id %q; the host's head is %s", what, got, want.Head)
+		}
+	}
+}
+
 // checkForks compares TurnsResponse.forks with the branches the host's runs
 // abandoned: the fork point on the lineage, the turn it ended, how many
 // questions the abandoned branch held and its newest checkpoint.
@@ -157,6 +182,33 @@ func checkReferenceLineage(t *testing.T, want *truth) {
 	}
 }
 
+// checkPrunedFork checks a forked thread after retention deleted its
+// oldest checkpoints, the fork point among them: what is left of the
+// abandoned branch has lost its parent and must not be taken for the
+// lineage, so no question only the abandoned branch asked is served, and
+// the total stays the lineage's (an estimate never higher).
+func checkPrunedFork(t *testing.T, turns *historydv1.TurnsResponse, want *truth) {
+	lineage := map[string]bool{}
+	for _, w := range want.Turns {
+		lineage[want.questionKey(w.Question)] = true
+	}
+	for _, info := range turns.GetTurns() {
+		if info.GetRetained() && !lineage[want.questionKey(info.GetQuestion())] {
+			t.Errorf("after pruning, turn %d %q is served: only an abandoned branch asked it", info.GetNumber(), info.GetQuestion())
+		}
+	}
+	switch total := int(turns.GetTotal()); turns.GetNumbering() {
+	case historydv1.TurnNumbering_TURN_NUMBERING_COUNTED, historydv1.TurnNumbering_TURN_NUMBERING_COMPLETE:
+		if total != want.Total {
+			t.Errorf("after pruning: total %d (%v); the lineage holds %d", total, turns.GetNumbering(), want.Total)
+		}
+	default:
+		if total > want.Total {
+			t.Errorf("after pruning: total %d (%v), more than the lineage's %d", total, turns.GetNumbering(), want.Total)
+		}
+	}
+}
+
 // checkLostFork checks a thread whose saver lost a fork's values (LangGraph.js's
 // PostgresSaver: integer channel versions and blobs inserted with ON
 // CONFLICT DO NOTHING, so the fork's blob of a version the abandoned branch
@@ -194,35 +246,74 @@ func checkLostFork(t *testing.T, ctx context.Context, c historydv1.ThreadHistory
 	for _, cp := range stored.Checkpoints {
 		ids[cp.ID] = true
 	}
-	var served, refused, lost int
+	var tally lostTally
 	for _, ch := range host.Served {
 		for i, w := range host.Turns {
-			wrong := stored.Turns[i].State[ch]
-			if !reflect.DeepEqual(wrong, w.State[ch]) {
-				lost++
-			}
-			one, err := c.Snapshot(ctx, &historydv1.SnapshotRequest{ThreadId: thread, Turn: int32(w.Turn), Channel: ch})
-			if err != nil {
-				if status.Code(err) != codes.DataLoss || !namesOne(err.Error(), ids) {
-					t.Errorf("Snapshot(%d) %s: %v; want the host's value or DATA_LOSS naming the checkpoint", w.Turn, ch, err)
-				}
-				refused++
-				continue
-			}
-			if one.GetState() == nil {
-				t.Errorf("Snapshot(%d) %s: %T, want its state or DATA_LOSS", w.Turn, ch, one.GetResult())
-				continue
-			}
-			got := channelJSON(t, ch, one.GetState().GetEntries())
-			if d := diffJSON(ch, w.State[ch], got); len(d) > 0 {
-				other := len(diffJSON(ch, wrong, got)) == 0
-				t.Errorf("Snapshot(%d) %s: not the host's value (the other branch's: %v): %s", w.Turn, ch, other, strings.Join(d, "; "))
-				continue
-			}
-			served++
+			tally.check(t, ctx, c, &historydv1.SnapshotRequest{ThreadId: thread, Turn: int32(w.Turn), Channel: ch}, w.State[ch], stored.Turns[i].State[ch], ids)
 		}
 	}
-	t.Logf("lost fork: %d turn values differ in the saver's own getState; historyd served %d exactly, refused %d with DATA_LOSS", lost, served, refused)
+	// The abandoned branches, read at their newest checkpoints: numbered
+	// as the host's, each value the host's or refused.
+	for i, f := range host.Forks {
+		if i >= len(stored.Forks) {
+			break
+		}
+		head := stored.Forks[i].Newest
+		r, err := c.Turns(ctx, &historydv1.TurnsRequest{ThreadId: thread, HeadCheckpointId: head})
+		if err != nil {
+			t.Errorf("Turns at the abandoned branch %s: %v", head, err)
+			continue
+		}
+		if r.GetTotal() != int32(f.Questions) {
+			t.Errorf("Turns at the abandoned branch %s: total %d; the host's branch held %d", head, r.GetTotal(), f.Questions)
+		}
+		for j, w := range f.Turns {
+			if j < len(r.GetTurns()) && r.GetTurns()[j].GetQuestion() != w.Question {
+				t.Errorf("branch %d turn %d: %q; the host's %q", i, w.Turn, r.GetTurns()[j].GetQuestion(), w.Question)
+			}
+			for _, ch := range host.Served {
+				tally.check(t, ctx, c, &historydv1.SnapshotRequest{ThreadId: thread, Turn: int32(w.Turn), Channel: ch, HeadCheckpointId: head},
+					w.State[ch], stored.Forks[i].Turns[j].State[ch], ids)
+			}
+		}
+	}
+	t.Logf("lost fork: %d turn values differ in the saver's own getState; historyd served %d exactly, refused %d with DATA_LOSS", tally.lost, tally.served, tally.refused)
+}
+
+// lostTally counts what checkLostFork saw.
+type lostTally struct{ lost, served, refused int }
+
+// check reads one turn and demands the host's value or DATA_LOSS naming
+// one of the thread's checkpoints; wrong is what the saver's own getState
+// said there.
+func (n *lostTally) check(t *testing.T, ctx context.Context, c historydv1.ThreadHistoryClient, req *historydv1.SnapshotRequest, want, wrong any, ids map[string]bool) {
+	t.Helper()
+	if !reflect.DeepEqual(wrong, want) {
+		n.lost++
+	}
+	what := fmt.Sprintf("Snapshot(%d) %s", req.GetTurn(), req.GetChannel())
+	if req.GetHeadCheckpointId() != "" {
+		what += " at head " + req.GetHeadCheckpointId()
+	}
+	one, err := c.Snapshot(ctx, req)
+	if err != nil {
+		if status.Code(err) != codes.DataLoss || !namesOne(err.Error(), ids) {
+			t.Errorf("%s: %v; want the host's value or DATA_LOSS naming the checkpoint", what, err)
+		}
+		n.refused++
+		return
+	}
+	if one.GetState() == nil {
+		t.Errorf("%s: %T, want its state or DATA_LOSS", what, one.GetResult())
+		return
+	}
+	got := channelJSON(t, req.GetChannel(), one.GetState().GetEntries())
+	if d := diffJSON(req.GetChannel(), want, got); len(d) > 0 {
+		other := len(diffJSON(req.GetChannel(), wrong, got)) == 0
+		t.Errorf("%s: not the host's value (the other branch's: %v): %s", what, other, strings.Join(d, "; "))
+		return
+	}
+	n.served++
 }
 
 // namesOne reports whether msg names one of the checkpoint ids.

@@ -196,6 +196,7 @@ func checkScenario(t *testing.T, s setup, sc scenario, kind string) {
 	}
 
 	t.Run("turns", func(t *testing.T) { checkTruthTurns(t, ctx, client, thread, want) })
+	t.Run("head", func(t *testing.T) { checkHead(t, ctx, client, thread, want) })
 	if len(want.Forks) > 0 {
 		t.Run("forks", func(t *testing.T) { checkForks(t, ctx, client, thread, want) })
 		t.Run("branch", func(t *testing.T) { checkBranchReads(t, ctx, client, thread, want) })
@@ -309,9 +310,6 @@ func checkTruthTurns(t *testing.T, ctx context.Context, c historydv1.ThreadHisto
 	}
 	if r.GetTotal() != int32(want.Total) || r.GetNumbering() != want.numbering() {
 		t.Fatalf("Turns: total %d, numbering %v; the host asked %d questions (%v), every checkpoint is there", r.GetTotal(), r.GetNumbering(), want.Total, want.numbering())
-	}
-	if want.Head != "" && r.GetHeadCheckpointId() != want.Head {
-		t.Errorf("Turns: head_checkpoint_id %q; the host's head is %s", r.GetHeadCheckpointId(), want.Head)
 	}
 	for i, w := range want.Turns {
 		got := r.GetTurns()[i]
@@ -504,6 +502,9 @@ func checkPruned(t *testing.T, ctx context.Context, c historydv1.ThreadHistoryCl
 		}
 	}
 	numbering := turns.GetNumbering()
+	if len(want.Forks) > 0 {
+		checkPrunedFork(t, turns, want)
+	}
 	t.Logf("pruned %d of %d checkpoints: historyd serves %d of %d turns (total %d, numbering %v)",
 		len(doomed), len(want.Checkpoints), len(served), want.Total, turns.GetTotal(), numbering)
 	for _, w := range want.Turns {
