@@ -159,25 +159,44 @@ func checkBranchReads(t *testing.T, ctx context.Context, c historydv1.ThreadHist
 	}
 }
 
+// referenceForkDifferences are the fork scenarios on which
+// mcp-toolsets-runtime's turns_from is known to part from the host, and
+// why: compared and logged, not failed.
+var referenceForkDifferences = map[string]string{
+	"fork-of-fork": "both branches end with four human messages; turns_from ends turn 4 at the abandoned branch's newest step and serves its value (Clyde) under the lineage's question",
+}
+
 // checkReferenceLineage compares mcp-toolsets-runtime's turns_from with
 // the host on a forked thread: the same total, and each turn's question
-// and state.
+// and state. Where the difference is documented it is logged instead.
 func checkReferenceLineage(t *testing.T, want *truth) {
 	ref := want.Reference
+	var diffs []string
 	if ref.Total != want.Total {
-		t.Fatalf("the reference says %d turns (retained %v); the host's lineage holds %d", ref.Total, ref.Retained, want.Total)
+		diffs = append(diffs, fmt.Sprintf("the reference says %d turns (retained %v); the host's lineage holds %d", ref.Total, ref.Retained, want.Total))
 	}
 	for _, w := range want.Turns {
 		r, ok := ref.Turns[fmt.Sprint(w.Turn)]
 		if !ok {
-			t.Errorf("the reference has no turn %d", w.Turn)
+			diffs = append(diffs, fmt.Sprintf("the reference has no turn %d", w.Turn))
 			continue
 		}
 		if r.Question != w.Question {
-			t.Errorf("turn %d: the reference's question %q, the host's %q", w.Turn, r.Question, w.Question)
+			diffs = append(diffs, fmt.Sprintf("turn %d: the reference's question %q, the host's %q", w.Turn, r.Question, w.Question))
 		}
 		for _, d := range diffJSON("tool_state", w.State["tool_state"], r.State) {
-			t.Errorf("turn %d: the reference's state: %s", w.Turn, d)
+			diffs = append(diffs, fmt.Sprintf("turn %d: the reference's state: %s", w.Turn, d))
+		}
+	}
+	why, documented := referenceForkDifferences[want.Scenario]
+	switch {
+	case documented && len(diffs) > 0:
+		t.Logf("documented difference (%s): %s", why, strings.Join(diffs, "; "))
+	case documented:
+		t.Logf("the reference agrees with the host here, though a difference is documented (%s)", why)
+	default:
+		for _, d := range diffs {
+			t.Error(d)
 		}
 	}
 }
