@@ -37,10 +37,30 @@ type truth struct {
 	Total       int                     `json:"total"`
 	Checkpoints []truthCheckpoint       `json:"checkpoints"`
 	Reference   *struct {
-		Total    int   `json:"total"`
-		Retained []int `json:"retained"`
+		Total    int                `json:"total"`
+		Retained []int              `json:"retained"`
+		Turns    map[string]refTurn `json:"turns"`
 	} `json:"reference"`
 	ReferenceError string `json:"reference_error"`
+	// Numbering is "complete" (questions are turns) or "runs" (a graph
+	// without messages: each run is a turn, its question the input).
+	Numbering string `json:"numbering"`
+	// Head is the thread's head as get_state reports it after the last run.
+	Head string `json:"head"`
+	// Forks are the branches the lineage left, oldest first.
+	Forks []truthFork `json:"forks"`
+	// SQLite is the file the writer wrote to, empty for PostgreSQL.
+	SQLite string `json:"sqlite"`
+}
+
+// truthFork is a branch a run from an older checkpoint abandoned: where it
+// left the lineage and its turns as the host saw them then.
+type truthFork struct {
+	From      string      `json:"from_checkpoint_id"`
+	Turn      int         `json:"turn"`
+	Questions int         `json:"questions"`
+	Newest    string      `json:"newest_checkpoint_id"`
+	Turns     []truthTurn `json:"turns"`
 }
 
 type truthChannel struct {
@@ -56,6 +76,8 @@ type truthTurn struct {
 	AnsweredWith []int          `json:"answered_with"`
 	Retained     bool           `json:"retained"`
 	State        map[string]any `json:"state"`
+	// Input is a runs-numbered turn's input, as the writer passed it.
+	Input any `json:"input"`
 }
 
 type truthCheckpoint struct {
@@ -79,6 +101,14 @@ var scenarios = []scenario{
 	{name: "delta-state"}, {name: "delta-exit"}, {name: "delta-interrupt"}, {name: "delta-fork"},
 	{name: "delta-remove"}, {name: "deepagents"}, {name: "summarize"}, {name: "remove-node"},
 	{js: true, name: "delta"}, {js: true, name: "summarize"},
+	// Forks (time travel) and runs (graphs without messages): lineage_test.go.
+	{name: "fork-question"}, {name: "fork-replay-tools"}, {name: "fork-replay-end"}, {name: "fork-update"},
+	{name: "fork-of-fork"}, {name: "fork-first"}, {name: "fork-subgraph"},
+	{name: "runs-graph"}, {name: "runs-resumed"}, {name: "functional"}, {name: "functional-messages"},
+	{js: true, name: "fork-question"}, {js: true, name: "fork-replay-tools"}, {js: true, name: "fork-replay-end"},
+	{js: true, name: "fork-update"}, {js: true, name: "fork-of-fork"}, {js: true, name: "fork-first"},
+	{js: true, name: "runs-graph"}, {js: true, name: "runs-resumed"}, {js: true, name: "functional"},
+	{js: true, name: "functional-messages"},
 }
 
 // reducers maps a truth's reducer names to historyd's.
@@ -152,7 +182,25 @@ func checkScenario(t *testing.T, s setup, sc scenario, kind string) {
 	}
 	client := serveConfig(t, st, &expectation{Schema: want.Schema}, cfg)
 
+	if sc.js && kind == "postgres" && len(want.Forks) > 0 {
+		// LangGraph.js's PostgresSaver loses a fork's values where the
+		// abandoned branch wrote the same channel version, and its own
+		// getState reads the other branch's: the same scenario written to
+		// SQLite is the truth.
+		sqlitePath := filepath.Join(t.TempDir(), "host.db")
+		hostOut := filepath.Join(t.TempDir(), "host.json")
+		runProgram(t, ctx, sc.name+" (sqlite, the truth)", sc.command(s, []string{"--sqlite", sqlitePath}, thread, hostOut))
+		host := readTruth(t, hostOut)
+		t.Run("lost-fork", func(t *testing.T) { checkLostFork(t, ctx, client, thread, host, want) })
+		return
+	}
+
 	t.Run("turns", func(t *testing.T) { checkTruthTurns(t, ctx, client, thread, want) })
+	t.Run("head", func(t *testing.T) { checkHead(t, ctx, client, thread, want) })
+	if len(want.Forks) > 0 {
+		t.Run("forks", func(t *testing.T) { checkForks(t, ctx, client, thread, want) })
+		t.Run("branch", func(t *testing.T) { checkBranchReads(t, ctx, client, thread, want) })
+	}
 	for _, ch := range want.Served {
 		t.Run("state/"+ch, func(t *testing.T) {
 			checkTruthStates(t, ctx, client, thread, ch, want)
@@ -163,6 +211,11 @@ func checkScenario(t *testing.T, s setup, sc scenario, kind string) {
 		switch {
 		case want.Reference == nil:
 			t.Logf("no reference reading: %s", want.ReferenceError)
+		case len(want.Forks) > 0 && !want.Channels["messages"].Delta:
+			// The reference counts human messages and breaks ties toward
+			// the newer checkpoint, which on these forks prefers the
+			// lineage: it must agree with the host.
+			checkReferenceLineage(t, want)
 		case want.Reference.Total != want.Total:
 			// A documented difference: the reference counts the human
 			// messages left in each checkpoint, and a DeltaChannel thread's
@@ -179,6 +232,14 @@ func checkScenario(t *testing.T, s setup, sc scenario, kind string) {
 	doomed := pruneSet(want)
 	if len(doomed) == 0 {
 		return
+	}
+	if len(want.Forks) > 0 {
+		// Retention reaching a fork: what is left of the abandoned branch
+		// has lost its parent, and must not be taken for the lineage.
+		t.Logf("pruning deletes the fork point %s: %v", want.Forks[0].From, slices.Contains(doomed, want.Forks[0].From))
+		if sc.name == "fork-question" && !slices.Contains(doomed, want.Forks[0].From) {
+			t.Fatalf("fork-question: pruning was meant to delete the fork point %s", want.Forks[0].From)
+		}
 	}
 	if n := st.deleteRoot(t, ctx, &expectation{ThreadID: thread, Schema: want.Schema}, doomed); n != int64(len(doomed)) {
 		t.Fatalf("deleted %d checkpoints, meant %d", n, len(doomed))
@@ -247,12 +308,12 @@ func checkTruthTurns(t *testing.T, ctx context.Context, c historydv1.ThreadHisto
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.GetTotal() != int32(want.Total) || r.GetNumbering() != historydv1.TurnNumbering_TURN_NUMBERING_COMPLETE {
-		t.Fatalf("Turns: total %d, numbering %v; the host asked %d questions, every checkpoint is there", r.GetTotal(), r.GetNumbering(), want.Total)
+	if r.GetTotal() != int32(want.Total) || r.GetNumbering() != want.numbering() {
+		t.Fatalf("Turns: total %d, numbering %v; the host asked %d questions (%v), every checkpoint is there", r.GetTotal(), r.GetNumbering(), want.Total, want.numbering())
 	}
 	for i, w := range want.Turns {
 		got := r.GetTurns()[i]
-		if got.GetNumber() != int32(w.Turn) || got.GetQuestion() != w.Question || !got.GetRetained() || !endsAt(want, got.GetCheckpointId(), w.CheckpointID) {
+		if got.GetNumber() != int32(w.Turn) || !want.sameQuestion(got.GetQuestion(), w.Question) || !got.GetRetained() || !endsAt(want, got.GetCheckpointId(), w.CheckpointID) {
 			t.Errorf("turn %d: %d %q retained %v at %s; the host: %q at %s", w.Turn, got.GetNumber(), got.GetQuestion(), got.GetRetained(),
 				got.GetCheckpointId(), w.Question, w.CheckpointID)
 		}
@@ -437,18 +498,27 @@ func checkPruned(t *testing.T, ctx context.Context, c historydv1.ThreadHistoryCl
 	served := map[string]*historydv1.TurnInfo{}
 	for _, info := range turns.GetTurns() {
 		if info.GetRetained() {
-			served[info.GetQuestion()] = info
+			served[want.questionKey(info.GetQuestion())] = info
 		}
 	}
 	numbering := turns.GetNumbering()
+	if len(want.Forks) > 0 {
+		checkPrunedFork(t, turns, want)
+	}
 	t.Logf("pruned %d of %d checkpoints: historyd serves %d of %d turns (total %d, numbering %v)",
 		len(doomed), len(want.Checkpoints), len(served), want.Total, turns.GetTotal(), numbering)
 	for _, w := range want.Turns {
-		info, ok := served[w.Question]
-		exact := !gone[w.CheckpointID] && rebuildable(want, w.CheckpointID, "messages", gone)
+		info, ok := served[want.questionKey(w.Question)]
+		// A turn is found by its messages, or for runs numbering (no
+		// messages) by its served state.
+		via := "messages"
+		if want.Numbering == "runs" {
+			via = want.Served[0]
+		}
+		exact := !gone[w.CheckpointID] && rebuildable(want, w.CheckpointID, via, gone)
 		switch {
 		case exact && !ok:
-			t.Errorf("turn %q (was %d) is not served; its end %s is left and its messages can be rebuilt", w.Question, w.Turn, w.CheckpointID)
+			t.Errorf("turn %q (was %d) is not served; its end %s is left and its state can be rebuilt", w.Question, w.Turn, w.CheckpointID)
 			continue
 		case exact && !endsAt(want, info.GetCheckpointId(), w.CheckpointID):
 			t.Errorf("turn %q ends at %s after pruning; it ended at %s", w.Question, info.GetCheckpointId(), w.CheckpointID)
@@ -460,10 +530,13 @@ func checkPruned(t *testing.T, ctx context.Context, c historydv1.ThreadHistoryCl
 			t.Errorf("turn %q is served at %s, which was deleted", w.Question, at)
 			continue
 		}
+		// Runs numbering counts no run before the oldest checkpoint left:
+		// like an estimate, never too high.
+		lower := numbering == historydv1.TurnNumbering_TURN_NUMBERING_ESTIMATED || numbering == historydv1.TurnNumbering_TURN_NUMBERING_RUNS
 		switch n := int(info.GetNumber()); {
-		case numbering == historydv1.TurnNumbering_TURN_NUMBERING_ESTIMATED && n > w.Turn:
-			t.Errorf("turn %q is numbered %d (estimated); it was %d, and an estimate is never too high", w.Question, n, w.Turn)
-		case numbering != historydv1.TurnNumbering_TURN_NUMBERING_ESTIMATED && n != w.Turn:
+		case lower && n > w.Turn:
+			t.Errorf("turn %q is numbered %d (%v); it was %d, and such a number is never too high", w.Question, n, numbering, w.Turn)
+		case !lower && n != w.Turn:
 			t.Errorf("turn %q is numbered %d (%v); it was %d", w.Question, n, numbering, w.Turn)
 		}
 		for _, ch := range want.Served {

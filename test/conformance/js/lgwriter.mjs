@@ -357,8 +357,13 @@ function snapshotValues(snap, served) {
 }
 
 // Runs a scenario's inputs and records the truth, as py/lgwriter.Recorder
-// does: questions numbered in the order asked; a run works on the last
-// question asked before it; a fork run belongs to no turn.
+// does: questions numbered in the order asked; the turns are the
+// lineage's, the questions whose runs the head descends from; a run started
+// from an older checkpoint (`start`) rewinds the lineage to the turn that
+// checkpoint belongs to and records the branch it leaves as a fork; a run
+// works on the last question of the lineage (an updateState or a replay
+// too) or on the questions it asks. Runs of a graph without messages are
+// questions whose text is the input as JSON.
 export class Recorder {
   constructor(graph, saver, thread, served) {
     this.graph = graph;
@@ -368,9 +373,13 @@ export class Recorder {
     this.served = served;
     this.runs = [];
     this.questions = [];
+    this.inputs = new Map();
     this.turnRuns = new Map();
     this.askedWith = new Map();
-    this.current = [];
+    this.lineage = [];
+    this.cpQuestion = new Map();
+    this.head = null;
+    this.forks = [];
   }
 
   async historyIds() {
@@ -383,47 +392,106 @@ export class Recorder {
     return ids;
   }
 
-  async stateAfter() {
-    const snap = await this.graph.getState(this.config);
+  at(checkpointId) {
+    return { configurable: { thread_id: this.thread, checkpoint_ns: "", checkpoint_id: checkpointId } };
+  }
+
+  async stateAfter(config) {
+    const snap = await this.graph.getState(config ?? this.config);
     return { checkpoint_id: snap.config.configurable.checkpoint_id, ...snapshotValues(snap, this.served) };
   }
 
-  async run(kind, call, questions = []) {
+  async isInput(id) {
+    const t = await this.saver.getTuple(this.at(id));
+    return t?.metadata?.source === "input";
+  }
+
+  // run records one invoke/updateState call. opts.start: the checkpoint it
+  // starts from when not the head (a fork); opts.inputs: each question's
+  // input (runs numbering); opts.fails: the call is meant to throw (a run
+  // resumed later), its error recorded and swallowed.
+  async run(kind, call, questions = [], opts = {}) {
+    const { start = null, inputs = [], fails = false } = opts;
+    if (start !== null && start !== this.head) this.rewind(start);
     const before = await this.historyIds();
-    const result = await call();
+    let result;
+    let error = null;
+    try {
+      result = await call();
+    } catch (err) {
+      if (!fails) throw err;
+      error = String(err?.message ?? err);
+    }
+    if (fails && error === null) throw new Error(`run ${this.runs.length} (${kind}) was meant to fail and did not`);
     const after = await this.historyIds();
-    const numbers = questions.map((q) => this.questions.push(q));
+    const numbers = questions.map((q, i) => {
+      const n = this.questions.push(q);
+      if (i < inputs.length) this.inputs.set(n, inputs[i]);
+      return n;
+    });
     if (numbers.length) {
-      this.current = numbers;
+      this.lineage.push(...numbers);
       for (const n of numbers) this.askedWith.set(n, numbers);
     }
-    this.runs.push({
-      kind,
-      questions: [...questions],
-      question_numbers: numbers,
-      checkpoints: [...after].filter((id) => !before.has(id)).sort(),
-      state_after: await this.stateAfter(),
-    });
-    if (kind !== "fork") for (const n of this.current) this.turnRuns.set(n, this.runs.length - 1);
+    const current = this.lineage.length ? this.askedWith.get(this.lineage.at(-1)) : [];
+    const created = [...after].filter((id) => !before.has(id)).sort();
+    for (const id of created) {
+      // A run's input checkpoint holds the state before its questions.
+      const at = (await this.isInput(id)) ? this.lineage.slice(0, this.lineage.length - numbers.length) : this.lineage;
+      this.cpQuestion.set(id, at.length ? at.at(-1) : 0);
+    }
+    const entry = { kind, questions: [...questions], question_numbers: numbers, start, checkpoints: created, state_after: await this.stateAfter() };
+    if (error !== null) entry.error = error;
+    this.runs.push(entry);
+    this.head = entry.state_after.checkpoint_id;
+    for (const n of current) this.turnRuns.set(n, this.runs.length - 1);
     return result;
   }
 
+  rewind(start) {
+    if (!this.cpQuestion.has(start)) throw new Error(`fork from ${start}, a checkpoint no recorded run wrote`);
+    const q = this.cpQuestion.get(start);
+    const keep = q ? this.lineage.indexOf(q) + 1 : 0;
+    this.forks.push({ from_checkpoint_id: start, turn: keep, questions: this.lineage.length, newest_checkpoint_id: this.head, turns: this.turns() });
+    this.lineage = this.lineage.slice(0, keep);
+  }
+
   turns() {
-    return this.questions.map((question, i) => {
-      const n = i + 1;
+    const number = new Map(this.lineage.map((q, i) => [q, i + 1]));
+    return this.lineage.map((n) => {
       const st = this.runs[this.turnRuns.get(n)].state_after;
       const state = {};
       for (const ch of this.served) state[ch] = st[ch];
-      return {
-        turn: n,
-        question,
+      const t = {
+        turn: number.get(n),
+        question: this.questions[n - 1],
+        asked: n,
         checkpoint_id: st.checkpoint_id,
-        answered_with: this.askedWith.get(n),
+        answered_with: this.askedWith.get(n).filter((m) => number.has(m)).map((m) => number.get(m)),
         retained: true,
         state,
         messages: st.messages,
       };
+      if (this.inputs.has(n)) t.input = this.inputs.get(n);
+      return t;
     });
+  }
+
+  // The forks, each abandoned turn's state read back with getState at its
+  // checkpoint now that the thread has moved on.
+  async readBackForks() {
+    const out = [];
+    for (const f of this.forks) {
+      const back = [];
+      for (const t of f.turns) {
+        const st = await this.stateAfter(this.at(t.checkpoint_id));
+        const state = {};
+        for (const ch of this.served) state[ch] = st[ch];
+        back.push({ turn: t.turn, checkpoint_id: st.checkpoint_id, state, messages: st.messages });
+      }
+      out.push({ ...f, read_back: back });
+    }
+    return out;
   }
 }
 

@@ -500,10 +500,17 @@ class Recorder:
     truth: what each run added (runs), the turns as the host saw them, and
     every root checkpoint as LangGraph reconstructs it.
 
-    Question numbers count the questions in the order they were asked. A run
-    works on the last question asked before it; a fork run belongs to no
-    turn (it starts a branch from an earlier checkpoint), but the runs after
-    it work on the question they ask.
+    Question numbers count the questions in the order they were asked. The
+    turns are those of the lineage, the questions whose runs the thread's
+    head descends from: a run started from an older checkpoint (`start`:
+    time travel, a replay, update_state on it) rewinds the lineage to the
+    turn that checkpoint belongs to, and the branch it leaves is recorded as
+    a fork with its own turns as they were. A run works on the last
+    question of the lineage before it (an update_state or a replay too),
+    or on the questions it asks.
+
+    With runs=True (a graph without messages) every run that brings input
+    is a question: its text is the input as JSON.
     """
 
     def __init__(self, graph: Any, saver: Any, thread: str, served: Sequence[str]) -> None:
@@ -514,9 +521,13 @@ class Recorder:
         self.served = list(served)
         self.runs: list[dict[str, Any]] = []
         self.questions: list[str] = []
+        self.inputs: dict[int, Any] = {}  # question -> the run's input, runs numbering
         self.turn_runs: dict[int, int] = {}  # question -> index of the last run on it
         self.asked_with: dict[int, list[int]] = {}
-        self.current: list[int] = []
+        self.lineage: list[int] = []  # the questions on the lineage, in order
+        self.cp_question: dict[str, int] = {}  # checkpoint -> the question it was written for (0: none yet)
+        self.head: Optional[str] = None
+        self.forks: list[dict[str, Any]] = []
 
     def history_ids(self) -> set[str]:
         # The saver's own listing: the same checkpoints as get_state_history,
@@ -527,54 +538,132 @@ class Recorder:
             if t.config["configurable"].get("checkpoint_ns", "") == ""
         }
 
-    def state_after(self) -> dict[str, Any]:
-        snap = self.graph.get_state(self.config)
+    def at(self, checkpoint_id: str) -> dict[str, Any]:
+        """The config that reads (or runs from) one root checkpoint."""
+        return {"configurable": {"thread_id": self.thread, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+
+    def state_after(self, config: Optional[dict] = None) -> dict[str, Any]:
+        snap = self.graph.get_state(config or self.config)
         return {"checkpoint_id": snap.config["configurable"]["checkpoint_id"], **snapshot_values(snap, self.served)}
 
-    def run(self, kind: str, call: Callable[[], Any], questions: Sequence[str] = ()) -> Any:
+    def run(
+        self,
+        kind: str,
+        call: Callable[[], Any],
+        questions: Sequence[str] = (),
+        start: Optional[str] = None,
+        inputs: Sequence[Any] = (),
+        fails: bool = False,
+    ) -> Any:
         """Record one invoke/stream/update_state call.
 
-        kind: question, questions, resume, update_state or fork.
+        kind: question, questions, resume, replay, update_state or fork.
+        start: the checkpoint the call starts from, when not the head (a
+        fork). fails: the call is meant to raise (a run that fails, resumed
+        later); its exception is recorded and swallowed.
         """
+        if start is not None and start != self.head:
+            self.rewind(start)
         before = self.history_ids()
-        result = call()
+        result, error = None, None
+        try:
+            result = call()
+        except Exception as exc:
+            if not fails:
+                raise
+            error = f"{type(exc).__name__}: {exc}"
+        if fails and error is None:
+            raise RuntimeError(f"run {len(self.runs)} ({kind}) was meant to fail and did not")
         after = self.history_ids()
         numbers = []
-        for q in questions:
+        for i, q in enumerate(questions):
             self.questions.append(q)
             numbers.append(len(self.questions))
+            if i < len(inputs):
+                self.inputs[numbers[-1]] = inputs[i]
         if numbers:
-            self.current = numbers
+            self.lineage.extend(numbers)
             for n in numbers:
                 self.asked_with[n] = numbers
+        current = self.asked_with[self.lineage[-1]] if self.lineage else []
+        created = sorted(after - before)
+        for cid in created:
+            # A run's input checkpoint holds the state before its questions:
+            # rewinding to it rewinds to the turn before them.
+            at = self.lineage[: len(self.lineage) - len(numbers)] if self.is_input(cid) else self.lineage
+            self.cp_question[cid] = at[-1] if at else 0
         entry = {
             "kind": kind,
             "questions": list(questions),
             "question_numbers": numbers,
-            "checkpoints": sorted(after - before),
+            "start": start,
+            "checkpoints": created,
             "state_after": self.state_after(),
         }
+        if error is not None:
+            entry["error"] = error
         self.runs.append(entry)
-        if kind != "fork":
-            for n in self.current:
-                self.turn_runs[n] = len(self.runs) - 1
+        self.head = entry["state_after"]["checkpoint_id"]
+        for n in current:
+            self.turn_runs[n] = len(self.runs) - 1
         return result
 
+    def is_input(self, checkpoint_id: str) -> bool:
+        t = self.saver.get_tuple(self.at(checkpoint_id))
+        return (t.metadata or {}).get("source") == "input"
+
+    def rewind(self, start: str) -> None:
+        """A run from an older checkpoint: the branch from there on is
+        abandoned, and recorded as a fork with its turns as they stand."""
+        if start not in self.cp_question:
+            raise RuntimeError(f"fork from {start}, a checkpoint no recorded run wrote")
+        q = self.cp_question[start]
+        keep = self.lineage.index(q) + 1 if q else 0
+        self.forks.append(
+            {
+                "from_checkpoint_id": start,
+                "turn": keep,
+                "questions": len(self.lineage),
+                "newest_checkpoint_id": self.head,
+                "turns": self.turns(),
+            }
+        )
+        self.lineage = self.lineage[:keep]
+
     def turns(self) -> list[dict[str, Any]]:
+        """The lineage's turns, numbered along it."""
+        number = {q: i for i, q in enumerate(self.lineage, start=1)}
         out = []
-        for n, q in enumerate(self.questions, start=1):
+        for n in self.lineage:
             st = self.runs[self.turn_runs[n]]["state_after"]
-            out.append(
-                {
-                    "turn": n,
-                    "question": q,
-                    "checkpoint_id": st["checkpoint_id"],
-                    "answered_with": self.asked_with[n],
-                    "retained": True,
-                    "state": {ch: st[ch] for ch in self.served},
-                    "messages": st["messages"],
-                }
-            )
+            t = {
+                "turn": number[n],
+                "question": self.questions[n - 1],
+                "asked": n,
+                "checkpoint_id": st["checkpoint_id"],
+                "answered_with": [number[m] for m in self.asked_with[n] if m in number],
+                "retained": True,
+                "state": {ch: st[ch] for ch in self.served},
+                "messages": st["messages"],
+            }
+            if n in self.inputs:
+                t["input"] = self.inputs[n]
+            out.append(t)
+        return out
+
+    def read_back_forks(self) -> list[dict[str, Any]]:
+        """The forks, each abandoned turn's state read back with get_state
+        at its checkpoint now that the thread has moved on (`read_back`),
+        beside the state recorded as the turn ended."""
+        out = []
+        for f in self.forks:
+            f = dict(f)
+            back = []
+            for t in f["turns"]:
+                st = self.state_after(self.at(t["checkpoint_id"]))
+                back.append({"turn": t["turn"], "checkpoint_id": st["checkpoint_id"], "state": {ch: st[ch] for ch in self.served}, "messages": st["messages"]})
+            f["read_back"] = back
+            out.append(f)
         return out
 
 

@@ -72,6 +72,7 @@ from lgwriter import (
     publish,
     reference_or_reason,
     versions,
+    wire,
 )
 
 # ---------------------------------------------------------------------------
@@ -139,7 +140,27 @@ def publish_report(
     )
 
 
-TOOLS = [sketch_catchment, survey_gauge, publish_report]
+FLOW_READINGS = iter(range(101, 10_000))
+
+
+@tool
+def read_flow(
+    river: str,
+    state: Annotated[dict, InjectedState],
+    tool_call_id: Annotated[str, InjectedToolCallId],
+) -> Command:
+    """Read a river's flow now: every call reads a new value, so a replayed
+    run writes another one than the run it replaces."""
+    return publish(
+        state,
+        tool_call_id,
+        "read_flow",
+        {f"hydro/read_flow/{river.lower()}": {"river": river, "reading": next(FLOW_READINGS)}},
+        {"river": "model"},
+    )
+
+
+TOOLS = [sketch_catchment, survey_gauge, publish_report, read_flow]
 
 
 def sketch(river: str) -> list[list[tuple[str, dict]]]:
@@ -381,7 +402,7 @@ def delta_fork() -> Scenario:
                 as_node="agent",
             )
 
-        rec.run("fork", update)
+        rec.run("fork", update, start=at["configurable"]["checkpoint_id"])
         text = FORK_TURNS[5][0]
         msg = HumanMessage(content=text, id="q-6")
         rec.run("question", lambda: graph.invoke({"messages": [msg]}, fork["config"]), [text])
@@ -393,8 +414,8 @@ def delta_fork() -> Scenario:
         drive=drive,
         channels={"messages": messages_channel(4), STATE: PLAIN_STATE},
         served=[STATE],
-        expect={"delta": ["messages"], "min_snapshots": {"messages": 2}, "replayed": True, "branches": 2},
-        notes=["turns 3-5 are on the first branch; the fork run (update_state at turn 2's checkpoint) starts the second, which turns 6-7 are on"],
+        expect={"delta": ["messages"], "min_snapshots": {"messages": 2}, "replayed": True, "branches": 2, "forks": 1, "min_total": 4},
+        notes=["questions 3-5 are on the first branch; the fork run (update_state at turn 2's checkpoint) starts the second, which questions 6-7 are on: the lineage holds questions 1, 2, 6 and 7, and turn 2 ends at the update_state's checkpoint"],
     )
 
 
@@ -634,6 +655,320 @@ def deepagents() -> Scenario:
     )
 
 
+# --- forks: time travel on plain channels -----------------------------------
+#
+# Each thread is rewound at least once: a run started from an older
+# checkpoint (invoke with its checkpoint_id, a replay with invoke(None),
+# update_state on it). The truth's turns are the lineage's, the branch it
+# left is in the truth's forks. Plain channels, so that the reference
+# (mcp-toolsets-runtime's turns_from, which counts human messages) can read
+# every fork shape too.
+
+LINEAGE_TURNS = [
+    ("Sketch the Severn catchment.", sketch("Severn")),
+    ("Now the Thames.", sketch("Thames")),
+    ("Sketch the Trent.", sketch("Trent")),
+    ("Sketch the Wye.", sketch("Wye")),
+    ("Sketch the Tay.", sketch("Tay")),
+    ("Sketch the Clyde.", sketch("Clyde")),
+    ("Which is the largest so far?", [[]]),
+]
+
+REPLAY_TURNS = [
+    LINEAGE_TURNS[0],
+    ("Read the Thames flow.", [[("read_flow", {"river": "Thames"})], []]),
+    *LINEAGE_TURNS[2:],
+]
+
+
+def turn_end(rec: Recorder, turn: int) -> str:
+    """The checkpoint the lineage's turn ended at, as the host saw it."""
+    return rec.turns()[turn - 1]["checkpoint_id"]
+
+
+def ask_from(rec: Recorder, graph: Any, n: int, text: str, start: str) -> None:
+    """Question n sent from an older checkpoint: time travel."""
+    msg = HumanMessage(content=text, id=f"q-{n}")
+    cfg = {**rec.at(start), "recursion_limit": 200}
+    rec.run("question", lambda: graph.invoke({"messages": [msg]}, cfg), [text], start=start)
+
+
+def replay_from(rec: Recorder, graph: Any, start: str) -> None:
+    """invoke(None) from an older checkpoint: what is next there runs again
+    (nothing: LangGraph writes a fork checkpoint)."""
+    cfg = {**rec.at(start), "recursion_limit": 200}
+    rec.run("replay", lambda: graph.invoke(None, cfg), start=start)
+
+
+def tools_checkpoint(rec: Recorder, graph: Any, question: int) -> str:
+    """The checkpoint of question n's run whose next node is tools."""
+    run = next(r for r in rec.runs if question in r["question_numbers"])
+    for cid in run["checkpoints"]:
+        if graph.get_state(rec.at(cid)).next == ("tools",):
+            return cid
+    raise SystemExit(f"question {question}'s run has no checkpoint before its tools")
+
+
+def fork_scenario(name: str, turns: list, drive: Callable[[Recorder, Any], None], forks: int, notes: str, **expect: Any) -> Scenario:
+    schema = state_schema(add_messages, merge_tool_state)
+    return Scenario(
+        name=name,
+        build=lambda saver: build_graph(saver, schema, turns),
+        drive=drive,
+        channels={"messages": PLAIN_MESSAGES, STATE: PLAIN_STATE},
+        served=[STATE],
+        expect={"forks": forks, "reference_agrees": True, **expect},
+        notes=[notes],
+    )
+
+
+def fork_question() -> Scenario:
+    def drive(rec: Recorder, graph: Any) -> None:
+        for n in range(1, 5):
+            ask(rec, graph, n, LINEAGE_TURNS[n - 1][0])
+        ask_from(rec, graph, 5, LINEAGE_TURNS[4][0], turn_end(rec, 2))
+        ask(rec, graph, 6, LINEAGE_TURNS[5][0])
+        ask(rec, graph, 7, LINEAGE_TURNS[6][0])
+
+    return fork_scenario("fork-question", LINEAGE_TURNS, drive, 1,
+                         "four questions, then question 5 (Tay) sent from the checkpoint that ended turn 2, then two more: the lineage holds 5, turn 3 is Tay; the test's pruning deletes the fork point",
+                         min_total=5)
+
+
+def fork_replay_tools() -> Scenario:
+    def drive(rec: Recorder, graph: Any) -> None:
+        for n in range(1, 5):
+            ask(rec, graph, n, REPLAY_TURNS[n - 1][0])
+        replay_from(rec, graph, tools_checkpoint(rec, graph, 2))
+        ask(rec, graph, 5, REPLAY_TURNS[4][0])
+        ask(rec, graph, 6, REPLAY_TURNS[5][0])
+
+    return fork_scenario("fork-replay-tools", REPLAY_TURNS, drive, 1,
+                         "four questions, then invoke(None) from turn 2's checkpoint whose next node is tools: read_flow runs again and reads a new value; then two questions: 4 turns, turn 2 the replayed run's",
+                         min_total=4, replayed_value=2)
+
+
+def fork_replay_end() -> Scenario:
+    def drive(rec: Recorder, graph: Any) -> None:
+        for n in range(1, 5):
+            ask(rec, graph, n, LINEAGE_TURNS[n - 1][0])
+        replay_from(rec, graph, turn_end(rec, 2))
+        ask(rec, graph, 5, LINEAGE_TURNS[4][0])
+        ask(rec, graph, 6, LINEAGE_TURNS[5][0])
+
+    return fork_scenario("fork-replay-end", LINEAGE_TURNS, drive, 1,
+                         "four questions, then invoke(None) from turn 2's end (LangGraph writes a fork checkpoint there), then two questions: 4 turns",
+                         min_total=4)
+
+
+def fork_update() -> Scenario:
+    def drive(rec: Recorder, graph: Any) -> None:
+        for n in range(1, 3):
+            ask(rec, graph, n, LINEAGE_TURNS[n - 1][0])
+        start = turn_end(rec, 1)
+        fork: dict = {}
+
+        def update() -> None:
+            fork["config"] = graph.update_state(
+                rec.at(start),
+                {
+                    "messages": [AIMessage(content="Going back to the Severn.", id="fork-note")],
+                    STATE: {"notes/fork": {"value": "rewound to turn 1", "tool": "update_state", "turn": 1}},
+                },
+                as_node="agent",
+            )
+
+        rec.run("update_state", update, start=start)
+        ask(rec, graph, 5, LINEAGE_TURNS[4][0])
+        ask(rec, graph, 6, LINEAGE_TURNS[5][0])
+
+    return fork_scenario("fork-update", LINEAGE_TURNS, drive, 1,
+                         "two questions, then update_state on turn 1's end (as_node='agent': a message and a tool_state entry), then two questions: 3 turns, turn 2 is Tay; turn 1 ends at the update_state's checkpoint",
+                         min_total=3)
+
+
+def fork_of_fork() -> Scenario:
+    def drive(rec: Recorder, graph: Any) -> None:
+        for n in range(1, 5):
+            ask(rec, graph, n, LINEAGE_TURNS[n - 1][0])
+        ask_from(rec, graph, 5, LINEAGE_TURNS[4][0], turn_end(rec, 2))
+        ask(rec, graph, 6, LINEAGE_TURNS[5][0])
+        ask_from(rec, graph, 7, LINEAGE_TURNS[6][0], turn_end(rec, 3))
+
+    return fork_scenario("fork-of-fork", LINEAGE_TURNS, drive, 2,
+                         "four questions; question 5 from turn 2's end, then 6; then question 7 from the fork's own turn 3 (question 5's end): the lineage holds questions 1, 2, 5, 7; two forks",
+                         min_total=4)
+
+
+def fork_first() -> Scenario:
+    def drive(rec: Recorder, graph: Any) -> None:
+        for n in range(1, 4):
+            ask(rec, graph, n, LINEAGE_TURNS[n - 1][0])
+        first = rec.runs[0]["checkpoints"][0]  # the input checkpoint before question 1
+        ask_from(rec, graph, 4, LINEAGE_TURNS[3][0], first)
+        ask(rec, graph, 5, LINEAGE_TURNS[4][0])
+        ask(rec, graph, 6, LINEAGE_TURNS[5][0])
+
+    return fork_scenario("fork-first", LINEAGE_TURNS, drive, 1,
+                         "three questions, then the first replaced: question 4 (Wye) sent from the thread's first checkpoint, then two more: 3 turns, turn 1 is Wye; the fork is at turn 0",
+                         min_total=3)
+
+
+# --- fork-subgraph: Studio's re-run from a checkpoint inside a subgraph -----
+
+
+def fork_subgraph() -> Scenario:
+    schema = state_schema(add_messages, merge_tool_state)
+
+    def build(saver: Any) -> Any:
+        inner = build_graph(None, schema, LINEAGE_TURNS)
+        g = StateGraph(schema)
+        g.add_node("survey", inner)
+        g.add_edge(START, "survey")
+        g.add_edge("survey", END)
+        return g.compile(checkpointer=saver)
+
+    def drive(rec: Recorder, graph: Any) -> None:
+        for n in range(1, 4):
+            ask(rec, graph, n, LINEAGE_TURNS[n - 1][0])
+        # Turn 2's root checkpoint whose next is the subgraph, and inside it
+        # the subgraph's checkpoint before its tools: re-run from there.
+        run = next(r for r in rec.runs if 2 in r["question_numbers"])
+        parent, sub = None, None
+        for cid in run["checkpoints"]:
+            snap = graph.get_state(rec.at(cid))
+            if snap.next != ("survey",) or not snap.tasks:
+                continue
+            state = snap.tasks[0].state
+            ns_config = state if isinstance(state, dict) else state.config
+            for h in graph.get_state_history(ns_config):
+                if h.next == ("tools",):
+                    parent, sub = cid, h.config
+                    break
+        if sub is None:
+            raise SystemExit("no subgraph checkpoint before its tools in turn 2")
+        # The fork point on the root lineage is the root checkpoint the
+        # subgraph ran under (next: survey).
+        cfg = {**sub, "recursion_limit": 200}
+        rec.run("replay", lambda: graph.invoke(None, cfg), start=parent)
+        ask(rec, graph, 4, LINEAGE_TURNS[3][0])
+
+    return Scenario(
+        name="fork-subgraph",
+        build=build,
+        drive=drive,
+        channels={"messages": PLAIN_MESSAGES, STATE: PLAIN_STATE},
+        served=[STATE],
+        expect={"forks": 1, "min_total": 3},
+        notes=["a root graph whose one node is a compiled subgraph (agent <-> tools); three questions, then a re-run from the subgraph's checkpoint before turn 2's tools (invoke(None) with that subgraph config, as Studio's re-run from here), then one more question: 3 turns"],
+    )
+
+
+# --- runs: graphs without messages ------------------------------------------
+
+RUN_INPUTS = [{"question": f"Sketch the {r} catchment."} for r in ["Severn", "Thames", "Trent"]]
+
+
+def input_text(value: Any) -> str:
+    """A run's input as the question text of a runs-numbered turn."""
+    return json.dumps(wire(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def river_of(question: str) -> str:
+    return next(r for r in AREAS if r in question)
+
+
+def measured(river: str) -> dict:
+    return {AREA_KEY: {"value": AREAS[river], "tool": "sketch_area", "inputs": {"river": "model"}},
+            "sketch-ops/sketch_area/name": {"value": river, "tool": "sketch_area"}}
+
+
+def ask_run(rec: Recorder, graph: Any, value: Any, config: Optional[dict] = None, fails: bool = False) -> None:
+    cfg = config or rec.config
+    rec.run("question", lambda: graph.invoke(value, cfg), [input_text(value)], inputs=[wire(value)], fails=fails)
+
+
+def runs_graph(failing: bool) -> Scenario:
+    schema = TypedDict("RunState", {"question": str, STATE: Annotated[dict, merge_tool_state]}, total=False)
+
+    def build(saver: Any) -> Any:
+        failures: dict[str, int] = {}  # the rivers whose run failed once
+
+        def plan(state: dict) -> dict:
+            return {}
+
+        def measure(state: dict) -> dict:
+            river = river_of(state["question"])
+            if failing and river == "Thames" and not failures.get(river):
+                failures[river] = 1
+                raise RuntimeError("the Thames gauge did not answer")
+            return {STATE: measured(river)}
+
+        g = StateGraph(schema)
+        g.add_node("plan", plan)
+        g.add_node("measure", measure)
+        g.add_edge(START, "plan")
+        g.add_edge("plan", "measure")
+        g.add_edge("measure", END)
+        return g.compile(checkpointer=saver)
+
+    def drive(rec: Recorder, graph: Any) -> None:
+        for value in RUN_INPUTS:
+            fails = failing and "Thames" in value["question"]
+            ask_run(rec, graph, value, fails=fails)
+            if fails:
+                rec.run("resume", lambda: graph.invoke(None, rec.config))
+
+    return Scenario(
+        name="runs-resumed" if failing else "runs-graph",
+        build=build,
+        drive=drive,
+        channels={STATE: PLAIN_STATE},
+        served=[STATE],
+        expect={"numbering": "runs", "min_total": 3, **({"resumes": 1} if failing else {})},
+        notes=["a StateGraph without messages (question: str, tool_state), run three times: three runs, each a turn whose question is its input as JSON"
+               + ("; the second run fails in its node and is resumed with invoke(None): still one run" if failing else "")],
+    )
+
+
+def runs_functional(with_messages: bool) -> Scenario:
+    from langgraph.func import entrypoint, task
+
+    def build(saver: Any) -> Any:
+        @task
+        def sketch_area(river: str) -> dict:
+            return measured(river)
+
+        @entrypoint(checkpointer=saver)
+        def surveyor(inputs: dict, *, previous: Optional[dict] = None) -> dict:
+            saved = dict(previous or {})
+            river = river_of(inputs["question"])
+            saved[STATE] = merge_tool_state(saved.get(STATE), sketch_area(river).result())
+            if with_messages:
+                n = len(saved.get("messages") or []) // 2 + 1
+                saved["messages"] = [*(saved.get("messages") or []),
+                                     HumanMessage(content=inputs["question"], id=f"q-{n}"),
+                                     AIMessage(content=f"Answer to turn {n}.", id=f"ai-{n}-0")]
+            return saved
+
+        return surveyor
+
+    def drive(rec: Recorder, graph: Any) -> None:
+        for value in RUN_INPUTS:
+            ask_run(rec, graph, value)
+
+    return Scenario(
+        name="functional-messages" if with_messages else "functional",
+        build=build,
+        drive=drive,
+        channels={STATE: PLAIN_STATE},
+        served=[STATE],
+        expect={"numbering": "runs", "min_total": 3, "functional": True},
+        notes=["the functional API: an @entrypoint with a checkpointer calling an @task, run three times; the saved return value (__previous__) holds tool_state"
+               + (" and a messages list (a question and an answer per run)" if with_messages else "")],
+    )
+
+
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "delta-messages-1": lambda: delta_messages(1),
     "delta-messages-4": lambda: delta_messages(4),
@@ -646,6 +981,17 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "deepagents": deepagents,
     "summarize": summarize,
     "remove-node": remove_node,
+    "fork-question": fork_question,
+    "fork-replay-tools": fork_replay_tools,
+    "fork-replay-end": fork_replay_end,
+    "fork-update": fork_update,
+    "fork-of-fork": fork_of_fork,
+    "fork-first": fork_first,
+    "fork-subgraph": fork_subgraph,
+    "runs-graph": lambda: runs_graph(False),
+    "runs-resumed": lambda: runs_graph(True),
+    "functional": lambda: runs_functional(False),
+    "functional-messages": lambda: runs_functional(True),
 }
 
 # ---------------------------------------------------------------------------
@@ -663,6 +1009,7 @@ def write(args: argparse.Namespace) -> dict[str, Any]:
                 raise SystemExit(f"thread {args.thread!r} already has checkpoints")
             sc.drive(rec, graph)
         checkpoints, branches = describe_checkpoints(graph, saver, args.thread, sc.served, list(sc.channels))
+        forks = [] if args.read_only else rec.read_back_forks()
     result: dict[str, Any] = {
         "writer": "python",
         "program": "write_scenario.py",
@@ -675,6 +1022,9 @@ def write(args: argparse.Namespace) -> dict[str, Any]:
         "served": sc.served,
         "notes": sc.notes,
         "read_only": bool(args.read_only),
+        "numbering": sc.expect.get("numbering", "complete"),
+        "forks": [],
+        "head": None,
     }
     if args.read_only:
         previous = json.load(open(args.truth, encoding="utf-8")) if args.truth else {}
@@ -684,7 +1034,9 @@ def write(args: argparse.Namespace) -> dict[str, Any]:
     else:
         result["runs"] = rec.runs
         result["turns"] = rec.turns()
-        result["total"] = len(rec.questions)
+        result["total"] = len(result["turns"])
+        result["forks"] = forks
+        result["head"] = rec.head
     result["checkpoints"] = checkpoints
     result["branches"] = branches
     if args.no_reference:
@@ -714,8 +1066,9 @@ def check(truth: dict[str, Any], expect: dict[str, Any]) -> list[str]:
         if t["retained"]:
             same(f"turn {t['turn']}", t["checkpoint_id"], {**t["state"], "messages": t["messages"]})
     if not truth["read_only"]:
-        if truth["total"] != len(truth["turns"]) or truth["total"] < 5:
+        if truth["total"] != len(truth["turns"]) or truth["total"] < expect.get("min_total", 5):
             bad.append(f"total {truth['total']}, {len(truth['turns'])} turns")
+        bad.extend(check_lineage(truth, expect))
         for i, r in enumerate(truth["runs"]):
             same(f"run {i}", r["state_after"]["checkpoint_id"], r["state_after"])
             if not r["checkpoints"]:
@@ -764,6 +1117,51 @@ def check(truth: dict[str, Any], expect: dict[str, Any]) -> list[str]:
     return bad
 
 
+def check_lineage(truth: dict[str, Any], expect: dict[str, Any]) -> list[str]:
+    """What is inconsistent in a truth's lineage and forks: every turn ends
+    on the head's parent chain (get_state_history's), the head is the
+    thread's newest root checkpoint, each fork leaves the lineage at its
+    fork point for a branch whose newest checkpoint is a leaf off the
+    lineage, and its turns read back with get_state as they were recorded."""
+    bad: list[str] = []
+    ordered = truth["checkpoints"]
+    head = truth["head"]
+    if ordered and head != ordered[-1]["checkpoint_id"]:
+        bad.append(f"head {head} (get_state) is not the newest root checkpoint {ordered[-1]['checkpoint_id']}")
+    chains = {b["head"]: b["checkpoints"] for b in truth["branches"]}
+    lineage = set(chains.get(head, []))
+    if head not in chains:
+        bad.append(f"head {head} is not a leaf of get_state_history")
+    for t in truth["turns"]:
+        if t["checkpoint_id"] not in lineage:
+            bad.append(f"turn {t['turn']} ends at {t['checkpoint_id']}, off the head's lineage")
+    if len(truth["forks"]) != expect.get("forks", 0):
+        bad.append(f"{len(truth['forks'])} forks, want {expect.get('forks', 0)}")
+    for i, f in enumerate(truth["forks"]):
+        if f["from_checkpoint_id"] not in lineage:
+            bad.append(f"fork {i}: its fork point {f['from_checkpoint_id']} is off the lineage")
+        newest = f["newest_checkpoint_id"]
+        if newest not in chains or newest in lineage or f["from_checkpoint_id"] not in chains[newest]:
+            bad.append(f"fork {i}: {newest} is not a leaf off the lineage that descends from the fork point")
+        if len(f["turns"]) != f["questions"]:
+            bad.append(f"fork {i}: {len(f['turns'])} turns for {f['questions']} questions")
+        for t, b in zip(f["turns"], f["read_back"]):
+            if t["state"] != b["state"] or t["messages"] != b["messages"]:
+                bad.append(f"fork {i} turn {t['turn']}: get_state at {t['checkpoint_id']} reads back another state than the turn ended with")
+        shared = truth["turns"][: f["turn"]]
+        if [t["question"] for t in f["turns"][: f["turn"]]] != [t["question"] for t in shared]:
+            bad.append(f"fork {i}: the branch's first {f['turn']} turns are not the lineage's")
+    if (n := expect.get("replayed_value")) is not None and truth["forks"]:
+        was, now = truth["forks"][0]["turns"][n - 1]["state"], truth["turns"][n - 1]["state"]
+        if was == now:
+            bad.append(f"turn {n}: the replayed run wrote the same state as the run it replaced")
+    if expect.get("reference_agrees") and truth["reference"] is not None:
+        ref = truth["reference"]
+        if ref["total"] != truth["total"]:
+            bad.append(f"reference: total {ref['total']}, the host's lineage {truth['total']}")
+    return bad
+
+
 def summary(truth: dict[str, Any], bad: list[str]) -> str:
     ordered = truth["checkpoints"]
     stored = {
@@ -776,7 +1174,7 @@ def summary(truth: dict[str, Any], bad: list[str]) -> str:
     return (
         f"{truth['scenario']} ({where}{', read-only' if truth['read_only'] else ''}): "
         f"{truth['total']} questions, {len(truth['runs'] or [])} runs, {len(ordered)} checkpoints, "
-        f"{len(truth['branches'])} branch(es), snapshots {stored}, "
+        f"{len(truth['branches'])} branch(es), {len(truth['forks'])} fork(s), numbering {truth['numbering']}, snapshots {stored}, "
         f"reference {'total ' + str(ref['total']) if ref else 'no: ' + str(truth['reference_error'])[:80]}, "
         f"{truth['seconds']}s: {'ok' if not bad else 'INCONSISTENT: ' + '; '.join(bad)}"
     )
