@@ -96,11 +96,13 @@ func (w openWatch) running(t *testing.T) {
 // still allows go on, and keep delivering turns.
 func TestReloadReauthorizesStreams(t *testing.T) {
 	m := storetest.NewMemory()
+	runs := map[string]*runThread{}
 	for _, id := range []string{"a/1", "a/2", "b/1", "c/1"} {
 		r := &runThread{w: m, ref: store.Ref{ThreadID: id}}
 		r.put("input", "__start__")
 		r.begin(1)
 		r.end(1, 1.0)
+		runs[id] = r
 	}
 	slow := &blockingValues{Backend: m, release: make(chan struct{}), blocked: make(chan struct{}, 1)}
 	path := filepath.Join(t.TempDir(), "tokens.json")
@@ -173,7 +175,8 @@ func TestReloadReauthorizesStreams(t *testing.T) {
 
 	// The stream the new file still allows goes on, turns and all.
 	kept.running(t)
-	r := &runThread{w: m, ref: store.Ref{ThreadID: "c/1"}, step: 100}
+	// The next run goes on from c/1's head, as the host's next question does.
+	r := runs["c/1"]
 	r.put("input", "__start__")
 	r.begin(2)
 	r.end(2, 2.0)
