@@ -330,10 +330,12 @@ func number(ref Ref, cps []Checkpoint, keep []int, questions []Question) *Histor
 	h.Steps = make([]Step, 0, len(order))
 	listed := make(map[string]bool, len(keep))
 	placed := make(map[string]bool, len(keep)) // listed, and its messages read
+	at := make(map[string]int, len(keep))      // index in cps of each listed checkpoint
 	for _, i := range keep {
 		c := cps[i]
 		listed[c.ID] = true
 		placed[c.ID] = !c.Unplaced
+		at[c.ID] = i
 	}
 	if len(order) > 0 {
 		oldest := cps[order[0]]
@@ -422,6 +424,7 @@ func number(ref Ref, cps []Checkpoint, keep []int, questions []Question) *Histor
 			ends[askedUpTo-1] = i
 		}
 	}
+	foreignAfter(cps, order, ends)
 	if h.Numbering == Estimated && holdsEvery(cps, keep, seq) {
 		// A list read whole, with no sign of removed messages, holds every
 		// question known: it proves the count as far as any list can.
@@ -436,6 +439,11 @@ func number(ref Ref, cps []Checkpoint, keep []int, questions []Question) *Histor
 		t := Turn{N: n + 1, Question: questions[seq[n]].Text}
 		if ends[n] >= 0 {
 			t.Retained, t.End = true, cps[ends[n]]
+		}
+		if foreignQuestion(cps, at, listed, firstAt[seq[n]], seq[n]) {
+			// Its text, and any end found for it, came from another
+			// branch's list: the turn is known to exist, nothing more.
+			t.Question, t.Retained, t.End = "", false, Checkpoint{}
 		}
 		h.Turns[n] = t
 	}
@@ -467,6 +475,54 @@ func number(ref Ref, cps []Checkpoint, keep []int, questions []Question) *Histor
 		n = m + 1
 	}
 	return h
+}
+
+// foreignAfter moves each turn's end (ends, indexes into cps) past the
+// checkpoints that follow it on the lineage, in order, whose messages are
+// unread because the list stored under their version is another branch's
+// (see foreignVersion): up to the next run's input, they are the steps of
+// the run that reached the turn's end, so the turn ended on the last of them, not on the last one
+// read. Reading its state there then gives that checkpoint's own value or
+// refuses (ErrForeignValue), never the state of a step before its end.
+func foreignAfter(cps []Checkpoint, order, ends []int) {
+	pos := make(map[int]int, len(order)) // position in order of each index
+	for k, i := range order {
+		pos[i] = k
+	}
+	for n, e := range ends {
+		if e < 0 || cps[e].Input {
+			// An input checkpoint begins a run: the steps after it are
+			// that run's, asking a question of their own.
+			continue
+		}
+		for k := pos[e] + 1; k < len(order); k++ {
+			c := cps[order[k]]
+			if !c.Unplaced || !foreignVersion(c.Version) || c.Input || c.Parent != cps[ends[n]].ID {
+				break
+			}
+			ends[n] = order[k]
+		}
+	}
+}
+
+// foreignQuestion reports whether question q, first held on the lineage
+// (keep) by cps[first], came there in another branch's list: first's
+// parent is unread because its version's list is another branch's, and a
+// checkpoint off the lineage (not listed; at indexes the lineage by id)
+// holds q. A saver that drops a fork's values
+// (LangGraph.js's PostgresSaver) hands the next run the abandoned
+// branch's list, which it carries on as its own.
+func foreignQuestion(cps []Checkpoint, at map[string]int, listed map[string]bool, first int, q int32) bool {
+	p, ok := at[cps[first].Parent]
+	if !ok || !cps[p].Unplaced || !foreignVersion(cps[p].Version) {
+		return false
+	}
+	for _, c := range cps {
+		if !listed[c.ID] && !c.Unplaced && slices.Contains(c.Asks, q) {
+			return true
+		}
+	}
+	return false
 }
 
 // holdsEvery reports whether one checkpoint of cps that keep indexes holds

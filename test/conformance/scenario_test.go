@@ -459,6 +459,12 @@ func rebuildable(want *truth, id, channel string, gone map[string]bool) bool {
 	if !ok || gone[id] {
 		return false
 	}
+	// A served channel no checkpoint stores under its own name lives inside
+	// another value written whole at each run's end (the functional API's
+	// __previous__): a checkpoint left holds all of it.
+	if channel != "messages" && !anyStores(want, channel) {
+		return true
+	}
 	if emptyValue(c.Values[channel]) && channel != "messages" {
 		return true
 	}
@@ -474,6 +480,16 @@ func rebuildable(want *truth, id, channel string, gone map[string]bool) bool {
 		}
 		c = byID[*c.Parent]
 	}
+}
+
+// anyStores says whether some checkpoint of want stores a value of channel.
+func anyStores(want *truth, channel string) bool {
+	for _, c := range want.Checkpoints {
+		if c.Stored[channel] != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // checkPruned compares historyd after pruning with the truth from before.
