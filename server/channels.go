@@ -16,8 +16,9 @@ import (
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
-// A messages or state channel that no checkpoint uses makes every thread
-// look empty, and nothing says why. The server samples the channels the
+// A messages or state channel that no checkpoint uses changes every
+// thread's answers (turns numbered by runs, turns without state), and
+// nothing says why. The server samples the channels the
 // store's checkpoints hold, at start and on the first threads that hold
 // none of the configured ones, and logs a warning naming the channels
 // actually there. Backends only answer Newest; what a checkpoint's bytes
@@ -47,7 +48,7 @@ type configured struct {
 
 func newChannelCheck(log *slog.Logger, messages string, states []string) channelCheck {
 	c := channelCheck{log: log, channels: []configured{{messages, "--messages-channel",
-		"so they answer as having no turns; set --messages-channel to the channel holding the conversation"}}}
+		"so their turns are numbered by runs (each run a turn, its input the question); if the conversation is kept in another channel, set --messages-channel to it"}}}
 	for _, st := range states {
 		c.channels = append(c.channels, configured{st, "--state-channels",
 			"so their turns have no state entries from it; set --state-channels to the channels holding session state, if these are them"})
