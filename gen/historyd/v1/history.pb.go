@@ -1374,7 +1374,10 @@ type TurnInfo struct {
 	// number is the turn number, counted from 1.
 	Number int32 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
 	// question is the text of the turn's user message: string content as is,
-	// list content as its text blocks joined.
+	// list content as its text blocks joined. Empty for a turn known to exist
+	// whose question cannot be told: the only list holding it is one a saver
+	// carried in from another branch (LangGraph.js's PostgresSaver after a
+	// fork); such a turn is not retained.
 	Question string `protobuf:"bytes,2,opt,name=question,proto3" json:"question,omitempty"`
 	// retained says whether the turn's state can still be read.
 	Retained bool `protobuf:"varint,3,opt,name=retained,proto3" json:"retained,omitempty"`

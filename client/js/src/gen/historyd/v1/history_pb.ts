@@ -683,7 +683,10 @@ export type TurnInfo = Message<"historyd.v1.TurnInfo"> & {
 
   /**
    * question is the text of the turn's user message: string content as is,
-   * list content as its text blocks joined.
+   * list content as its text blocks joined. Empty for a turn known to exist
+   * whose question cannot be told: the only list holding it is one a saver
+   * carried in from another branch (LangGraph.js's PostgresSaver after a
+   * fork); such a turn is not retained.
    *
    * @generated from field: string question = 2;
    */
