@@ -24,6 +24,10 @@
 //     (AnsweredWith): one run answered them all, so they share its state.
 //   - WithChannel reads another of the state channels the server serves
 //     (its --state-channels), such as deepagents' files or todos.
+//   - Every reading call takes its required arguments (the thread id, the
+//     turn numbers) as parameters and everything optional as ReadOptions,
+//     one family of With... functions for all of them; each option says
+//     which calls it applies to, and the other calls ignore it.
 //
 // The model-facing inspect_state tool built on this lives in the inspect
 // subpackage.
