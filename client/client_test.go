@@ -213,9 +213,9 @@ func TestTurnsOutOfRangeRefusedBeforeSending(t *testing.T) {
 		{"Snapshot -3", "turn -3: must be 0 to 2147483647", func() error { _, err := c.Snapshot(ctx, "pruned", -3); return err }},
 		{"Snapshot 2^31", "turn 2147483648: must be 0 to 2147483647", func() error { _, err := c.Snapshot(ctx, "pruned", 1<<31); return err }},
 		{"Snapshot 2^32+1", "turn 4294967297: must be 0 to 2147483647", func() error { _, err := c.Snapshot(ctx, "pruned", 1<<32+1); return err }},
-		{"Diff to -1", "to_turn -1: must be 0 to 2147483647", func() error { _, err := c.Diff(ctx, "pruned", client.DiffQuery{To: -1}); return err }},
+		{"Diff to -1", "to_turn -1: must be 0 to 2147483647", func() error { _, err := c.Diff(ctx, "pruned", 0, -1); return err }},
 		{"Diff from 2^31", "from_turn 2147483648: must be 0 to 2147483647", func() error {
-			_, err := c.Diff(ctx, "pruned", client.DiffQuery{To: 3, From: 1 << 31})
+			_, err := c.Diff(ctx, "pruned", 1<<31, 3)
 			return err
 		}},
 		{"StreamSnapshots from -1", "from_turn -1: must be 0 to 2147483647", func() error {
@@ -225,10 +225,10 @@ func TestTurnsOutOfRangeRefusedBeforeSending(t *testing.T) {
 			return first(c.StreamSnapshots(ctx, "pruned", client.WithFromTurn(1<<32+1)))
 		}},
 		{"WatchTurns after 2^31", "after_turn 2147483648: must be 0 to 2147483647", func() error {
-			return firstEvent(c.WatchTurns(ctx, "pruned", client.WatchQuery{AfterTurn: 1 << 31}))
+			return firstEvent(c.WatchTurns(ctx, "pruned", client.WithAfterTurn(1<<31)))
 		}},
 		{"WatchTurns after -1", "after_turn -1: must be 0 to 2147483647", func() error {
-			return firstEvent(c.WatchTurns(ctx, "pruned", client.WatchQuery{AfterTurn: -1}))
+			return firstEvent(c.WatchTurns(ctx, "pruned", client.WithAfterTurn(-1)))
 		}},
 	} {
 		err := tt.call()
@@ -245,7 +245,7 @@ func TestTurnsOutOfRangeRefusedBeforeSending(t *testing.T) {
 			t.Errorf("Snapshot of turn %d = %+v, %v; want NoSuchTurn", n, s, err)
 		}
 	}
-	if _, err := c.Diff(ctx, "pruned", client.DiffQuery{To: 4, From: 0}); err != nil {
+	if _, err := c.Diff(ctx, "pruned", 0, 4); err != nil {
 		t.Errorf("Diff to 4 from 0: %v", err)
 	}
 	if n := calls.Load(); n != 3 {

@@ -13,32 +13,6 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
-// DiffQuery names the two turns Client.Diff compares and what of them.
-type DiffQuery struct {
-	// To is the turn whose end the changes lead to; 0 is the thread's
-	// newest turn. Past MaxTurn or negative, Diff refuses it.
-	To int
-	// From is the turn whose end the changes start from; 0 is the turn
-	// before To. Past MaxTurn or negative, Diff refuses it.
-	From int
-	// Keys, when set, restricts the comparison to these keys.
-	Keys []string
-	// Namespace is the checkpoint namespace; empty is the root graph.
-	Namespace string
-	// Channel is the state channel compared; empty is the server's
-	// default.
-	Channel string
-	// IncludeUnchanged also lists the keys whose entry is the same in both
-	// turns, as Unchanged.
-	IncludeUnchanged bool
-	// ValueFormat is how values travel (entries' and patches'); the zero
-	// value is JSONValues.
-	ValueFormat ValueFormat
-	// Head, when set, compares turns of the lineage ending at this
-	// checkpoint (see WithHead) instead of the thread's head.
-	Head string
-}
-
 // DiffEnd is one turn of a Diff and what became of it, with the same
 // three outcomes as a Snapshot.
 type DiffEnd struct {
@@ -144,16 +118,25 @@ type Diff struct {
 	Head string
 }
 
-// Diff compares the state two turns of a thread ended on, key by key.
-// Either turn may be a miss (NoSuchTurn, NoLongerRetained), which its
-// DiffEnd says; nothing is compared then. An unknown thread is not an
-// error: both ends are NoSuchTurn with a total of 0.
-func (c *Client) Diff(ctx context.Context, threadID string, q DiffQuery) (*Diff, error) {
-	to, err := wireTurn("to_turn", q.To)
+// Diff compares the state two turns of a thread ended on, key by key: the
+// changes lead from the end of turn from to the end of turn to. A to of 0
+// is the thread's newest turn, a from of 0 the turn before to; past
+// MaxTurn or negative, either is refused with InvalidArgument before
+// anything is sent. Either turn may be a miss (NoSuchTurn,
+// NoLongerRetained), which its DiffEnd says; nothing is compared then. An
+// unknown thread is not an error: both ends are NoSuchTurn with a total of
+// 0.
+//
+// WithNamespace, WithChannel, WithHead, WithKeys (compare only these keys),
+// WithIncludeUnchanged and WithValueFormat apply; Diff ignores the other
+// ReadOptions.
+func (c *Client) Diff(ctx context.Context, threadID string, from, to int, opts ...ReadOption) (*Diff, error) {
+	o := NewReadConfig(opts...)
+	wireTo, err := wireTurn("to_turn", to)
 	if err != nil {
 		return nil, c.fail("Diff", threadID, err)
 	}
-	from, err := wireTurn("from_turn", q.From)
+	wireFrom, err := wireTurn("from_turn", from)
 	if err != nil {
 		return nil, c.fail("Diff", threadID, err)
 	}
@@ -162,9 +145,10 @@ func (c *Client) Diff(ctx context.Context, threadID string, q DiffQuery) (*Diff,
 		return nil, c.fail("Diff", threadID, err)
 	}
 	defer cancel()
-	rc := ReadConfig{ValueFormat: q.ValueFormat}
-	resp, err := c.rpc.Diff(ctx, &historydv1.DiffRequest{ThreadId: threadID, CheckpointNs: q.Namespace, ToTurn: to, FromTurn: from,
-		Keys: q.Keys, Channel: q.Channel, IncludeUnchanged: q.IncludeUnchanged, ValueFormat: rc.wireFormat(), HeadCheckpointId: q.Head})
+	// Entries are parsed whatever WithRawValues says, as patches are.
+	rc := ReadConfig{ValueFormat: o.ValueFormat}
+	resp, err := c.rpc.Diff(ctx, &historydv1.DiffRequest{ThreadId: threadID, CheckpointNs: o.Namespace, ToTurn: wireTo, FromTurn: wireFrom,
+		Keys: o.Keys, Channel: o.Channel, IncludeUnchanged: o.IncludeUnchanged, ValueFormat: rc.wireFormat(), HeadCheckpointId: o.Head})
 	if err != nil {
 		return nil, c.fail("Diff", threadID, err)
 	}

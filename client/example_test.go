@@ -140,6 +140,48 @@ func ExampleClient_TurnIndex() {
 	// Severn 11420, Thames 12935
 }
 
+// Diff takes the two turns it compares as arguments, and everything
+// optional, here the key compared, as ReadOptions.
+func ExampleClient_Diff() {
+	c, stop := startDemo()
+	defer stop()
+
+	d, err := c.Diff(context.Background(), "rivers", 1, 2, client.WithKeys("area"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("turn %d → turn %d (of %d)\n", d.From.Turn, d.To.Turn, d.Total)
+	for _, ch := range d.Changes {
+		patch, err := json.Marshal(ch.Patch)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s %s: %s\n", ch.Key, ch.Kind, patch)
+	}
+	// Output:
+	// turn 1 → turn 2 (of 4)
+	// area changed: [{"op":"replace","path":"/km2","value":12935},{"op":"replace","path":"/name","value":"Thames"}]
+}
+
+// Threads lists one page of threads: the listing's filters and page are
+// ReadOptions, as every reading call's optional arguments are.
+func ExampleClient_Threads() {
+	c, stop := startDemo()
+	defer stop()
+
+	page, err := c.Threads(context.Background(), client.WithPrefix("r"), client.WithIncludeTurns())
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range page.Threads {
+		fmt.Printf("%s: %d turns, %d checkpoints\n", t.ID, t.Turns, t.Checkpoints)
+	}
+	fmt.Printf("more: %v\n", page.NextPageToken != "")
+	// Output:
+	// rivers: 4 turns, 15 checkpoints
+	// more: false
+}
+
 // Current reads the state the newest turn ended on, which is what a key
 // holds now.
 func ExampleCurrent() {

@@ -237,7 +237,9 @@ func (c *Client) Close() error {
 	return c.owned.Close()
 }
 
-// Snapshots implements ThreadHistory.
+// Snapshots implements ThreadHistory. WithNamespace, WithChannel, WithKeys,
+// WithHead, WithValueFormat and WithRawValues apply; it ignores the other
+// ReadOptions.
 func (c *Client) Snapshots(ctx context.Context, threadID string, opts ...ReadOption) (*History, error) {
 	o := NewReadConfig(opts...)
 	ctx, cancel, err := c.begin(ctx)
@@ -284,7 +286,7 @@ func wireTurn(field string, n int) (int32, error) {
 // Snapshot implements ThreadHistory. Turn 0, which no thread has, is
 // answered with NoSuchTurn (Current asks it for the total); a negative turn
 // or one past MaxTurn is refused with InvalidArgument before anything is
-// sent.
+// sent. The ReadOptions of Snapshots apply; it ignores the others.
 func (c *Client) Snapshot(ctx context.Context, threadID string, turn int, opts ...ReadOption) (*Snapshot, error) {
 	o := NewReadConfig(opts...)
 	wire, err := wireTurn("turn", turn)
@@ -388,8 +390,9 @@ func fromFork(f *historydv1.Fork) Fork {
 
 // Turns lists turns 1..total of a thread, retained or not, without their
 // state: cheap enough for a UI to call on every render. WithNamespace,
-// WithChannel, WithHead and WithKeysWritten apply; WithKeys does not.
-// TurnIndex reads the same with the thread's numbering, head and forks.
+// WithChannel, WithHead and WithKeysWritten apply; it ignores the other
+// ReadOptions, WithKeys among them. TurnIndex reads the same with the
+// thread's numbering, head and forks.
 func (c *Client) Turns(ctx context.Context, threadID string, opts ...ReadOption) ([]TurnInfo, error) {
 	idx, err := c.TurnIndex(ctx, threadID, opts...)
 	if err != nil {
@@ -399,7 +402,8 @@ func (c *Client) Turns(ctx context.Context, threadID string, opts ...ReadOption)
 }
 
 // TurnIndex is Turns with the thread's total and numbering: a UI showing
-// turn numbers needs to know when they are estimated.
+// turn numbers needs to know when they are estimated. The ReadOptions of
+// Turns apply.
 func (c *Client) TurnIndex(ctx context.Context, threadID string, opts ...ReadOption) (*TurnIndex, error) {
 	o := NewReadConfig(opts...)
 	ctx, cancel, err := c.begin(ctx)

@@ -90,7 +90,7 @@ func TestWithHead(t *testing.T) {
 	if s, err := c.Snapshot(ctx, "t", 1, head); err != nil || s.Head != "c7" {
 		t.Errorf("Snapshot = %+v, %v", s, err)
 	}
-	if d, err := c.Diff(ctx, "t", client.DiffQuery{Head: "c7"}); err != nil || d.Head != "c7" {
+	if d, err := c.Diff(ctx, "t", 0, 0, head); err != nil || d.Head != "c7" {
 		t.Errorf("Diff = %+v, %v", d, err)
 	}
 	for range c.StreamSnapshots(ctx, "t", head) {
@@ -98,7 +98,7 @@ func TestWithHead(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	conn.stream = []proto.Message{&historydv1.WatchTurnsResponse{HeadCheckpointId: "c7", Total: 1,
 		Event: &historydv1.WatchTurnsResponse_HistoryRewound{HistoryRewound: &historydv1.HistoryRewound{Turn: 1, Fork: fork}}}}
-	for ev, err := range c.WatchTurns(wctx, "t", client.WatchQuery{Head: "c7"}) {
+	for ev, err := range c.WatchTurns(wctx, "t", head) {
 		if err != nil || ev.Rewound == nil || ev.Rewound.Turn != 1 || ev.Rewound.Fork == nil || ev.Rewound.Fork.Newest != "c9" || ev.Head != "c7" {
 			t.Errorf("watch event %+v, %v; want history_rewound to turn 1 from c9", ev, err)
 		}

@@ -24,6 +24,10 @@
 //     (AnsweredWith): one run answered them all, so they share its state.
 //   - WithChannel reads another of the state channels the server serves
 //     (its --state-channels), such as deepagents' files or todos.
+//   - Every reading call takes its required arguments (the thread id, the
+//     turn numbers) as parameters and everything optional as ReadOptions,
+//     one family of With... functions for all of them; each option says
+//     which calls it applies to, and the other calls ignore it.
 //
 // The model-facing inspect_state tool built on this lives in the inspect
 // subpackage.
@@ -319,87 +323,4 @@ func Current(ctx context.Context, h ThreadHistory, threadID string, opts ...Read
 		return probe, nil
 	}
 	return h.Snapshot(ctx, threadID, probe.Total, opts...)
-}
-
-// ReadOption adjusts one read: which namespace, which channel, which keys.
-type ReadOption func(*ReadConfig)
-
-// ReadConfig is what a set of ReadOptions asks for. Implementations of
-// ThreadHistory other than Client get it from NewReadConfig.
-type ReadConfig struct {
-	// Namespace is the checkpoint namespace; empty is the root graph.
-	Namespace string
-	// Channel is the state channel to read; empty is the server's default.
-	Channel string
-	// Keys restricts returned state to these keys; empty means every key.
-	Keys []string
-	// KeysWritten asks Turns for each turn's keys_written.
-	KeysWritten bool
-	// FromTurn makes StreamSnapshots skip retained turns before it; 0 and 1
-	// both mean from the first turn. Past MaxTurn or negative,
-	// StreamSnapshots refuses it.
-	FromTurn int
-	// ValueFormat is how values travel; the zero value is JSONValues.
-	ValueFormat ValueFormat
-	// RawValues leaves values as their JSON text (Entry.JSON) unparsed.
-	RawValues bool
-	// Head, when set, reads the lineage ending at this checkpoint instead
-	// of the thread's head.
-	Head string
-}
-
-// NewReadConfig applies opts to an empty ReadConfig.
-func NewReadConfig(opts ...ReadOption) ReadConfig {
-	var c ReadConfig
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&c)
-		}
-	}
-	return c
-}
-
-// WithKeys restricts the returned state to the given keys, so a reader after
-// one key does not move every other key's value across the network. Keys a
-// turn does not hold are absent from its state. Repeated uses accumulate.
-func WithKeys(keys ...string) ReadOption {
-	return func(o *ReadConfig) { o.Keys = append(o.Keys, keys...) }
-}
-
-// WithNamespace reads the checkpoints of a subgraph's namespace instead of
-// the root graph's (the empty namespace, the default).
-func WithNamespace(ns string) ReadOption {
-	return func(o *ReadConfig) { o.Namespace = ns }
-}
-
-// WithChannel reads the state channel name instead of the server's default
-// (the first of its --state-channels), e.g. deepagents' "files" or "todos".
-// It must be one the server serves: any other fails with INVALID_ARGUMENT
-// naming the ones it does. For Turns it picks the channel whose keys
-// WithKeysWritten lists.
-func WithChannel(name string) ReadOption {
-	return func(o *ReadConfig) { o.Channel = name }
-}
-
-// WithKeysWritten asks Client.Turns to list, for each retained turn, the keys
-// whose last write happened in that turn. It costs decoding each retained
-// turn's state on the server, so it is off by default; other reads ignore it.
-func WithKeysWritten() ReadOption {
-	return func(o *ReadConfig) { o.KeysWritten = true }
-}
-
-// WithFromTurn makes Client.StreamSnapshots start at turn n, skipping the
-// retained turns before it, as when resuming a read that stopped. Other
-// reads ignore it.
-func WithFromTurn(n int) ReadOption {
-	return func(o *ReadConfig) { o.FromTurn = n }
-}
-
-// WithHead reads the lineage ending at checkpoint id (a branch a fork
-// abandoned: Fork.Newest, listed by Client.TurnIndex) instead of the
-// thread's head: turns are numbered on its parent chain. An id the thread
-// does not hold fails with INVALID_ARGUMENT; at most 256 bytes. Every
-// reading call takes it; empty is the thread's head.
-func WithHead(id string) ReadOption {
-	return func(o *ReadConfig) { o.Head = id }
 }

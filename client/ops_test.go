@@ -32,7 +32,7 @@ func TestThreads(t *testing.T) {
 	c := serve(t, mem).dial(t)
 	ctx := context.Background()
 
-	page, err := c.Threads(ctx, client.ThreadsQuery{Prefix: "t/", PageSize: 3})
+	page, err := c.Threads(ctx, client.WithPrefix("t/"), client.WithPageSize(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestThreads(t *testing.T) {
 		t.Errorf("first page: %+v", page)
 	}
 	var ids []string
-	for th, err := range c.AllThreads(ctx, client.ThreadsQuery{PageSize: 2, NewestFirst: true, ActiveAfter: storetest.Base.Add(3 * time.Hour)}) {
+	for th, err := range c.AllThreads(ctx, client.WithPageSize(2), client.WithNewestFirst(), client.WithActiveAfter(storetest.Base.Add(3*time.Hour))) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestThreads(t *testing.T) {
 	if want := []string{"t/6", "t/5", "t/4", "t/3"}; !slices.Equal(ids, want) {
 		t.Errorf("newest first after +3h: %q, want %q", ids, want)
 	}
-	page, err = c.Threads(ctx, client.ThreadsQuery{Prefix: "demo", IncludeTurns: true})
+	page, err = c.Threads(ctx, client.WithPrefix("demo"), client.WithIncludeTurns())
 	if err != nil || len(page.Threads) != 2 || page.Threads[0].Turns != len(storetest.Demo) || page.Threads[0].Err != nil {
 		t.Fatalf("demo with turns: %+v, %v", page, err)
 	}
@@ -60,7 +60,7 @@ func TestThreads(t *testing.T) {
 	if broken := page.Threads[1]; broken.ID != "demo-broken" || status.Code(broken.Err) != codes.DataLoss || broken.Turns != -1 {
 		t.Errorf("demo-broken with turns: %+v", broken)
 	}
-	_, err = c.Threads(ctx, client.ThreadsQuery{PageSize: -1})
+	_, err = c.Threads(ctx, client.WithPageSize(-1))
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("page size -1: %v", err)
 	}
@@ -73,7 +73,7 @@ func TestDiff(t *testing.T) {
 	c := serve(t, mem).dial(t)
 	ctx := context.Background()
 
-	d, err := c.Diff(ctx, "demo", client.DiffQuery{To: 2})
+	d, err := c.Diff(ctx, "demo", 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestDiff(t *testing.T) {
 		t.Errorf("changes 1 → 2: %+v; want the area and the name", d.Changes)
 	}
 	// The same answer with values as google.protobuf.Value.
-	pd, err := c.Diff(ctx, "demo", client.DiffQuery{To: 2, ValueFormat: client.ProtoValues})
+	pd, err := c.Diff(ctx, "demo", 0, 2, client.WithValueFormat(client.ProtoValues))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestDiff(t *testing.T) {
 	}
 
 	// Turn 4 added a key; with its unchanged keys listed too.
-	d, err = c.Diff(ctx, "demo", client.DiffQuery{IncludeUnchanged: true})
+	d, err = c.Diff(ctx, "demo", 0, 0, client.WithIncludeUnchanged())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestDiff(t *testing.T) {
 	}
 
 	mem.Delete(ref, written[0].IDs)
-	d, err = c.Diff(ctx, "demo", client.DiffQuery{From: 1, To: 9})
+	d, err = c.Diff(ctx, "demo", 1, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestDiff(t *testing.T) {
 		len(d.Changes) != 0 || !slices.Equal(d.Retained, []int{2, 3, 4}) {
 		t.Errorf("1 → 9, turn 1 pruned: %+v", d)
 	}
-	if _, err := c.Diff(ctx, "demo", client.DiffQuery{To: -3}); status.Code(err) != codes.InvalidArgument {
+	if _, err := c.Diff(ctx, "demo", 0, -3); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("to -3: %v", err)
 	}
 }
@@ -173,7 +173,7 @@ func TestWatchTurns(t *testing.T) {
 	events := make(chan *client.WatchEvent, 10)
 	done := make(chan error, 1)
 	go func() {
-		for ev, err := range c.WatchTurns(ctx, "w", client.WatchQuery{Keys: []string{"sketch-ops/sketch_area/name"}}) {
+		for ev, err := range c.WatchTurns(ctx, "w", client.WithKeys("sketch-ops/sketch_area/name")) {
 			if err != nil {
 				done <- err
 				return
@@ -232,7 +232,7 @@ func TestWatchTurnsResumesAtMaxAge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var turns []int
-	for ev, err := range c.WatchTurns(ctx, "w", client.WatchQuery{}) {
+	for ev, err := range c.WatchTurns(ctx, "w") {
 		if err != nil {
 			t.Fatalf("the watch ended after turns %v: %v", turns, err)
 		}

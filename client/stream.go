@@ -18,9 +18,9 @@ import (
 // StreamSnapshots reads what Snapshots does, every retained turn's state in
 // ascending order, one turn per message of historyd's StreamSnapshots rpc, so
 // a long history never has to fit in one response nor in memory: each turn
-// can be used and dropped before the next arrives. WithKeys, WithNamespace,
-// WithChannel, WithHead and WithFromTurn apply; each turn carries the
-// numbering its message was sent with.
+// can be used and dropped before the next arrives. The ReadOptions of
+// Snapshots apply, and WithFromTurn; it ignores the others. Each turn
+// carries the numbering its message was sent with.
 //
 // The sequence yields each turn with a nil error, or, once, a nil turn and
 // the error that ended the read. Breaking out of the loop cancels the call.

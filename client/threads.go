@@ -13,31 +13,6 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
-// ThreadsQuery is what Client.Threads lists. Its zero value lists every
-// thread the caller may read, in thread-id order, 100 a page.
-type ThreadsQuery struct {
-	// Prefix, when set, lists only thread ids starting with it.
-	Prefix string
-	// Namespace is the checkpoint namespace; empty is the root graph.
-	Namespace string
-	// PageSize is the most threads one page holds: 0 is the server's
-	// default (100), and it caps it at 1000 (100 with IncludeTurns).
-	PageSize int
-	// PageToken continues a listing: the NextPageToken of the page before,
-	// every other field unchanged but PageSize.
-	PageToken string
-	// NewestFirst lists by last activity, newest first, instead of by
-	// thread id. The server visits every thread under the prefix for each
-	// page of it and refuses (FAILED_PRECONDITION) past 10,000.
-	NewestFirst bool
-	// ActiveAfter and ActiveBefore, when set, keep only the threads whose
-	// last checkpoint was written after (before) them.
-	ActiveAfter, ActiveBefore time.Time
-	// IncludeTurns asks for each thread's number of turns, which costs the
-	// server a derivation of each listed thread's turns.
-	IncludeTurns bool
-}
-
 // Thread is one listed thread, without its turns.
 type Thread struct {
 	// ID is the thread id.
@@ -49,8 +24,8 @@ type Thread struct {
 	FirstAt, LastAt time.Time
 	// LastCheckpointID is its newest checkpoint's id.
 	LastCheckpointID string
-	// Turns is how many turns it has had; -1 unless the query asked
-	// IncludeTurns.
+	// Turns is how many turns it has had; -1 unless the listing was asked
+	// WithIncludeTurns.
 	Turns int
 	// Err, when not nil, is why the thread could not be read in full (a
 	// value of its own that does not decode, say; status.Code tells which):
@@ -71,30 +46,39 @@ type ThreadsPage struct {
 }
 
 // Threads lists one page of the threads the caller may read: a tenant
-// confined to thread-id prefixes sees only its own.
-func (c *Client) Threads(ctx context.Context, q ThreadsQuery) (*ThreadsPage, error) {
+// confined to thread-id prefixes sees only its own. Without options it
+// lists every such thread of the root graph, in thread-id order, 100 a
+// page. WithNamespace, WithPrefix, WithPageSize, WithPageToken,
+// WithNewestFirst, WithActiveAfter, WithActiveBefore and WithIncludeTurns
+// apply; Threads ignores the other ReadOptions.
+func (c *Client) Threads(ctx context.Context, opts ...ReadOption) (*ThreadsPage, error) {
+	return c.threads(ctx, NewReadConfig(opts...))
+}
+
+// threads is Threads with its options applied.
+func (c *Client) threads(ctx context.Context, o ReadConfig) (*ThreadsPage, error) {
 	ctx, cancel, err := c.begin(ctx)
 	if err != nil {
-		return nil, c.fail("Threads", q.Prefix, err)
+		return nil, c.fail("Threads", o.Prefix, err)
 	}
 	defer cancel()
-	req := &historydv1.ThreadsRequest{ThreadIdPrefix: q.Prefix, CheckpointNs: q.Namespace, PageToken: q.PageToken,
-		PageSize: int32(min(max(q.PageSize, 0), math.MaxInt32)), IncludeTurns: q.IncludeTurns}
-	if q.PageSize < 0 {
+	req := &historydv1.ThreadsRequest{ThreadIdPrefix: o.Prefix, CheckpointNs: o.Namespace, PageToken: o.PageToken,
+		PageSize: int32(min(max(o.PageSize, 0), math.MaxInt32)), IncludeTurns: o.IncludeTurns}
+	if o.PageSize < 0 {
 		req.PageSize = -1 // refused by the server, naming page_size
 	}
-	if q.NewestFirst {
+	if o.NewestFirst {
 		req.Order = historydv1.ThreadsOrder_THREADS_ORDER_LAST_ACTIVITY
 	}
-	if !q.ActiveAfter.IsZero() {
-		req.LastActivityAfter = timestamppb.New(q.ActiveAfter)
+	if !o.ActiveAfter.IsZero() {
+		req.LastActivityAfter = timestamppb.New(o.ActiveAfter)
 	}
-	if !q.ActiveBefore.IsZero() {
-		req.LastActivityBefore = timestamppb.New(q.ActiveBefore)
+	if !o.ActiveBefore.IsZero() {
+		req.LastActivityBefore = timestamppb.New(o.ActiveBefore)
 	}
 	resp, err := c.rpc.Threads(ctx, req)
 	if err != nil {
-		return nil, c.fail("Threads", q.Prefix, err)
+		return nil, c.fail("Threads", o.Prefix, err)
 	}
 	page := &ThreadsPage{NextPageToken: resp.GetNextPageToken(), Threads: make([]Thread, 0, len(resp.GetThreads()))}
 	for _, t := range resp.GetThreads() {
@@ -116,14 +100,15 @@ func (c *Client) Threads(ctx context.Context, q ThreadsQuery) (*ThreadsPage, err
 	return page, nil
 }
 
-// AllThreads pages through the listing q starts (from q.PageToken, if
-// set), yielding each thread with a nil error, or, once, the error that
-// ended it. Each page is one Threads call, with the Client's timeout and
-// retries.
-func (c *Client) AllThreads(ctx context.Context, q ThreadsQuery) iter.Seq2[Thread, error] {
+// AllThreads pages through the listing that Threads with opts starts (from
+// WithPageToken's page, if given), yielding each thread with a nil error,
+// or, once, the error that ended it. Each page is one Threads call, with
+// the Client's timeout and retries, and the options of Threads apply.
+func (c *Client) AllThreads(ctx context.Context, opts ...ReadOption) iter.Seq2[Thread, error] {
+	o := NewReadConfig(opts...)
 	return func(yield func(Thread, error) bool) {
 		for {
-			page, err := c.Threads(ctx, q)
+			page, err := c.threads(ctx, o)
 			if err != nil {
 				yield(Thread{}, err)
 				return
@@ -136,7 +121,7 @@ func (c *Client) AllThreads(ctx context.Context, q ThreadsQuery) iter.Seq2[Threa
 			if page.NextPageToken == "" {
 				return
 			}
-			q.PageToken = page.NextPageToken
+			o.PageToken = page.NextPageToken
 		}
 	}
 }

@@ -35,22 +35,6 @@ func (f ValueFormat) String() string {
 	return fmt.Sprintf("ValueFormat(%d)", int(f))
 }
 
-// WithValueFormat picks how values travel; JSONValues is the default.
-func WithValueFormat(f ValueFormat) ReadOption {
-	return func(o *ReadConfig) { o.ValueFormat = f }
-}
-
-// WithRawValues leaves each entry's Value unset and its JSON holding the
-// value's JSON text as historyd sent it, unparsed: for a host that hands
-// values on as text (to a model, say) or parses them itself, the cheapest
-// way to read a large state. It implies JSONValues.
-func WithRawValues() ReadOption {
-	return func(o *ReadConfig) {
-		o.ValueFormat = JSONValues
-		o.RawValues = true
-	}
-}
-
 // wireFormat is the value_format to ask for.
 func (o ReadConfig) wireFormat() historydv1.ValueFormat {
 	if o.ValueFormat == ProtoValues {

@@ -13,28 +13,6 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
-// WatchQuery is what Client.WatchTurns watches.
-type WatchQuery struct {
-	// AfterTurn skips the turns up to it: pass the last turn received to
-	// resume. 0 sends every turn. Past MaxTurn or negative, WatchTurns
-	// refuses it.
-	AfterTurn int
-	// Keys, when set, restricts each state to these keys.
-	Keys []string
-	// Namespace is the checkpoint namespace; empty is the root graph.
-	Namespace string
-	// Channel is the state channel sent; empty is the server's default.
-	Channel string
-	// Checkpoints also yields the state at each new checkpoint as it is
-	// written.
-	Checkpoints bool
-	// ValueFormat is how values travel; the zero value is JSONValues.
-	ValueFormat ValueFormat
-	// Head, when set, watches the lineage ending at this checkpoint (see
-	// WithHead) instead of the thread's head.
-	Head string
-}
-
 // WatchEvent is one event of a watched thread.
 type WatchEvent struct {
 	// Checkpoint says the event is a new checkpoint's state, not a turn's
@@ -65,8 +43,10 @@ type Rewound struct {
 }
 
 // WatchTurns yields each turn of the thread as it ends (see
-// historyd.v1.WatchTurnsResponse for when that is), after q.AfterTurn,
-// and with q.Checkpoints each new checkpoint's state as it is written. The
+// historyd.v1.WatchTurnsResponse for when that is), after WithAfterTurn's
+// turn, and with WithCheckpoints each new checkpoint's state as it is
+// written. WithNamespace, WithChannel, WithHead, WithKeys and
+// WithValueFormat apply too; WatchTurns ignores the other ReadOptions. The
 // sequence runs until the consumer stops, ctx ends, or the watch fails: it
 // yields each event with a nil error, or, once, a nil event and the error
 // that ended it.
@@ -86,7 +66,7 @@ type Rewound struct {
 // branch's turns from the turn after Rewound.Turn; a rewind while the watch
 // was being resumed is not seen as one (the resumed watch yields the turns
 // after the last one received, on the new lineage).
-func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) iter.Seq2[*WatchEvent, error] {
+func (c *Client) WatchTurns(ctx context.Context, threadID string, opts ...ReadOption) iter.Seq2[*WatchEvent, error] {
 	return func(yield func(*WatchEvent, error) bool) {
 		switch {
 		case c == nil || c.rpc == nil:
@@ -99,16 +79,18 @@ func (c *Client) WatchTurns(ctx context.Context, threadID string, q WatchQuery) 
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		after, err := wireTurn("after_turn", q.AfterTurn)
+		o := NewReadConfig(opts...)
+		after, err := wireTurn("after_turn", o.AfterTurn)
 		if err != nil {
 			yield(nil, c.fail("WatchTurns", threadID, err))
 			return
 		}
-		rc := ReadConfig{ValueFormat: q.ValueFormat}
+		// Values are parsed whatever WithRawValues says.
+		rc := ReadConfig{ValueFormat: o.ValueFormat}
 		failures := 0
 		for {
-			err := c.watch(ctx, &historydv1.WatchTurnsRequest{ThreadId: threadID, CheckpointNs: q.Namespace, AfterTurn: after, Keys: q.Keys, Channel: q.Channel, Checkpoints: q.Checkpoints,
-				ValueFormat: rc.wireFormat(), HeadCheckpointId: q.Head}, rc,
+			err := c.watch(ctx, &historydv1.WatchTurnsRequest{ThreadId: threadID, CheckpointNs: o.Namespace, AfterTurn: after, Keys: o.Keys, Channel: o.Channel, Checkpoints: o.Checkpoints,
+				ValueFormat: rc.wireFormat(), HeadCheckpointId: o.Head}, rc,
 				func(ev *WatchEvent) bool {
 					failures = 0
 					switch {

@@ -67,7 +67,7 @@ type DiffArgs struct {
 // Differ is what the diff mode reads through: Inspector.History, when it
 // can compare two turns. *client.Client is one.
 type Differ interface {
-	Diff(ctx context.Context, threadID string, q client.DiffQuery) (*client.Diff, error)
+	Diff(ctx context.Context, threadID string, from, to int, opts ...client.ReadOption) (*client.Diff, error)
 }
 
 // ErrNoDiff is returned by Diff when the Inspector's History cannot
@@ -199,24 +199,25 @@ func (in *Inspector) Diff(ctx context.Context, threadID string, args DiffArgs) (
 		return "", ErrNoDiff
 	}
 	cfg := client.NewReadConfig(in.Options...)
-	q := client.DiffQuery{Namespace: cfg.Namespace, Channel: cfg.Channel}
+	opts := []client.ReadOption{client.WithNamespace(cfg.Namespace), client.WithChannel(cfg.Channel)}
+	var fromTurn, toTurn int
 	if args.From != nil {
-		q.From = *args.From
-		if q.From < 1 {
-			return dumps(noSuchTurn{Turn: q.From, Reason: "Turns are the user's questions, counted from 1."}), nil
+		fromTurn = *args.From
+		if fromTurn < 1 {
+			return dumps(noSuchTurn{Turn: fromTurn, Reason: "Turns are the user's questions, counted from 1."}), nil
 		}
 	}
 	if args.To != nil {
-		q.To = *args.To
-		if q.To < 1 {
-			return dumps(noSuchTurn{Turn: q.To, Reason: "Turns are the user's questions, counted from 1."}), nil
+		toTurn = *args.To
+		if toTurn < 1 {
+			return dumps(noSuchTurn{Turn: toTurn, Reason: "Turns are the user's questions, counted from 1."}), nil
 		}
 	}
 	if key != AllKeys {
 		// One key: listed whatever became of it, unchanged included.
-		q.Keys, q.IncludeUnchanged = []string{key}, true
+		opts = append(opts, client.WithKeys(key), client.WithIncludeUnchanged())
 	}
-	res, err := d.Diff(ctx, threadID, q)
+	res, err := d.Diff(ctx, threadID, fromTurn, toTurn, opts...)
 	if err != nil {
 		return "", err
 	}

@@ -123,10 +123,13 @@ type Inspector struct {
 	Present func(ctx context.Context, threadID string) (map[string]client.Entry, error)
 	// Options adjust every history read, such as client.WithNamespace for a
 	// subgraph's state, or client.WithChannel for another state channel
-	// (deepagents' "files"). Key projection is added per read. The channel
-	// is the host's choice, not the model's: which channel holds what is
-	// deployment configuration, so the tool has no channel argument, and a
-	// host that lets a model read two channels registers two Inspectors.
+	// (deepagents' "files"); a read ignores the options that do not apply
+	// to it (see client.ReadOption), and the diff mode takes their
+	// namespace and channel alone. Key projection is added per read. The
+	// channel is the host's choice, not the model's: which channel holds
+	// what is deployment configuration, so the tool has no channel
+	// argument, and a host that lets a model read two channels registers
+	// two Inspectors.
 	Options []client.ReadOption
 	// DeclaredKeys are keys some tool declares it publishes. A read of one
 	// that is not stored yet tells the model to run the producing tool,

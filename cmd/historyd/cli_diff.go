@@ -27,13 +27,17 @@ var diffCommand = clientCommand{
 			if !ok {
 				return exitUsage
 			}
-			q := client.DiffQuery{To: a, Keys: keys, Namespace: *ns, Channel: *channel, IncludeUnchanged: *all, Head: *head}
+			opts := []client.ReadOption{client.WithKeys(keys...), client.WithNamespace(*ns), client.WithChannel(*channel), client.WithHead(*head)}
+			if *all {
+				opts = append(opts, client.WithIncludeUnchanged())
+			}
+			from, to := 0, a
 			if len(args) == 3 {
 				b, ok := parseTurn(c, "B", args[2])
 				if !ok {
 					return exitUsage
 				}
-				q.From, q.To = a, b
+				from, to = a, b
 			} else if a == 1 {
 				return c.usageError("turn 1 has no turn before it: give two turns, A and B")
 			}
@@ -42,7 +46,7 @@ var diffCommand = clientCommand{
 				return c.usageError("%v", err)
 			}
 			defer hc.Close()
-			d, err := hc.Diff(ctx, args[0], q)
+			d, err := hc.Diff(ctx, args[0], from, to, opts...)
 			if err != nil {
 				return c.fail(err)
 			}

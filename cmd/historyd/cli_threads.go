@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -28,14 +29,22 @@ var threadsCommand = clientCommand{
 		pageSize := fs.Int("page-size", 0, "threads per call (default: the server's, 100)")
 		token := fs.String("page-token", "", "continue a listing from the next_page_token a -o json listing printed")
 		return func(ctx context.Context, c *cliContext, _ []string) int {
-			q := client.ThreadsQuery{Prefix: *prefix, Namespace: *ns, NewestFirst: *newest, IncludeTurns: *turns, PageSize: *pageSize, PageToken: *token}
-			var err error
-			if q.ActiveAfter, err = sinceTime(*since); err != nil {
+			opts := []client.ReadOption{client.WithPrefix(*prefix), client.WithNamespace(*ns)}
+			if *newest {
+				opts = append(opts, client.WithNewestFirst())
+			}
+			if *turns {
+				opts = append(opts, client.WithIncludeTurns())
+			}
+			activeAfter, err := sinceTime(*since)
+			if err != nil {
 				return c.usageError("--since: %v", err)
 			}
-			if q.ActiveBefore, err = sinceTime(*before); err != nil {
+			activeBefore, err := sinceTime(*before)
+			if err != nil {
 				return c.usageError("--before: %v", err)
 			}
+			opts = append(opts, client.WithActiveAfter(activeAfter), client.WithActiveBefore(activeBefore))
 			if *limit < 0 {
 				return c.usageError("--limit %d: must not be negative", *limit)
 			}
@@ -45,8 +54,8 @@ var threadsCommand = clientCommand{
 			}
 			defer hc.Close()
 			var threads []client.Thread
-			next := ""
-			size := *pageSize
+			next, pageToken, perPage := "", *token, *pageSize
+			size := perPage
 			if size == 0 {
 				size = 100 // the server's default
 			}
@@ -54,9 +63,9 @@ var threadsCommand = clientCommand{
 				if *limit > 0 {
 					// Never more than the limit: the token of the last page
 					// then continues exactly after it.
-					q.PageSize = min(size, *limit-len(threads))
+					perPage = min(size, *limit-len(threads))
 				}
-				page, err := hc.Threads(ctx, q)
+				page, err := hc.Threads(ctx, append(slices.Clip(opts), client.WithPageSize(perPage), client.WithPageToken(pageToken))...)
 				if err != nil {
 					return c.fail(err)
 				}
@@ -65,7 +74,7 @@ var threadsCommand = clientCommand{
 				if next == "" || *limit > 0 && len(threads) >= *limit {
 					break
 				}
-				q.PageToken = next
+				pageToken = next
 			}
 			if c.json {
 				out := make([]map[string]any, len(threads))

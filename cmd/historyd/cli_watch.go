@@ -39,11 +39,14 @@ var watchCommand = clientCommand{
 			defer hc.Close()
 			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			q := client.WatchQuery{AfterTurn: *after, Keys: keys, Namespace: *ns, Channel: *channel, Checkpoints: *checkpoints, Head: *head}
+			opts := []client.ReadOption{client.WithAfterTurn(*after), client.WithKeys(keys...), client.WithNamespace(*ns), client.WithChannel(*channel), client.WithHead(*head)}
+			if *checkpoints {
+				opts = append(opts, client.WithCheckpoints())
+			}
 			if !c.json {
 				fmt.Fprintf(c.stderr, "historyd watch: watching thread %q on %s; ^C to stop\n", args[0], *c.addr)
 			}
-			for ev, err := range hc.WatchTurns(ctx, args[0], q) {
+			for ev, err := range hc.WatchTurns(ctx, args[0], opts...) {
 				if err != nil {
 					if ctx.Err() != nil || errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
 						return exitOK

@@ -126,7 +126,7 @@ func TestWatchMaxAge(t *testing.T) {
 	wctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
 	defer cancel()
 	seen := map[int]int{}
-	for ev, err := range gc.WatchTurns(wctx, "t1", client.WatchQuery{}) {
+	for ev, err := range gc.WatchTurns(wctx, "t1") {
 		if err != nil {
 			if status.Code(err) != codes.DeadlineExceeded {
 				t.Fatalf("the client's watch failed across the server's maximum age: %v", err)
