@@ -164,40 +164,14 @@ func (c *serveFlags) options(log *slog.Logger) (service.Options, error) {
 	if o.ThreadIDs, err = service.ParseThreadIDLogging(*c.logThreadIDs); err != nil {
 		return o, fmt.Errorf("--log-thread-ids %w", err)
 	}
+	if err := c.checkProcess(); err != nil {
+		return o, err
+	}
+	if err := c.checkLimits(); err != nil {
+		return o, err
+	}
 	o.ThreadIDSalt = []byte(*c.logThreadSalt)
 	o.LogSuccessEvery = *c.logSample
-	switch {
-	case *c.logSample < 1:
-		return o, fmt.Errorf("--log-call-sample %d: want 1 (every call) or more", *c.logSample)
-	case *c.grace < 0:
-		return o, fmt.Errorf("--shutdown-grace %s: must not be negative", *c.grace)
-	case *c.cacheThreads < 0:
-		return o, fmt.Errorf("--cache-threads %d: must not be negative (0 turns the cache off)", *c.cacheThreads)
-	case *c.cacheState < 0 || *c.cacheState > math.MaxInt32:
-		return o, fmt.Errorf("--cache-state-bytes %d: want 0 (off) to 2GiB", *c.cacheState)
-	case *c.cacheBytes > math.MaxInt32*int64(1<<10):
-		return o, fmt.Errorf("--cache-bytes %d: want 0 (off) to 2TiB", *c.cacheBytes)
-	case (*c.tlsCert == "") != (*c.tlsKey == ""):
-		return o, errors.New("--tls-cert and --tls-key go together")
-	case *c.tlsClientCA != "" && *c.tlsCert == "":
-		return o, errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates are only sent over TLS")
-	case *c.maxRequest < 0 || *c.maxRequest > math.MaxInt32:
-		return o, fmt.Errorf("--max-request-bytes %d: want 0 to 2GiB", *c.maxRequest)
-	case *c.maxResponse < 0 || *c.maxResponse > math.MaxInt32:
-		return o, fmt.Errorf("--max-response-bytes %d: want 0 to 2GiB", *c.maxResponse)
-	case *c.rateLimit < 0 || math.IsNaN(*c.rateLimit) || math.IsInf(*c.rateLimit, 0):
-		return o, fmt.Errorf("--rate-limit %v: want a number of calls per second, 0 for none", *c.rateLimit)
-	case *c.rateBurst < 0:
-		return o, fmt.Errorf("--rate-burst %d: must not be negative", *c.rateBurst)
-	case *c.rateBurst > 0 && *c.rateLimit == 0:
-		return o, fmt.Errorf("--rate-burst %d without --rate-limit: there is no bucket to size; set --rate-limit too, or drop --rate-burst", *c.rateBurst)
-	case *c.maxDeadline < 0:
-		return o, fmt.Errorf("--max-call-duration %s: must not be negative", *c.maxDeadline)
-	case *c.maxStreams < 0 || int64(*c.maxStreams) > math.MaxUint32:
-		return o, fmt.Errorf("--max-concurrent-streams %d: out of range", *c.maxStreams)
-	case *c.kaMinTime < 0 || *c.kaTime < 0 || *c.kaTimeout < 0:
-		return o, errors.New("--keepalive-min-time, --keepalive-time and --keepalive-timeout must not be negative")
-	}
 	o.MaxRequestBytes = int(*c.maxRequest)
 	o.MaxResponseBytes = int(*c.maxResponse)
 	o.RateLimit = *c.rateLimit
@@ -213,6 +187,52 @@ func (c *serveFlags) options(log *slog.Logger) (service.Options, error) {
 		o.Keepalive = &keepalive.ServerParameters{Time: *c.kaTime, Timeout: *c.kaTimeout}
 	}
 	return o, nil
+}
+
+// checkProcess refuses out-of-range logging, shutdown and cache settings,
+// and TLS files that do not go together.
+func (c *serveFlags) checkProcess() error {
+	switch {
+	case *c.logSample < 1:
+		return fmt.Errorf("--log-call-sample %d: want 1 (every call) or more", *c.logSample)
+	case *c.grace < 0:
+		return fmt.Errorf("--shutdown-grace %s: must not be negative", *c.grace)
+	case *c.cacheThreads < 0:
+		return fmt.Errorf("--cache-threads %d: must not be negative (0 turns the cache off)", *c.cacheThreads)
+	case *c.cacheState < 0 || *c.cacheState > math.MaxInt32:
+		return fmt.Errorf("--cache-state-bytes %d: want 0 (off) to 2GiB", *c.cacheState)
+	case *c.cacheBytes > math.MaxInt32*int64(1<<10):
+		return fmt.Errorf("--cache-bytes %d: want 0 (off) to 2TiB", *c.cacheBytes)
+	case (*c.tlsCert == "") != (*c.tlsKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case *c.tlsClientCA != "" && *c.tlsCert == "":
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates are only sent over TLS")
+	}
+	return nil
+}
+
+// checkLimits refuses out-of-range or contradictory limits on calls and
+// connections.
+func (c *serveFlags) checkLimits() error {
+	switch {
+	case *c.maxRequest < 0 || *c.maxRequest > math.MaxInt32:
+		return fmt.Errorf("--max-request-bytes %d: want 0 to 2GiB", *c.maxRequest)
+	case *c.maxResponse < 0 || *c.maxResponse > math.MaxInt32:
+		return fmt.Errorf("--max-response-bytes %d: want 0 to 2GiB", *c.maxResponse)
+	case *c.rateLimit < 0 || math.IsNaN(*c.rateLimit) || math.IsInf(*c.rateLimit, 0):
+		return fmt.Errorf("--rate-limit %v: want a number of calls per second, 0 for none", *c.rateLimit)
+	case *c.rateBurst < 0:
+		return fmt.Errorf("--rate-burst %d: must not be negative", *c.rateBurst)
+	case *c.rateBurst > 0 && *c.rateLimit == 0:
+		return fmt.Errorf("--rate-burst %d without --rate-limit: there is no bucket to size; set --rate-limit too, or drop --rate-burst", *c.rateBurst)
+	case *c.maxDeadline < 0:
+		return fmt.Errorf("--max-call-duration %s: must not be negative", *c.maxDeadline)
+	case *c.maxStreams < 0 || int64(*c.maxStreams) > math.MaxUint32:
+		return fmt.Errorf("--max-concurrent-streams %d: out of range", *c.maxStreams)
+	case *c.kaMinTime < 0 || *c.kaTime < 0 || *c.kaTimeout < 0:
+		return errors.New("--keepalive-min-time, --keepalive-time and --keepalive-timeout must not be negative")
+	}
+	return nil
 }
 
 // Settings that parse but would be ignored are logged as warnings at
