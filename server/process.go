@@ -15,6 +15,7 @@ import (
 
 	"github.com/historyd/historyd/auth"
 	"github.com/historyd/historyd/pagetoken"
+	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/postgres"
 	"github.com/historyd/historyd/tracing"
@@ -29,8 +30,8 @@ type RunConfig struct {
 	// Config configures the server. Run sets Store.Backend (from DSN),
 	// Service.Auth (AuthTokens), Service.TLS (TLSCert), PageTokens
 	// (PageTokenKeyFile) and TracerProvider (the OTEL_* variables): leave
-	// them unset. Service.Logger is the process's log, default
-	// slog.Default().
+	// them unset. Service.Logger is the process's log too, default
+	// slog.Default(), wrapped with service.RedactThreadIDs.
 	Config Config
 	// Listen is the gRPC listener's address. Default DefaultListen.
 	Listen string
@@ -80,10 +81,7 @@ func Run(ctx context.Context, rc RunConfig) error {
 		return err
 	}
 	cfg := rc.Config
-	log := cfg.Service.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := service.RedactThreadIDs(cfg.Service.Logger)
 	// OpenTelemetry, from the standard OTEL_* variables: off unless they
 	// name a collector. Closed last, once the server has drained.
 	tr, err := tracing.FromEnv(ctx, cfg.Build.Version, log)
@@ -127,6 +125,8 @@ func (rc RunConfig) check() error {
 		return errors.New("server: RunConfig.Config.PageTokens is set by Run; name the key file with RunConfig.PageTokenKeyFile")
 	case c.TracerProvider != nil:
 		return errors.New("server: RunConfig.Config.TracerProvider is set by Run, from the OTEL_* variables")
+	case rc.MetricsListen != "" && !c.Metrics:
+		return errors.New("server: RunConfig.MetricsListen needs Config.Metrics: there would be no metrics to serve")
 	}
 	return nil
 }

@@ -98,7 +98,8 @@ func bindServeFlags(fs *flag.FlagSet) *serveFlags {
 	c.kaTime = e.duration("keepalive-time", server.DefaultKeepaliveTime, "how long a connection may be idle before the server pings it")
 	c.kaTimeout = e.duration("keepalive-timeout", server.DefaultKeepaliveTimeout, "how long the server waits for a ping's answer before closing the connection")
 
-	c.cacheBytes = e.size("cache-bytes", store.DefaultCacheBytes(), "memory the caches hold together: threads' turn indexes, refreshed incrementally, and encoded state versions, so that a warm Snapshot decodes nothing; each charged about what it holds, the least recently used dropped first. A thread whose index would take more than a quarter of it, or a state stored larger than a quarter, is read for each request and not kept (default: a quarter of GOMEMLIMIT when it is set, else 256MiB; 0: no caches)")
+	c.cacheBytes = e.size("cache-bytes", store.DefaultCacheBytes(), "memory the caches hold together: threads' turn indexes, refreshed incrementally, and encoded state versions, so that a warm Snapshot decodes nothing; each charged about what it holds, the least recently used dropped first. A thread whose index would take more than a quarter of it, or a state stored larger than a quarter, is read for each request and not kept (default: a quarter of GOMEMLIMIT when it is set, else "+
+		sizeString(store.DefaultCacheBytesNoLimit)+"; 0: no caches)")
 	c.cacheThreads = e.int("cache-threads", 0, "deprecated, --cache-bytes bounds the turn-index cache: also keep at most this many threads' indexes (0: no index cache; unset: as many as --cache-bytes holds)")
 	c.cacheState = e.size("cache-state-bytes", 0, "deprecated, --cache-bytes bounds the state cache: also keep at most this much of it for encoded state versions (0: no state cache; unset: as much of --cache-bytes as is free)")
 
@@ -453,6 +454,9 @@ func (b *byteSize) Set(s string) error {
 	*b = byteSize(n * mult)
 	return nil
 }
+
+// sizeString writes n as a size flag shows it.
+func sizeString(n int64) string { b := byteSize(n); return b.String() }
 
 // Want says what Set accepts, for the message about a bad value.
 func (b *byteSize) Want() string { return wantSize }
