@@ -44,7 +44,8 @@ const startupProbe = 5 * time.Second
 // Config configures a Server. Its zero value, with Store.Backend set, is a
 // plaintext server with no authentication, no limits and no metrics: what a
 // test needs. historyd serve fills in the production settings from its
-// flags.
+// flags, whose defaults are the Default constants of this package, the
+// store's and the service's, and serves it with Run.
 type Config struct {
 	// Store configures the store the service reads. Its Backend is
 	// required; the caller opens it (OpenBackend does for a DSN) and closes

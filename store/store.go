@@ -17,8 +17,8 @@ import (
 	"github.com/historyd/historyd/store/reduce"
 )
 
-// Config configures a Store. The zero value of every field but Backend is a
-// usable default.
+// Config configures a Store. The zero value of every field but Backend is
+// its documented default; a negative cache bound turns that cache off.
 type Config struct {
 	// Backend reads the checkpoints. Required.
 	Backend Backend
@@ -60,7 +60,8 @@ type Config struct {
 	// first, or the whole thread); a count also catches a checkpoint deleted
 	// from the middle, or one committed late with an older id. Counting
 	// costs time in proportion to the thread's length, so it is not done on
-	// every request. Default 1s; negative counts on every refresh.
+	// every request. Default DefaultRecountEvery; negative counts on every
+	// refresh.
 	RecountEvery time.Duration
 	// CacheStateBytes, when above 0, also bounds the part of CacheBytes
 	// the encoded state versions ReadEncoded caches may take (versions are
@@ -88,6 +89,10 @@ const (
 	DefaultMessagesChannel = "messages"
 	DefaultStateChannel    = "tool_state"
 )
+
+// DefaultRecountEvery is how often a cached thread's checkpoints are
+// counted when Config.RecountEvery is zero.
+const DefaultRecountEvery = time.Second
 
 // Validate reports a configuration New would misread: a channel named
 // twice or empty, or a reducer it does not know.
@@ -178,7 +183,7 @@ func New(cfg Config) *Store {
 	s.uncached = notices{log: cfg.Logger, label: cfg.ThreadLabel}
 	s.recount = cfg.RecountEvery
 	if s.recount == 0 {
-		s.recount = time.Second
+		s.recount = DefaultRecountEvery
 	}
 	return s
 }

@@ -84,18 +84,8 @@ type cliContext struct {
 func (cc clientCommand) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("historyd "+cc.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	e := &envFlags{fs: fs}
 	c := &cliContext{stdout: stdout, stderr: stderr, name: cc.name}
-	c.addr = stringFlag(fs, "addr", "HISTORYD_ADDR", "localhost:50051", "historyd's gRPC address")
-	c.plaintext = e.bool("plaintext", "HISTORYD_PLAINTEXT", false, "connect without TLS (the default for a loopback --addr, 0.0.0.0 included, without TLS flags)")
-	c.tlsCA = stringFlag(fs, "tls-ca", "HISTORYD_TLS_CA", "", "PEM CA bundle to verify historyd's certificate with (default: the system roots)")
-	c.tlsCert = stringFlag(fs, "tls-cert", "HISTORYD_CLIENT_CERT", "", "PEM client certificate, for a server that requires one")
-	c.tlsKey = stringFlag(fs, "tls-key", "HISTORYD_CLIENT_KEY", "", "PEM private key of --tls-cert")
-	c.serverName = stringFlag(fs, "tls-server-name", "HISTORYD_TLS_SERVER_NAME", "", "name to verify historyd's certificate against (default: the host of --addr)")
-	c.token = stringFlag(fs, "token", "HISTORYD_TOKEN", "", "bearer token (prefer the environment variable or --token-file)")
-	c.tokenFile = stringFlag(fs, "token-file", "HISTORYD_TOKEN_FILE", "", "file holding the bearer token")
-	c.timeout = e.duration("timeout", "HISTORYD_TIMEOUT", client.DefaultTimeout, "deadline of each call")
-	c.output = stringFlag(fs, "o", "HISTORYD_OUTPUT", "table", "output: table, for people, or json, for scripts")
+	e := bindClientFlags(fs, c)
 	runFn := cc.flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: historyd %s\n\n%s\n\n%s\n\nFlags:\n", cc.usage, cc.summary, exitCodesHelp)
@@ -112,7 +102,7 @@ func (cc clientCommand) run(ctx context.Context, args []string, stdout, stderr i
 		return c.usageError("%v", err)
 	}
 	switch *c.output {
-	case "table":
+	case outputTable:
 	case "json":
 		c.json = true
 	default:

@@ -40,16 +40,14 @@ var demoCommand = command{
 	name:    "demo",
 	summary: "write demo checkpoints (an SQLite file, or PostgreSQL) to try historyd on",
 	flags: func(fs *flag.FlagSet) func(context.Context) error {
-		out := stringFlag(fs, "out", "HISTORYD_DEMO_PATH", "var/demo.db", "SQLite file to write")
-		dsn := stringFlag(fs, "dsn", "HISTORYD_DEMO_DSN", "", "write to this database instead of --out: postgres://… or postgresql://… (or an SQLite DSN, as historyd serve takes)")
-		schema := stringFlag(fs, "schema", "HISTORYD_DEMO_SCHEMA", "", "PostgreSQL schema to write the tables in, created when missing (default: the search_path)")
-		force := fs.Bool("force", false, "PostgreSQL: replace the demo threads an earlier demo wrote")
+		f := bindDemoFlags(fs)
+		out, dsn, schema, force := f.out, f.dsn, f.schema, f.force
 		fs.Usage = func() {
 			fmt.Fprint(fs.Output(), demoHelp)
 			fs.PrintDefaults()
 		}
 		return func(ctx context.Context) error {
-			outGiven := isSet(fs, "out", "HISTORYD_DEMO_PATH")
+			outGiven := f.env.given("out")
 			switch {
 			case *dsn == "":
 			case outGiven:
@@ -76,17 +74,6 @@ var demoCommand = command{
 
 // demoOutput is where demo says what it wrote; tests read it.
 var demoOutput io.Writer = os.Stdout
-
-// isSet reports whether a flag was given, on the command line or by its
-// environment variable.
-func isSet(fs *flag.FlagSet, name, env string) bool {
-	if _, ok := os.LookupEnv(env); ok {
-		return true
-	}
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
 
 // runDemo writes the file and says what is in it, so the next command to
 // try (a Snapshots or Turns call on one of the threads) needs no guessing.

@@ -112,17 +112,3 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintf(w, usage, list)
 }
-
-// envDefault returns the environment variable's value, or def when unset.
-func envDefault(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
-}
-
-// stringFlag defines a flag whose default comes from an environment
-// variable, and says so in its help.
-func stringFlag(fs *flag.FlagSet, name, env, def, help string) *string {
-	return fs.String(name, envDefault(env, def), fmt.Sprintf("%s (env %s)", help, env))
-}
