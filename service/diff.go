@@ -153,7 +153,7 @@ func changes(from, to store.EncodedState, unchanged, asJSON bool) ([]*historydv1
 }
 
 // encodedEntry is a StateEntry carried as its cached encoding (see
-// toTurnState).
+// wire.TurnState).
 func encodedEntry(data []byte) *historydv1.StateEntry {
 	se := &historydv1.StateEntry{}
 	se.ProtoReflect().SetUnknown(data)

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/service/wire"
 	"github.com/historyd/historyd/store"
 )
 
@@ -26,7 +27,7 @@ import (
 // alone (validation included), never on what else the store holds.
 //
 // Responses carry each state entry as its cached encoding, in the
-// StateEntry's unknown fields (see toTurnState): on the server side an
+// StateEntry's unknown fields (see wire.TurnState): on the server side an
 // entry's getters read as unset. Code between the handlers and the wire
 // that must read entries, an interceptor say, reads a copy from Decoded.
 
@@ -46,7 +47,7 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 		Numbering: numbering(h.Numbering), HeadCheckpointId: h.Head}
 	for i, t := range turns {
 		if !states[i].Lost {
-			resp.Turns[int32(t.N)] = toTurnState(t, states[i])
+			resp.Turns[int32(t.N)] = wire.TurnState(t, states[i])
 		}
 	}
 	if err := checkResponseSize(ctx, resp, snapshotsAdvice); err != nil {
@@ -89,7 +90,7 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 	case store.NoLongerRetained:
 		resp.Result = &historydv1.SnapshotResponse_NoLongerRetained{NoLongerRetained: &historydv1.NoLongerRetained{Turn: req.GetTurn(), Question: t.Question}}
 	default:
-		resp.Result = &historydv1.SnapshotResponse_State{State: toTurnState(turns[0], states[0])}
+		resp.Result = &historydv1.SnapshotResponse_State{State: wire.TurnState(turns[0], states[0])}
 	}
 	if err := checkResponseSize(ctx, resp, snapshotAdvice); err != nil {
 		return nil, err
@@ -113,7 +114,7 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 		err    error
 	)
 	if req.GetIncludeKeysWritten() {
-		h, kept, states, err = s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, nil, entryEncoder{})
+		h, kept, states, err = s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, nil, wire.Encoder{})
 	} else {
 		h, err = s.store.History(ctx, ref)
 	}

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/historyd/historyd/auth"
+	"github.com/historyd/historyd/service/wire"
 )
 
 // Options configures everything between the network and the handlers:
@@ -152,7 +153,7 @@ type Options struct {
 // then the handler, which validates the request. With TracerProvider set,
 // otelgrpc's stats handler traces the call around all of them. An
 // interceptor added to this chain sees responses whose state entries are
-// still encoded, their getters unset (see toTurnState); one that must read entries reads them
+// still encoded, their getters unset (see wire.TurnState); one that must read entries reads them
 // from a copy made with Decoded.
 //
 // server.New is the one place a grpc.Server is built with these options;
@@ -245,7 +246,7 @@ func ServerOptions(o Options) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
-		grpc.ForceServerCodecV2(newSpliceCodec()),
+		grpc.ForceServerCodecV2(wire.NewCodec()),
 		// Calls run on a fixed set of goroutines whose stacks have already
 		// grown to what a call needs, instead of a new goroutine per call
 		// growing its stack anew (a tenth of a small call's CPU).

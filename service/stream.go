@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/service/wire"
 	"github.com/historyd/historyd/store"
 )
 
@@ -46,7 +47,7 @@ func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream 
 			if states[i].Lost {
 				continue // its value cannot be rebuilt, as Snapshots leaves it out
 			}
-			msg := &historydv1.StreamSnapshotsResponse{Turn: toTurnState(t, states[i]), Total: total, Numbering: num, HeadCheckpointId: head}
+			msg := &historydv1.StreamSnapshotsResponse{Turn: wire.TurnState(t, states[i]), Total: total, Numbering: num, HeadCheckpointId: head}
 			if err := stream.Send(msg); err != nil {
 				return err
 			}

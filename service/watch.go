@@ -13,6 +13,7 @@ import (
 
 	"github.com/historyd/historyd/auth"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/service/wire"
 	"github.com/historyd/historyd/store"
 )
 
@@ -474,9 +475,9 @@ func (w *watcher) send(ctx context.Context) error {
 		}
 		msg := &historydv1.WatchTurnsResponse{Total: total, Numbering: num, HeadCheckpointId: h.Head}
 		if isCheckpoint[i] {
-			msg.Event = &historydv1.WatchTurnsResponse_Checkpoint{Checkpoint: toTurnState(t, states[i])}
+			msg.Event = &historydv1.WatchTurnsResponse_Checkpoint{Checkpoint: wire.TurnState(t, states[i])}
 		} else {
-			msg.Event = &historydv1.WatchTurnsResponse_TurnEnded{TurnEnded: toTurnState(t, states[i])}
+			msg.Event = &historydv1.WatchTurnsResponse_TurnEnded{TurnEnded: wire.TurnState(t, states[i])}
 		}
 		if err := w.stream.Send(msg); err != nil {
 			return err
