@@ -48,7 +48,7 @@ type WatchConfig struct {
 	MaxTotal int
 }
 
-// Watches is what the Servers of one process share about WatchTurns: the
+// Watches is what the Handlers of one process share about WatchTurns: the
 // limits on open watches, which count the calls tenant isolation answers
 // over an empty store too, and the shutdown that ends them all. It is safe
 // for concurrent use.
@@ -122,7 +122,7 @@ func (w *Watches) acquire(tenant string) (func(), error) {
 	}, nil
 }
 
-// pollers runs one poller per watched thread of a Server's store, shared
+// pollers runs one poller per watched thread of a Handlers' store, shared
 // by all its watchers.
 type pollers struct {
 	st *store.Store
@@ -285,7 +285,7 @@ func sameHistory(a, b *store.History) bool {
 // denied by tenant isolation reach it too, over an empty store (see
 // handlers.go): they watch a thread that never has a turn, counted
 // against the same limits.
-func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1.ThreadHistory_WatchTurnsServer) error {
+func (s *Handlers) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1.ThreadHistory_WatchTurnsServer) error {
 	ctx := stream.Context()
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurnField("after_turn", req.GetAfterTurn()),
 		checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat()),
@@ -340,7 +340,7 @@ func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1
 // which end, on which lineage, and the newest checkpoint it has accounted
 // for.
 type watcher struct {
-	s      *Server
+	s      *Handlers
 	req    *historydv1.WatchTurnsRequest
 	ref    store.Ref
 	stream historydv1.ThreadHistory_WatchTurnsServer

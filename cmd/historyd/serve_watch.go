@@ -10,7 +10,7 @@ import (
 // watchSettings are what serve's WatchTurns flags set.
 type watchSettings struct {
 	config service.WatchConfig
-	// maxAge is service.Options.StreamMaxAge.
+	// maxAge is service.Frontend.StreamMaxAge.
 	maxAge time.Duration
 }
 
