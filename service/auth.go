@@ -55,11 +55,11 @@ func authenticate(a *auth.Authenticator) func(ctx context.Context) (context.Cont
 // A request for a thread outside the tenant's prefixes is answered exactly
 // as a thread that does not exist is answered: it runs through the same
 // handler, validation included, on unknownThreads, the same Handlers over
-// a store that holds no checkpoints (see Handlers.withoutThreads). So the code, message and body are those of an
-// unknown thread by construction (total 0, no turns; Snapshot says
-// no_such_turn with total 0), malformed requests get the same
-// InvalidArgument either way, and the checkpoint store is never queried for
-// a thread the tenant may not read.
+// a store that holds no checkpoints (see Handlers.withoutThreads). So the
+// code, message and body are those of an unknown thread by construction
+// (total 0, no turns; Snapshot says no_such_turn with total 0), malformed
+// requests get the same InvalidArgument either way, and the checkpoint
+// store is never queried for a thread the tenant may not read.
 //
 // Server-streaming calls are routed the same way (see stream).
 //
