@@ -26,7 +26,7 @@ func fieldError(m *wire.Malformed) *FieldError {
 	return &FieldError{Field: m.Field, Reason: m.Reason}
 }
 
-// decodeVerdict carries what wire.DecodeRequest found wrong with a call's
+// decodeVerdict carries what the codec (wire.Codec) found wrong with a call's
 // request from where the request is decoded to where the call is refused.
 type decodeVerdict struct{ bad *FieldError }
 

@@ -30,20 +30,20 @@ func NewCodec() Codec { return Codec{base: encoding.GetCodecV2(grpcproto.Name)} 
 // Name is the content subtype this codec serves in place of gRPC's own.
 func (c Codec) Name() string { return grpcproto.Name }
 
-// Unmarshal decodes a request with DecodeRequest. Into a Request it
+// Unmarshal decodes a request with decodeRequest. Into a Request it
 // never fails: what is wrong with the bytes is kept there, so that the
 // call is refused as INVALID_ARGUMENT (see request.go) rather than failed
 // by gRPC as INTERNAL, which it does with any error a codec returns.
 func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*Request); ok {
-		r.Bad = DecodeRequest(data, r.Msg)
+		r.Bad = decodeRequest(data, r.Msg)
 		return nil
 	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return c.base.Unmarshal(data, v)
 	}
-	if bad := DecodeRequest(data, m); bad != nil {
+	if bad := decodeRequest(data, m); bad != nil {
 		return bad
 	}
 	return nil

@@ -54,13 +54,13 @@ func RequestOf(payload any) any {
 	return payload
 }
 
-// DecodeRequest decodes data into m, as proto.Unmarshal does, but for
+// decodeRequest decodes data into m, as proto.Unmarshal does, but for
 // what it refuses: bytes that are no encoding of m (a field cut short, an
 // eleven-byte varint, a bad tag), and varints of 32-bit fields that their
 // type cannot hold, which it would truncate. Strings that are not UTF-8
 // are kept as sent (see unmarshalRawStrings), so that request validation
 // names the field. m is left empty when anything is wrong.
-func DecodeRequest(data mem.BufferSlice, m proto.Message) *Malformed {
+func decodeRequest(data mem.BufferSlice, m proto.Message) *Malformed {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
 	b := buf.ReadOnlyData()

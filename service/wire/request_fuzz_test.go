@@ -26,7 +26,7 @@ var fuzzRequests = []proto.Message{
 
 // widened holds every request type with its 32-bit integer fields made
 // 64-bit and its strings bytes: wire-compatible types that read any varint
-// whole and any bytes as sent, an oracle independent of DecodeRequest.
+// whole and any bytes as sent, an oracle independent of decodeRequest.
 var widened = func() *protoregistry.Files {
 	set := &descriptorpb.FileDescriptorSet{}
 	seen := map[string]bool{}
@@ -97,7 +97,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		m := fuzzRequests[int(which)%len(fuzzRequests)].ProtoReflect().New().Interface()
 		md := m.ProtoReflect().Descriptor()
-		bad := DecodeRequest(mem.BufferSlice{mem.SliceBuffer(b)}, m)
+		bad := decodeRequest(mem.BufferSlice{mem.SliceBuffer(b)}, m)
 
 		d, err := widened.FindDescriptorByName(md.FullName())
 		if err != nil {
