@@ -38,10 +38,10 @@ type running struct{ *servertest.Server }
 // own (test interceptors) and service options o.
 func serve(t *testing.T, mem *storetest.Memory, opts ...grpc.ServerOption) *running {
 	t.Helper()
-	return serveWith(t, mem, service.Options{}, opts...)
+	return serveWith(t, mem, service.Frontend{}, opts...)
 }
 
-func serveWith(t *testing.T, mem *storetest.Memory, o service.Options, opts ...grpc.ServerOption) *running {
+func serveWith(t *testing.T, mem *storetest.Memory, o service.Frontend, opts ...grpc.ServerOption) *running {
 	t.Helper()
 	return &running{servertest.Start(t, server.Config{Store: store.Config{Backend: mem}, Service: o, GRPCOptions: opts})}
 }
@@ -424,7 +424,7 @@ func TestToken(t *testing.T) {
 	t.Run("over TLS", func(t *testing.T) {
 		cert, roots := selfSigned(t)
 		seen := &authSeen{}
-		s := serveWith(t, storetest.NewMemory(), service.Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}, grpc.UnaryInterceptor(seen.intercept))
+		s := serveWith(t, storetest.NewMemory(), service.Frontend{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}, grpc.UnaryInterceptor(seen.intercept))
 		c, err := client.Dial(servertest.Target,
 			client.WithTLS(&tls.Config{RootCAs: roots, ServerName: "historyd.test"}),
 			client.WithToken("s3cret"),

@@ -225,7 +225,7 @@ func TestWatchTurnsResumesAtMaxAge(t *testing.T) {
 	b := storetest.NewBuilder(mem, store.Ref{ThreadID: "w"})
 	b.Turn(storetest.Demo[0])
 	b.Turn(storetest.Demo[1]) // turn 1 has ended
-	cfg := server.Config{Store: store.Config{Backend: mem}, Service: service.Options{StreamMaxAge: 100 * time.Millisecond}}
+	cfg := server.Config{Store: store.Config{Backend: mem}, Service: service.Frontend{StreamMaxAge: 100 * time.Millisecond}}
 	cfg.Watch.PollInterval = 10 * time.Millisecond
 	srv := &running{servertest.Start(t, cfg)}
 	c := srv.dial(t, client.WithRetry(0, time.Millisecond))

@@ -306,7 +306,7 @@ func (s *slowSends) SendMsg(m any) error {
 // yields every turn once.
 func TestStreamSnapshotsResumesAtMaxAge(t *testing.T) {
 	var calls atomic.Int32
-	srv := serveWith(t, streamDemo(), service.Options{StreamMaxAge: 150 * time.Millisecond},
+	srv := serveWith(t, streamDemo(), service.Frontend{StreamMaxAge: 150 * time.Millisecond},
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			calls.Add(1)
 			return h(srv, &slowSends{ServerStream: ss, d: 100 * time.Millisecond})

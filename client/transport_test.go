@@ -26,7 +26,7 @@ import (
 func TestTransportMismatch(t *testing.T) {
 	cert, _ := selfSigned(t)
 	tlsSrv := servertest.Start(t, server.Config{Store: store.Config{Backend: storetest.NewMemory()},
-		Service: service.Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}}, servertest.WithTCP())
+		Service: service.Frontend{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}}, servertest.WithTCP())
 	plainSrv := servertest.Start(t, server.Config{Store: store.Config{Backend: storetest.NewMemory()}}, servertest.WithTCP())
 	closed := freePort(t)
 	hangsUp := hangingUp(t)

@@ -4,7 +4,7 @@ import "time"
 
 // The defaults of historyd serve: what Run listens on and how long it
 // lets calls drain, and the limits its flags put in Config.Service
-// (service.Options, whose zero fields leave a limit off or at gRPC's own
+// (service.Frontend, whose zero fields leave a limit off or at gRPC's own
 // default rather than at these values). The defaults of the store's caches
 // and of WatchTurns are the store's and the service's own
 // (store.DefaultCacheBytes, service.DefaultWatchPollInterval,
@@ -27,27 +27,27 @@ const (
 	// service.ThreadIDsHashed.
 	DefaultLogThreadIDs = "hash"
 	// DefaultLogSuccessEvery is historyd serve's
-	// service.Options.LogSuccessEvery: one successful call in this many is
+	// service.Frontend.LogSuccessEvery: one successful call in this many is
 	// logged at info.
 	DefaultLogSuccessEvery = 100
 
 	// DefaultMaxRequestBytes is historyd serve's
-	// service.Options.MaxRequestBytes, 1 MiB.
+	// service.Frontend.MaxRequestBytes, 1 MiB.
 	DefaultMaxRequestBytes = 1 << 20
 	// DefaultMaxResponseBytes is historyd serve's
-	// service.Options.MaxResponseBytes, 64 MiB.
+	// service.Frontend.MaxResponseBytes, 64 MiB.
 	DefaultMaxResponseBytes = 64 << 20
 	// DefaultMaxCallDuration is historyd serve's
-	// service.Options.MaxCallDuration.
+	// service.Frontend.MaxCallDuration.
 	DefaultMaxCallDuration = 30 * time.Second
 	// DefaultMaxConcurrentStreams is historyd serve's
-	// service.Options.MaxConcurrentStreams.
+	// service.Frontend.MaxConcurrentStreams.
 	DefaultMaxConcurrentStreams = 100
 	// DefaultKeepaliveMinTime is historyd serve's least time between a
-	// client's keepalive pings (service.Options.KeepaliveEnforcement).
+	// client's keepalive pings (service.Frontend.KeepaliveEnforcement).
 	DefaultKeepaliveMinTime = 10 * time.Second
 	// DefaultKeepaliveTime and DefaultKeepaliveTimeout are historyd serve's
-	// server pings of idle connections (service.Options.Keepalive): after
+	// server pings of idle connections (service.Frontend.Keepalive): after
 	// this long idle, and waiting this long for the answer.
 	DefaultKeepaliveTime    = 2 * time.Minute
 	DefaultKeepaliveTimeout = 20 * time.Second

@@ -157,10 +157,10 @@ func closeBackend(backend store.Backend, log *slog.Logger) {
 	}
 }
 
-// credentials are what Run loaded from the token file, the TLS files and
+// loaded is what Run loaded from the token file, the TLS files and
 // the page token key file: what the log line at start reports, and what
 // SIGHUP rereads.
-type credentials struct {
+type loaded struct {
 	policy *auth.Policy
 	tls    *auth.ServerTLS
 	reload []func() error
@@ -169,8 +169,8 @@ type credentials struct {
 // loadCredentials loads the token file, the page token keys and the TLS
 // files into cfg, refusing a token file no call could authenticate
 // against, and warns of combinations that leave a deployment open.
-func (rc RunConfig) loadCredentials(cfg *Config, log *slog.Logger) (credentials, error) {
-	var c credentials
+func (rc RunConfig) loadCredentials(cfg *Config, log *slog.Logger) (loaded, error) {
+	var c loaded
 	if rc.AuthTokens != "" {
 		a, err := auth.NewAuthenticator(rc.AuthTokens, log)
 		if err != nil {
@@ -211,7 +211,7 @@ func (rc RunConfig) loadCredentials(cfg *Config, log *slog.Logger) (credentials,
 // serve serves srv on the listeners until ctx is done or one of them
 // fails, rereading the credentials on SIGHUP meanwhile, and then shuts
 // down.
-func (rc RunConfig) serve(ctx context.Context, srv *Server, cfg Config, creds credentials, log *slog.Logger) error {
+func (rc RunConfig) serve(ctx context.Context, srv *Server, cfg Config, creds loaded, log *slog.Logger) error {
 	listen := rc.Listen
 	if listen == "" {
 		listen = DefaultListen

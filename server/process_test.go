@@ -32,7 +32,7 @@ func TestRunRefusesWhatItSets(t *testing.T) {
 		want string
 	}{
 		{"backend", server.Config{Store: store.Config{Backend: storetest.NewMemory()}}, "RunConfig.DSN"},
-		{"TLS", server.Config{Service: service.Options{TLS: &tls.Config{}}}, "RunConfig.TLSCert"},
+		{"TLS", server.Config{Service: service.Frontend{TLS: &tls.Config{}}}, "RunConfig.TLSCert"},
 		{"page tokens", server.Config{PageTokens: pagetoken.PerProcess()}, "RunConfig.PageTokenKeyFile"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +55,7 @@ func TestRunServesUntilDone(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() {
 		exited <- server.Run(ctx, server.RunConfig{
-			Config:        server.Config{Metrics: true, Service: service.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))}},
+			Config:        server.Config{Metrics: true, Service: service.Frontend{Logger: slog.New(slog.NewTextHandler(&log, nil))}},
 			Listen:        "127.0.0.1:0",
 			MetricsListen: "127.0.0.1:0",
 			DSN:           "memory",

@@ -1,8 +1,8 @@
 // Package server builds historyd's gRPC server, and is the only place it is
-// built: the store over a checkpoint backend, the ThreadHistory service, the
-// splicing response codec and the interceptor chain (service.ServerOptions),
-// grpc.health.v1 fed by probes of the store, server reflection, and
-// Prometheus metrics. historyd serve runs it, and every test that serves
+// built: the store over a checkpoint backend, the ThreadHistory handlers,
+// the splicing response codec (service/wire) and the interceptor chain
+// (assembled in interceptors.go), grpc.health.v1 fed by probes of the
+// store, server reflection, and Prometheus metrics. historyd serve runs it, and every test that serves
 // ThreadHistory runs it too (see server/servertest), so what the tests
 // exercise is what is deployed.
 package server
@@ -57,13 +57,13 @@ type Config struct {
 	// reads through a wrapper of Backend that times each query.
 	Store store.Config
 	// Service configures everything between the network and the handlers
-	// (see service.Options): TLS, authentication and tenant isolation,
+	// (see service.Frontend): TLS, authentication and tenant isolation,
 	// rate, size and concurrency limits, the deadline cap, keepalive,
 	// request logging and reflection. A zero field leaves its concern off,
 	// or at gRPC's own default; Logger defaults to slog.Default() and is
 	// also the log of the handlers and the health probe. Leave Metrics nil:
 	// New sets it when Config.Metrics is on.
-	Service service.Options
+	Service service.Frontend
 	// Metrics turns on Prometheus metrics (package metrics): every call,
 	// every store query, whether the store answered its last probe, the
 	// caches' statistics and historyd_build_info, served by
@@ -79,7 +79,7 @@ type Config struct {
 	Build buildinfo.Info
 	// TracerProvider turns on OpenTelemetry tracing (tracing.FromEnv builds
 	// one from the OTEL_* variables): a span for every call (see
-	// service.Options.TracerProvider) and for the store's index and state
+	// service.Frontend.TracerProvider) and for the store's index and state
 	// reads (store.SpanIndex, store.SpanReadState). The backend's statements
 	// are traced by the backend: open it with WithTracing and the same
 	// provider. Nil, the default: nothing is installed. The caller shuts the
@@ -135,7 +135,7 @@ func (c *Config) fillChannels() {
 // server reflection over one store.
 type Server struct {
 	gs  *grpc.Server
-	svc *service.Server
+	svc *service.Handlers
 	st  *store.Store
 	m   *metrics.Metrics
 	log *slog.Logger
@@ -166,8 +166,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, errors.New("server: Config.Store.Backend is required (OpenBackend opens one from a DSN)")
 	case cfg.Service.Metrics != nil:
 		return nil, errors.New("server: Config.Service.Metrics is set by New; turn metrics on with Config.Metrics")
-	case cfg.Service.Watches != nil:
-		return nil, errors.New("server: Config.Service.Watches is set by New; configure watches with Config.Watch")
 	case cfg.Store.TracerProvider != nil || cfg.Service.TracerProvider != nil:
 		return nil, errors.New("server: Config.Store.TracerProvider and Config.Service.TracerProvider are set by New; turn tracing on with Config.TracerProvider")
 	case cfg.HealthInterval < 0:
@@ -177,7 +175,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Store.Validate(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	cfg.Service.StateChannels = cfg.Store.StateChannels
 	log := service.RedactThreadIDs(cfg.Service.Logger)
 	cfg.Service.Logger = log
 	if len(cfg.Service.ThreadIDSalt) == 0 {
@@ -208,8 +205,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.m.WatchStore(s.st)
 	}
 	watches := service.NewWatches(cfg.Watch)
-	cfg.Service.Watches = watches
-	s.svc = service.New(service.Config{Store: s.st, Logger: log, HealthInterval: cfg.HealthInterval, Watches: watches, PageTokens: cfg.PageTokens})
+	s.svc = service.New(service.Options{Store: s.st, Logger: log, HealthInterval: cfg.HealthInterval, Watches: watches, PageTokens: cfg.PageTokens})
 
 	pctx, cancel := context.WithTimeout(ctx, startupProbe)
 	err := s.st.Ping(pctx)
@@ -225,7 +221,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	// The interceptor chain and codec, then whatever the caller adds.
-	s.gs = grpc.NewServer(append(service.ServerOptions(cfg.Service), cfg.GRPCOptions...)...)
+	s.gs = grpc.NewServer(append(grpcOptions(cfg.Service, s.svc), cfg.GRPCOptions...)...)
 	s.svc.Register(s.gs)
 	if s.m != nil {
 		// Every method's series exist from the start, counted or not, so

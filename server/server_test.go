@@ -39,7 +39,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		want string
 	}{
 		{"no backend", server.Config{}, "Config.Store.Backend is required"},
-		{"metrics set by hand", server.Config{Store: store.Config{Backend: mem}, Service: service.Options{Metrics: grpcprom.NewServerMetrics()}}, "Config.Service.Metrics"},
+		{"metrics set by hand", server.Config{Store: store.Config{Backend: mem}, Service: service.Frontend{Metrics: grpcprom.NewServerMetrics()}}, "Config.Service.Metrics"},
 		{"negative health interval", server.Config{Store: store.Config{Backend: mem}, HealthInterval: -time.Second}, "Config.HealthInterval -1s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,7 +86,7 @@ func TestStartupProbe(t *testing.T) {
 	var logs syncbuf.Buffer
 	srv := servertest.Start(t, server.Config{
 		Store:          store.Config{Backend: mem},
-		Service:        service.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		Service:        service.Frontend{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 		HealthInterval: 10 * time.Millisecond,
 	})
 	if srv.Serving() {

@@ -164,7 +164,7 @@ func TestTracing(t *testing.T) {
 			}
 			srv := servertest.Start(t, server.Config{
 				TracerProvider: tr.TracerProvider(),
-				Service:        service.Options{ThreadIDSalt: traceSalt},
+				Service:        service.Frontend{ThreadIDSalt: traceSalt},
 			}, tt.open(t))
 
 			host := hostTracing(t, rcv)
@@ -326,7 +326,7 @@ func TestTracingRedactsFailedCalls(t *testing.T) {
 			srv := servertest.Start(t, server.Config{
 				Store:          store.Config{Backend: mem},
 				TracerProvider: tr.TracerProvider(),
-				Service:        service.Options{ThreadIDSalt: traceSalt, ThreadIDs: mode},
+				Service:        service.Frontend{ThreadIDSalt: traceSalt, ThreadIDs: mode},
 			})
 			host := hostTracing(t, rcv)
 			c, err := client.Dial(servertest.Target, client.WithInsecure(), client.WithRetry(0, 0),

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/historyd/historyd/auth"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/store"
 )
 
 var threadHistoryName = historydv1.ThreadHistory_ServiceDesc.ServiceName
@@ -56,12 +54,12 @@ func authenticate(a *auth.Authenticator) func(ctx context.Context) (context.Cont
 //
 // A request for a thread outside the tenant's prefixes is answered exactly
 // as a thread that does not exist is answered: it runs through the same
-// handler, validation included, on unknownThreads, a second Server whose
-// store holds no checkpoints. So the code, message and body are those of an
-// unknown thread by construction (total 0, no turns; Snapshot says
-// no_such_turn with total 0), malformed requests get the same
-// InvalidArgument either way, and the checkpoint store is never queried for
-// a thread the tenant may not read.
+// handler, validation included, on unknownThreads, the same Handlers over
+// a store that holds no checkpoints (see Handlers.withoutThreads). So the
+// code, message and body are those of an unknown thread by construction
+// (total 0, no turns; Snapshot says no_such_turn with total 0), malformed
+// requests get the same InvalidArgument either way, and the checkpoint
+// store is never queried for a thread the tenant may not read.
 //
 // Server-streaming calls are routed the same way (see stream).
 //
@@ -73,15 +71,13 @@ func authenticate(a *auth.Authenticator) func(ctx context.Context) (context.Cont
 type isolation struct {
 	// unknownThreads answers every denied call: the handlers of handlers.go
 	// and stream.go over a store in which no thread exists.
-	unknownThreads *Server
+	unknownThreads *Handlers
 }
 
-// newIsolation answers denied calls over an empty store serving the same
-// state channels as the deployment's, so that validation, the channel
-// included, answers a denied call as it would an allowed one.
-func newIsolation(log *slog.Logger, channels []string, watches *Watches) isolation {
-	empty := store.New(store.Config{Backend: store.Empty{}, StateChannels: channels, CacheThreads: -1})
-	return isolation{unknownThreads: New(Config{Store: empty, Logger: log, Watches: watches})}
+// newIsolation keeps tenants to their threads in front of h, answering
+// denied calls on h's handlers over no threads.
+func newIsolation(h *Handlers) isolation {
+	return isolation{unknownThreads: h.withoutThreads()}
 }
 
 func (iso isolation) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -157,7 +153,7 @@ func (iso isolation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 }
 
 // reflectionOff answers reflection calls as gRPC answers a service that is
-// not registered. Server.Register always registers reflection, so turning
+// not registered. Handlers.Register always registers reflection, so turning
 // it off happens here.
 func reflectionOff(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if svc, _ := splitMethod(info.FullMethod); isReflection(svc) {

@@ -136,7 +136,7 @@ func sameAnswer(t *testing.T, what string, got, want answer) {
 // the store is never asked about b's thread.
 func TestTenantIsolation(t *testing.T) {
 	b, path := twoTenants(t)
-	s := serveWith(t, b, service.Options{Auth: newAuth(t, path)})
+	s := serveWith(t, b, service.Frontend{Auth: newAuth(t, path)})
 	c := s.client(t)
 	ctxA := withToken(context.Background(), "token-a")
 
@@ -183,7 +183,7 @@ func TestTenantIsolation(t *testing.T) {
 
 func TestUnauthenticated(t *testing.T) {
 	b, path := twoTenants(t)
-	s := serveWith(t, b, service.Options{Auth: newAuth(t, path)})
+	s := serveWith(t, b, service.Frontend{Auth: newAuth(t, path)})
 	c := s.client(t)
 	for name, ctx := range map[string]context.Context{
 		"no token":      context.Background(),
@@ -228,7 +228,7 @@ func listServices(conn *grpc.ClientConn) (string, error) {
 }
 
 func TestReflectionOff(t *testing.T) {
-	s := serveWith(t, storetest.NewMemory(), service.Options{DisableReflection: true})
+	s := serveWith(t, storetest.NewMemory(), service.Frontend{DisableReflection: true})
 	_, err := listServices(s.conn(t, nil))
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("reflection when off: %v, want Unimplemented", err)
@@ -240,7 +240,7 @@ func TestReflectionOff(t *testing.T) {
 func TestTokenReload(t *testing.T) {
 	b, path := twoTenants(t)
 	a := newAuth(t, path)
-	c := serveWith(t, b, service.Options{Auth: a}).client(t)
+	c := serveWith(t, b, service.Frontend{Auth: a}).client(t)
 	read := func(token string) codes.Code {
 		return ask(withToken(context.Background(), token), c, "Turns", "a/1").code
 	}
@@ -292,7 +292,7 @@ func TestClientCertificateTenants(t *testing.T) {
 		authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"token-a"}, ClientCerts: []string{"uri:spiffe://test/a", "cn:agent-a"}},
 		authtest.Tenant{Name: "b", Prefixes: []string{"b/"}, ClientCerts: []string{"dns:agent.b.internal"}},
 	))
-	s := serveWith(t, b, service.Options{Auth: newAuth(t, path), TLS: stls.Config()})
+	s := serveWith(t, b, service.Frontend{Auth: newAuth(t, path), TLS: stls.Config()})
 	dial := func(leaf *authtest.Leaf) historydv1.ThreadHistoryClient {
 		tc := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
 		if leaf != nil {

@@ -50,7 +50,7 @@ func TestInterceptorsReadEntriesDecoded(t *testing.T) {
 	}
 	if s.raw == nil || s.raw.GetValue() != nil || s.raw.GetTool() != "" || len(s.raw.ProtoReflect().GetUnknown()) == 0 {
 		t.Errorf("entry as the handler returns it = %v; want its fields only encoded "+
-			"(if handlers now build decoded entries, update toTurnState's and Decoded's docs)", s.raw)
+			"(if handlers now build decoded entries, update wire.TurnState's and Decoded's docs)", s.raw)
 	}
 	if !proto.Equal(s.decoded, got) {
 		t.Errorf("Decoded = %v\nwant what the client received: %v", s.decoded, got)

@@ -83,7 +83,7 @@ func TestCorruptSQLiteFileIsDataLoss(t *testing.T) {
 	damagePages(t, path, "checkpoints", "sqlite_autoindex_checkpoints_1")
 
 	var logs syncbuf.Buffer
-	srv := servertest.Start(t, server.Config{Service: service.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}},
+	srv := servertest.Start(t, server.Config{Service: service.Frontend{Logger: slog.New(slog.NewTextHandler(&logs, nil))}},
 		servertest.WithDSN("sqlite://"+path, ""))
 	c := srv.Client(t)
 	for _, call := range []struct {

@@ -20,7 +20,7 @@ const diffAdvice = "ask for fewer keys with `keys`"
 
 // Diff implements historyd.v1.ThreadHistory.Diff. Calls denied by tenant
 // isolation reach it too, over an empty store (see handlers.go).
-func (s *Server) Diff(ctx context.Context, req *historydv1.DiffRequest) (*historydv1.DiffResponse, error) {
+func (s *Handlers) Diff(ctx context.Context, req *historydv1.DiffRequest) (*historydv1.DiffResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurnField("to_turn", req.GetToTurn()),
 		checkTurnField("from_turn", req.GetFromTurn()), checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()),
 		checkValueFormat(req.GetValueFormat()), checkHead(req.GetHeadCheckpointId())); err != nil {
@@ -153,7 +153,7 @@ func changes(from, to store.EncodedState, unchanged, asJSON bool) ([]*historydv1
 }
 
 // encodedEntry is a StateEntry carried as its cached encoding (see
-// toTurnState).
+// wire.TurnState).
 func encodedEntry(data []byte) *historydv1.StateEntry {
 	se := &historydv1.StateEntry{}
 	se.ProtoReflect().SetUnknown(data)

@@ -286,7 +286,7 @@ func TestDiffValidation(t *testing.T) {
 // the store is not asked about it.
 func TestDiffIsolation(t *testing.T) {
 	b, path := twoTenants(t)
-	c := serveWith(t, b, service.Options{Auth: newAuth(t, path)}).client(t)
+	c := serveWith(t, b, service.Frontend{Auth: newAuth(t, path)}).client(t)
 	a := withToken(context.Background(), "token-a")
 	own, err := c.Diff(a, &historydv1.DiffRequest{ThreadId: "a/1", ToTurn: 2})
 	if err != nil || own.ToTurn.GetFound() == nil || len(own.Changes) == 0 {

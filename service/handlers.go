@@ -8,31 +8,32 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/service/wire"
 	"github.com/historyd/historyd/store"
 )
 
 // The ThreadHistory handlers, here and StreamSnapshots in stream.go, answer
 // two kinds of call:
 //
-//   - calls for threads the caller may read, on the Server that Register
+//   - calls for threads the caller may read, on the Handlers that Register
 //     registered, over the deployment's store;
 //   - calls that tenant isolation denies (see isolation in auth.go): they
-//     run through these same handlers, on isolation.unknownThreads, a second
-//     Server whose store holds no checkpoints, so that a denied thread is
-//     answered exactly as a thread that does not exist.
+//     run through these same handlers, on isolation.unknownThreads, the
+//     same Handlers over a store that holds no checkpoints, so that a
+//     denied thread is answered exactly as a thread that does not exist.
 //
 // So what a handler answers for an unknown thread is also what a tenant
 // gets for every thread of another tenant: it must depend on the request
 // alone (validation included), never on what else the store holds.
 //
 // Responses carry each state entry as its cached encoding, in the
-// StateEntry's unknown fields (see toTurnState): on the server side an
+// StateEntry's unknown fields (see wire.TurnState): on the server side an
 // entry's getters read as unset. Code between the handlers and the wire
 // that must read entries, an interceptor say, reads a copy from Decoded.
 
 // Snapshots implements historyd.v1.ThreadHistory.Snapshots. Calls denied
 // by tenant isolation reach it too, over an empty store (see above).
-func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest) (*historydv1.SnapshotsResponse, error) {
+func (s *Handlers) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest) (*historydv1.SnapshotsResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()),
 		checkValueFormat(req.GetValueFormat()), checkHead(req.GetHeadCheckpointId())); err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
@@ -46,7 +47,7 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 		Numbering: numbering(h.Numbering), HeadCheckpointId: h.Head}
 	for i, t := range turns {
 		if !states[i].Lost {
-			resp.Turns[int32(t.N)] = toTurnState(t, states[i])
+			resp.Turns[int32(t.N)] = wire.TurnState(t, states[i])
 		}
 	}
 	if err := checkResponseSize(ctx, resp, snapshotsAdvice); err != nil {
@@ -57,7 +58,7 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 
 // Snapshot implements historyd.v1.ThreadHistory.Snapshot. Calls denied by
 // tenant isolation reach it too, over an empty store (see above).
-func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) (*historydv1.SnapshotResponse, error) {
+func (s *Handlers) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) (*historydv1.SnapshotResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurn(req.GetTurn()), checkKeys(req.GetKeys()),
 		s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat()), checkHead(req.GetHeadCheckpointId())); err != nil {
 		return nil, s.fail(ctx, "Snapshot", err)
@@ -89,7 +90,7 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 	case store.NoLongerRetained:
 		resp.Result = &historydv1.SnapshotResponse_NoLongerRetained{NoLongerRetained: &historydv1.NoLongerRetained{Turn: req.GetTurn(), Question: t.Question}}
 	default:
-		resp.Result = &historydv1.SnapshotResponse_State{State: toTurnState(turns[0], states[0])}
+		resp.Result = &historydv1.SnapshotResponse_State{State: wire.TurnState(turns[0], states[0])}
 	}
 	if err := checkResponseSize(ctx, resp, snapshotAdvice); err != nil {
 		return nil, err
@@ -99,7 +100,7 @@ func (s *Server) Snapshot(ctx context.Context, req *historydv1.SnapshotRequest) 
 
 // Turns implements historyd.v1.ThreadHistory.Turns. Calls denied by tenant
 // isolation reach it too, over an empty store (see above).
-func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*historydv1.TurnsResponse, error) {
+func (s *Handlers) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*historydv1.TurnsResponse, error) {
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), s.checkChannel(req.GetChannel()),
 		checkHead(req.GetHeadCheckpointId())); err != nil {
 		return nil, s.fail(ctx, "Turns", err)
@@ -113,7 +114,7 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 		err    error
 	)
 	if req.GetIncludeKeysWritten() {
-		h, kept, states, err = s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, nil, entryEncoder{})
+		h, kept, states, err = s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, nil, wire.Encoder{})
 	} else {
 		h, err = s.store.History(ctx, ref)
 	}
@@ -145,7 +146,7 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 
 // checkChannel validates a request's channel against the channels the
 // server's store serves.
-func (s *Server) checkChannel(channel string) *FieldError {
+func (s *Handlers) checkChannel(channel string) *FieldError {
 	return checkChannel(channel, s.store.StateChannels())
 }
 
@@ -214,7 +215,7 @@ func clampInt32(n int) int32 {
 
 // fail turns err into the status the caller gets, logging what the caller
 // cannot act on.
-func (s *Server) fail(ctx context.Context, method string, err error) error {
+func (s *Handlers) fail(ctx context.Context, method string, err error) error {
 	r := ruleFor(err)
 	if !r.summarise || !summarise(ctx, failureKind{code: r.code, what: r.message, by: "method"}, method, oneLine(err.Error())) {
 		logCause(ctx, s.log, method, err)

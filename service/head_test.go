@@ -121,7 +121,7 @@ func TestHeadCheckpointID(t *testing.T) {
 // same code, message and body, for every reading call.
 func TestHeadTenantIsolation(t *testing.T) {
 	b, path := twoTenants(t)
-	s := serveWith(t, b, service.Options{Auth: newAuth(t, path)})
+	s := serveWith(t, b, service.Frontend{Auth: newAuth(t, path)})
 	c := s.client(t)
 	ctxA := withToken(context.Background(), "token-a")
 	ctxB := withToken(context.Background(), "token-b")

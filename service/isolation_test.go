@@ -16,7 +16,7 @@ import (
 // bidirectional stream) names no single thread, so only all_threads
 // tenants may make it.
 func TestIsolationStreamsFailClosed(t *testing.T) {
-	iso := newIsolation(nil, nil, nil)
+	iso := newIsolation(New(Options{}))
 	info := &grpc.StreamServerInfo{FullMethod: "/historyd.v1.ThreadHistory/Converse", IsClientStream: true, IsServerStream: true}
 	called := false
 	handler := func(any, grpc.ServerStream) error { called = true; return nil }

@@ -23,7 +23,7 @@ import (
 // with a retry hint, while b's still pass.
 func TestRateLimitPerTenant(t *testing.T) {
 	b, path := twoTenants(t)
-	c := serveWith(t, b, service.Options{Auth: newAuth(t, path), RateLimit: 0.5, RateBurst: 2}).client(t)
+	c := serveWith(t, b, service.Frontend{Auth: newAuth(t, path), RateLimit: 0.5, RateBurst: 2}).client(t)
 	ctxA := withToken(context.Background(), "token-a")
 	for i := range 2 {
 		if got := ask(ctxA, c, "Turns", "a/1"); got.code != codes.OK {
@@ -56,12 +56,12 @@ func TestResponseTooLarge(t *testing.T) {
 	m := storetest.NewMemory()
 	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
 	ctx := context.Background()
-	full, err := serveWith(t, m, service.Options{}).client(t).Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: "demo"})
+	full, err := serveWith(t, m, service.Frontend{}).client(t).Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	limit := proto.Size(full) - 1
-	c := serveWith(t, m, service.Options{MaxResponseBytes: limit}).client(t)
+	c := serveWith(t, m, service.Frontend{MaxResponseBytes: limit}).client(t)
 
 	_, err = c.Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: "demo"})
 	st := status.Convert(err)
@@ -87,7 +87,7 @@ func TestStreamMessageTooLarge(t *testing.T) {
 	m := storetest.NewMemory()
 	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
 	ctx := context.Background()
-	all, err := readStream(ctx, serveWith(t, m, service.Options{}).client(t), &historydv1.StreamSnapshotsRequest{ThreadId: "demo"})
+	all, err := readStream(ctx, serveWith(t, m, service.Frontend{}).client(t), &historydv1.StreamSnapshotsRequest{ThreadId: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestStreamMessageTooLarge(t *testing.T) {
 		}
 	}
 	limit, delivered := proto.Size(all[largest])-1, largest
-	got, err := readStream(ctx, serveWith(t, m, service.Options{MaxResponseBytes: limit}).client(t), &historydv1.StreamSnapshotsRequest{ThreadId: "demo"})
+	got, err := readStream(ctx, serveWith(t, m, service.Frontend{MaxResponseBytes: limit}).client(t), &historydv1.StreamSnapshotsRequest{ThreadId: "demo"})
 	st := status.Convert(err)
 	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), strconv.Itoa(limit)) || !strings.Contains(st.Message(), "`keys`") {
 		t.Fatalf("stream past the limit: %v, want ResourceExhausted naming %d and keys", err, limit)
@@ -111,7 +111,7 @@ func TestStreamMessageTooLarge(t *testing.T) {
 }
 
 func TestRequestTooLarge(t *testing.T) {
-	c := serveWith(t, storetest.NewMemory(), service.Options{MaxRequestBytes: 1024}).client(t)
+	c := serveWith(t, storetest.NewMemory(), service.Frontend{MaxRequestBytes: 1024}).client(t)
 	keys := []string{strings.Repeat("k", 500), strings.Repeat("l", 500), strings.Repeat("m", 500)}
 	_, err := c.Snapshots(context.Background(), &historydv1.SnapshotsRequest{ThreadId: "t", Keys: keys})
 	if status.Code(err) != codes.ResourceExhausted {
@@ -141,7 +141,7 @@ func (s *stallingBackend) List(ctx context.Context, ref store.Ref, q store.Query
 // says so; an earlier deadline of the caller's still applies.
 func TestDeadlineCap(t *testing.T) {
 	b := &stallingBackend{Backend: storetest.NewMemory(), release: make(chan struct{})}
-	c := serveWith(t, b, service.Options{MaxCallDuration: 100 * time.Millisecond}).client(t)
+	c := serveWith(t, b, service.Frontend{MaxCallDuration: 100 * time.Millisecond}).client(t)
 	for _, tt := range []struct {
 		name     string
 		deadline time.Duration // 0: none
@@ -188,7 +188,7 @@ func TestDeadlineCap(t *testing.T) {
 // instead of reaching the store.
 func TestMaxConcurrentStreams(t *testing.T) {
 	b := &stallingBackend{Backend: storetest.NewMemory(), release: make(chan struct{})}
-	c := serveWith(t, b, service.Options{MaxConcurrentStreams: 1}).client(t)
+	c := serveWith(t, b, service.Frontend{MaxConcurrentStreams: 1}).client(t)
 	first := make(chan error, 1)
 	go func() {
 		_, err := c.Turns(context.Background(), &historydv1.TurnsRequest{ThreadId: "first"})
@@ -226,7 +226,7 @@ func (p *panickingBackend) List(ctx context.Context, ref store.Ref, q store.Quer
 }
 
 func TestPanicRecovered(t *testing.T) {
-	c := serveWith(t, &panickingBackend{Backend: storetest.NewMemory()}, service.Options{}).client(t)
+	c := serveWith(t, &panickingBackend{Backend: storetest.NewMemory()}, service.Frontend{}).client(t)
 	_, err := c.Turns(context.Background(), &historydv1.TurnsRequest{ThreadId: "t"})
 	if st := status.Convert(err); st.Code() != codes.Internal || strings.Contains(st.Message(), "backend bug") {
 		t.Errorf("panicking call: %v, want Internal without the panic's text", err)

@@ -84,7 +84,7 @@ func (tt threadTagger) tag(threadID string) threadTag {
 // thread the way the request log does; give o a ThreadIDSalt (server.New
 // does), since without one every call hashes with a random key of its
 // own.
-func ThreadLabel(o Options) func(threadID string) string {
+func ThreadLabel(o Frontend) func(threadID string) string {
 	tt := newThreadTagger(o.ThreadIDs, o.ThreadIDSalt)
 	return func(threadID string) string { return tt.tag(threadID).shown }
 }
@@ -168,7 +168,7 @@ func (r redaction) redact(s string) string {
 // they failed on), so the quoted form is always replaced, and the bare
 // form too when it is at least 8 bytes, short enough ids being too likely
 // to match unrelated text; any other thread an error names as
-// `thread "…"` (those Threads lists) is replaced by its hash too. Pass the same logger to New and Options, so the
+// `thread "…"` (those Threads lists) is replaced by its hash too. Pass the same logger to New and Frontend, so the
 // handlers' own error logs are covered as well as the request log.
 func RedactThreadIDs(l *slog.Logger) *slog.Logger {
 	if l == nil {

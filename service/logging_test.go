@@ -61,7 +61,7 @@ func TestRequestLogHidesThreadIDs(t *testing.T) {
 		m := storetest.NewMemory()
 		m.SetErr(tt.fails)
 		salt := []byte("test salt")
-		c := serveWith(t, m, service.Options{Logger: log, ThreadIDs: tt.mode, ThreadIDSalt: salt}).client(t)
+		c := serveWith(t, m, service.Frontend{Logger: log, ThreadIDs: tt.mode, ThreadIDSalt: salt}).client(t)
 		_, err := c.Snapshots(context.Background(), &historydv1.SnapshotsRequest{ThreadId: thread})
 		if err == nil {
 			t.Fatal("call against a failing store succeeded")
@@ -117,7 +117,7 @@ func TestOpenServicesLogAtDebug(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mem := storetest.NewMemory()
 	storetest.Build(mem, store.Ref{ThreadID: "demo"}, storetest.Demo)
-	srv := serveWith(t, mem, service.Options{Logger: log})
+	srv := serveWith(t, mem, service.Frontend{Logger: log})
 	conn := srv.conn(t, nil)
 	ctx := context.Background()
 

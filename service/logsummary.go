@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultFailureSummaryEvery is how often repeated failures of one kind
-// are summed up in the log (Options.FailureSummaryEvery).
+// are summed up in the log (Frontend.FailureSummaryEvery).
 const DefaultFailureSummaryEvery = 30 * time.Second
 
 // Failures that come in floods are logged by summary: while the store is

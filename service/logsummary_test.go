@@ -52,7 +52,7 @@ func TestUnavailableLoggedBySummary(t *testing.T) {
 	m := storetest.NewMemory()
 	m.SetErr(fmt.Errorf("%w: connection refused", store.ErrUnavailable))
 	const every = 300 * time.Millisecond
-	srv := serveWith(t, m, service.Options{Logger: log, FailureSummaryEvery: every})
+	srv := serveWith(t, m, service.Frontend{Logger: log, FailureSummaryEvery: every})
 	c := srv.client(t)
 	ctx := context.Background()
 	const calls = 500
@@ -115,7 +115,7 @@ func TestRateLimitLoggedBySummary(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b, path := twoTenants(t)
 	const every = 300 * time.Millisecond
-	c := serveWith(t, b, service.Options{Logger: log, Auth: newAuth(t, path), RateLimit: 0.01, RateBurst: 1, FailureSummaryEvery: every}).client(t)
+	c := serveWith(t, b, service.Frontend{Logger: log, Auth: newAuth(t, path), RateLimit: 0.01, RateBurst: 1, FailureSummaryEvery: every}).client(t)
 	ctx := withToken(context.Background(), "token-a")
 	refused := 0
 	for range 2000 {

@@ -21,7 +21,7 @@ import (
 type served struct{ *servertest.Server }
 
 // serveWith serves b with historyd's server and the service options o.
-func serveWith(t *testing.T, b store.Backend, o service.Options) served {
+func serveWith(t *testing.T, b store.Backend, o service.Frontend) served {
 	t.Helper()
 	return served{servertest.Start(t, server.Config{Store: store.Config{Backend: b}, Service: o})}
 }

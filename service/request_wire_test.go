@@ -117,7 +117,7 @@ func timestampBytes(seconds, nanos uint64) []byte {
 func TestIntegersPastTheirTypeOnTheWire(t *testing.T) {
 	m := storetest.NewMemory()
 	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
-	conn := serveWith(t, m, service.Options{}).conn(t, nil)
+	conn := serveWith(t, m, service.Frontend{}).conn(t, nil)
 	ctx := context.Background()
 	const (
 		over32 = uint64(1)<<32 + 1 // int32(over32) == 1
@@ -206,7 +206,7 @@ var malformedBodies = map[string][]byte{
 func TestMalformedRequestBytes(t *testing.T) {
 	var logs syncbuf.Buffer
 	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: storetest.NewMemory()}, Metrics: true,
-		Service: service.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+		Service: service.Frontend{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	conn := srv.Conn(t)
 	ctx := context.Background()
 	rpcs := append(wireRPCs, wireRPC{"/grpc.health.v1.Health/Check", &healthpb.HealthCheckRequest{},
@@ -270,7 +270,7 @@ func TestMalformedRequestBytesWithAuth(t *testing.T) {
 		authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"token-a"}},
 		authtest.Tenant{Name: "ops", AllThreads: true, Tokens: []string{"token-ops"}},
 	))
-	conn := serveWith(t, storetest.NewMemory(), service.Options{Auth: newAuth(t, path)}).conn(t, nil)
+	conn := serveWith(t, storetest.NewMemory(), service.Frontend{Auth: newAuth(t, path)}).conn(t, nil)
 	for _, r := range wireRPCs {
 		for name, body := range malformedBodies {
 			t.Run(r.method[strings.LastIndexByte(r.method, '/')+1:]+"/"+name, func(t *testing.T) {

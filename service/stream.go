@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/service/wire"
 	"github.com/historyd/historyd/store"
 )
 
@@ -16,7 +17,7 @@ const streamBatch = 4
 // StreamSnapshots implements historyd.v1.ThreadHistory.StreamSnapshots.
 // Calls denied by tenant isolation reach it too, over an empty store (see
 // handlers.go).
-func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream historydv1.ThreadHistory_StreamSnapshotsServer) error {
+func (s *Handlers) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream historydv1.ThreadHistory_StreamSnapshotsServer) error {
 	ctx := stream.Context()
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkKeys(req.GetKeys()), checkFromTurn(req.GetFromTurn()),
 		s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat()), checkHead(req.GetHeadCheckpointId())); err != nil {
@@ -46,7 +47,7 @@ func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream 
 			if states[i].Lost {
 				continue // its value cannot be rebuilt, as Snapshots leaves it out
 			}
-			msg := &historydv1.StreamSnapshotsResponse{Turn: toTurnState(t, states[i]), Total: total, Numbering: num, HeadCheckpointId: head}
+			msg := &historydv1.StreamSnapshotsResponse{Turn: wire.TurnState(t, states[i]), Total: total, Numbering: num, HeadCheckpointId: head}
 			if err := stream.Send(msg); err != nil {
 				return err
 			}
@@ -62,7 +63,7 @@ func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream 
 // no longer on its lineage), the batch is read on head's lineage, so that
 // a stream never goes on with another branch's turns under the same
 // numbers. A head deleted since is read as the thread is.
-func (s *Server) streamBatch(ctx context.Context, ref store.Ref, head string, req *historydv1.StreamSnapshotsRequest, batch []store.Turn) ([]store.Turn, []store.EncodedState, error) {
+func (s *Handlers) streamBatch(ctx context.Context, ref store.Ref, head string, req *historydv1.StreamSnapshotsRequest, batch []store.Turn) ([]store.Turn, []store.EncodedState, error) {
 	want := map[int]bool{}
 	for _, t := range batch {
 		want[t.N] = true

@@ -28,7 +28,7 @@ func TestUnauthenticatedStreamBodyNotRead(t *testing.T) {
 	var buf syncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: b}, Metrics: true,
-		Service: service.Options{Auth: newAuth(t, path), Logger: log}})
+		Service: service.Frontend{Auth: newAuth(t, path), Logger: log}})
 	conn := srv.Conn(t)
 	garbage := []byte{0x0a, 100, 'a', 'b', 'c'} // field 1 announcing 100 bytes, holding 3
 	const calls = 20

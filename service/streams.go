@@ -16,7 +16,7 @@ import (
 
 // DefaultStreamMaxAge is how long a server-streaming call (WatchTurns,
 // and StreamSnapshots where the call's deadline cap is off) may last
-// (Options.StreamMaxAge).
+// (Frontend.StreamMaxAge).
 const DefaultStreamMaxAge = time.Hour
 
 // ResumeTrailer is the trailer with which historyd ends a stream that the

@@ -112,7 +112,7 @@ func TestReloadReauthorizesStreams(t *testing.T) {
 		authtest.Tenant{Name: "c", Prefixes: []string{"c/"}, Tokens: []string{"token-c", "token-c2"}},
 	))
 	a := newAuth(t, path)
-	c := watchServer(t, slow, service.WatchConfig{}, service.Options{Auth: a}).Client(t)
+	c := watchServer(t, slow, service.WatchConfig{}, service.Frontend{Auth: a}).Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -239,7 +239,7 @@ func TestReloadRevokesClientCertificateStreams(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens.json")
 	authtest.WriteFile(t, path, authtest.TokenFile(t, authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, ClientCerts: []string{"cn:agent-a"}}))
 	a := newAuth(t, path)
-	s := watchServer(t, m, service.WatchConfig{}, service.Options{Auth: a, TLS: stls.Config()})
+	s := watchServer(t, m, service.WatchConfig{}, service.Frontend{Auth: a, TLS: stls.Config()})
 	tc := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{ca.Client(authtest.Identity{CN: "agent-a"}).Cert}}
 	c := historydv1.NewThreadHistoryClient(served{s}.conn(t, tc))
 	w := startWatch(t, context.Background(), c, "a/1")
@@ -259,7 +259,7 @@ func TestStreamMaxAge(t *testing.T) {
 	m := storetest.NewMemory()
 	storetest.Build(m, store.Ref{ThreadID: "t"}, demoTurns)
 	const age = 300 * time.Millisecond
-	s := watchServer(t, m, service.WatchConfig{}, service.Options{StreamMaxAge: age})
+	s := watchServer(t, m, service.WatchConfig{}, service.Frontend{StreamMaxAge: age})
 	c := s.Client(t)
 	start := time.Now()
 	w := startWatch(t, context.Background(), c, "t")
@@ -304,7 +304,7 @@ func TestWatchDeadlineNotBlamedOnStore(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	// The deadline is set on the server's side, right before the handler,
 	// so that it, and not the client's cancellation, ends the call.
-	cfg := server.Config{Store: store.Config{Backend: m}, Service: service.Options{Logger: log},
+	cfg := server.Config{Store: store.Config{Backend: m}, Service: service.Frontend{Logger: log},
 		GRPCOptions: []grpc.ServerOption{grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			ctx, cancel := context.WithTimeout(ss.Context(), 300*time.Millisecond)
 			defer cancel()

@@ -39,7 +39,7 @@ const (
 // prefixes (see listedPrefixes): the store walks nothing else, and the
 // page token, sealed for the tenant and the listing (see listing), holds
 // nothing but where under them the listing stopped.
-func (s *Server) Threads(ctx context.Context, req *historydv1.ThreadsRequest) (*historydv1.ThreadsResponse, error) {
+func (s *Handlers) Threads(ctx context.Context, req *historydv1.ThreadsRequest) (*historydv1.ThreadsResponse, error) {
 	q, err := threadsQuery(req)
 	if err != nil {
 		return nil, s.fail(ctx, "Threads", err)
@@ -219,7 +219,7 @@ var errPageToken = &FieldError{"page_token", "is not one this service issued for
 
 // openPageToken returns the cursor of a token sealed for listing; nil for
 // no token.
-func (s *Server) openPageToken(listing []byte, token string) (*store.ThreadCursor, error) {
+func (s *Handlers) openPageToken(listing []byte, token string) (*store.ThreadCursor, error) {
 	if token == "" {
 		return nil, nil
 	}

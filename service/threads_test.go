@@ -178,7 +178,7 @@ func TestThreadsTenants(t *testing.T) {
 		authtest.Tenant{Name: "a", Prefixes: []string{"a/", "c/"}, Tokens: []string{"token-a"}},
 		authtest.Tenant{Name: "ops", AllThreads: true, Tokens: []string{"token-ops"}},
 	))
-	c := serveWith(t, rec, service.Options{Auth: newAuth(t, path)}).client(t)
+	c := serveWith(t, rec, service.Frontend{Auth: newAuth(t, path)}).client(t)
 	a, ops := withToken(context.Background(), "token-a"), withToken(context.Background(), "token-ops")
 	for _, tt := range []struct {
 		ctx    context.Context
@@ -280,7 +280,7 @@ func TestThreadsPageTokens(t *testing.T) {
 		return k
 	}
 	serve := func(k *pagetoken.Keys) historydv1.ThreadHistoryClient {
-		return servertest.Start(t, server.Config{Store: store.Config{Backend: m}, Service: service.Options{Auth: newAuth(t, path)}, PageTokens: k}).Client(t)
+		return servertest.Start(t, server.Config{Store: store.Config{Backend: m}, Service: service.Frontend{Auth: newAuth(t, path)}, PageTokens: k}).Client(t)
 	}
 	c, replica, other := serve(keys()), serve(keys()), serve(nil)
 	ctx := context.Background()
@@ -392,7 +392,7 @@ func TestThreadsReportsEachThreadsError(t *testing.T) {
 	var buf syncBuffer
 	log := service.RedactThreadIDs(slog.New(slog.NewJSONHandler(&buf, nil)))
 	salt := []byte("test salt")
-	c := serveWith(t, m, service.Options{Logger: log, ThreadIDSalt: salt}).client(t)
+	c := serveWith(t, m, service.Frontend{Logger: log, ThreadIDSalt: salt}).client(t)
 	ctx := context.Background()
 
 	resp, err := c.Threads(ctx, &historydv1.ThreadsRequest{IncludeTurns: true})
@@ -424,7 +424,7 @@ func TestThreadsReportsEachThreadsError(t *testing.T) {
 
 	// A store that fails for a listed thread fails the page, since the
 	// next one would fail as well.
-	down := serveWith(t, failingList{Backend: m, thread: "acme/3", err: store.ErrUnavailable}, service.Options{Logger: log, ThreadIDSalt: salt}).client(t)
+	down := serveWith(t, failingList{Backend: m, thread: "acme/3", err: store.ErrUnavailable}, service.Frontend{Logger: log, ThreadIDSalt: salt}).client(t)
 	if _, err := down.Threads(ctx, &historydv1.ThreadsRequest{IncludeTurns: true}); status.Code(err) != codes.Unavailable {
 		t.Errorf("store unavailable for one listed thread: %v, want UNAVAILABLE", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
+	"github.com/historyd/historyd/service/wire"
 	"github.com/historyd/historyd/tracing"
 )
 
@@ -74,7 +75,7 @@ func (h tracedCalls) HandleRPC(ctx context.Context, rs stats.RPCStats) {
 	ct, _ := ctx.Value(callThreadKey{}).(*callThread)
 	switch rs := rs.(type) {
 	case *stats.InPayload:
-		if r, ok := requestOf(rs.Payload).(threadRequest); ok && ct != nil && !ct.set && r.GetThreadId() != "" {
+		if r, ok := wire.RequestOf(rs.Payload).(threadRequest); ok && ct != nil && !ct.set && r.GetThreadId() != "" {
 			ct.tag, ct.set = h.tagger.tag(r.GetThreadId()), true
 			if sp := trace.SpanFromContext(ctx); ct.tag.hashed && sp.IsRecording() {
 				sp.SetAttributes(AttrThread.String(ct.tag.shown))

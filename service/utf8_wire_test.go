@@ -72,7 +72,7 @@ func wire(t *testing.T, msg proto.Message, fields ...any) []byte {
 // naming the field, as other malformed requests are, not INTERNAL. A
 // request that is not a message at all is still refused.
 func TestInvalidUTF8OnTheWire(t *testing.T) {
-	conn := serveWith(t, storetest.NewMemory(), service.Options{}).conn(t, nil)
+	conn := serveWith(t, storetest.NewMemory(), service.Frontend{}).conn(t, nil)
 	const bad = "thread-\xff\xfe"
 	type rpc struct {
 		method string

@@ -13,6 +13,7 @@ import (
 
 	"github.com/historyd/historyd/auth"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/service/wire"
 	"github.com/historyd/historyd/store"
 )
 
@@ -47,7 +48,7 @@ type WatchConfig struct {
 	MaxTotal int
 }
 
-// Watches is what the Servers of one process share about WatchTurns: the
+// Watches is what the Handlers of one process share about WatchTurns: the
 // limits on open watches, which count the calls tenant isolation answers
 // over an empty store too, and the shutdown that ends them all. It is safe
 // for concurrent use.
@@ -121,7 +122,7 @@ func (w *Watches) acquire(tenant string) (func(), error) {
 	}, nil
 }
 
-// pollers runs one poller per watched thread of a Server's store, shared
+// pollers runs one poller per watched thread of a Handlers' store, shared
 // by all its watchers.
 type pollers struct {
 	st *store.Store
@@ -284,7 +285,7 @@ func sameHistory(a, b *store.History) bool {
 // denied by tenant isolation reach it too, over an empty store (see
 // handlers.go): they watch a thread that never has a turn, counted
 // against the same limits.
-func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1.ThreadHistory_WatchTurnsServer) error {
+func (s *Handlers) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1.ThreadHistory_WatchTurnsServer) error {
 	ctx := stream.Context()
 	if err := firstError(checkThread(req.GetThreadId(), req.GetCheckpointNs()), checkTurnField("after_turn", req.GetAfterTurn()),
 		checkKeys(req.GetKeys()), s.checkChannel(req.GetChannel()), checkValueFormat(req.GetValueFormat()),
@@ -339,7 +340,7 @@ func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1
 // which end, on which lineage, and the newest checkpoint it has accounted
 // for.
 type watcher struct {
-	s      *Server
+	s      *Handlers
 	req    *historydv1.WatchTurnsRequest
 	ref    store.Ref
 	stream historydv1.ThreadHistory_WatchTurnsServer
@@ -474,9 +475,9 @@ func (w *watcher) send(ctx context.Context) error {
 		}
 		msg := &historydv1.WatchTurnsResponse{Total: total, Numbering: num, HeadCheckpointId: h.Head}
 		if isCheckpoint[i] {
-			msg.Event = &historydv1.WatchTurnsResponse_Checkpoint{Checkpoint: toTurnState(t, states[i])}
+			msg.Event = &historydv1.WatchTurnsResponse_Checkpoint{Checkpoint: wire.TurnState(t, states[i])}
 		} else {
-			msg.Event = &historydv1.WatchTurnsResponse_TurnEnded{TurnEnded: toTurnState(t, states[i])}
+			msg.Event = &historydv1.WatchTurnsResponse_TurnEnded{TurnEnded: wire.TurnState(t, states[i])}
 		}
 		if err := w.stream.Send(msg); err != nil {
 			return err

@@ -128,7 +128,7 @@ func (e events) quiet(t *testing.T, d time.Duration) {
 	}
 }
 
-func watchServer(t *testing.T, b store.Backend, cfg service.WatchConfig, o service.Options) *servertest.Server {
+func watchServer(t *testing.T, b store.Backend, cfg service.WatchConfig, o service.Frontend) *servertest.Server {
 	t.Helper()
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 10 * time.Millisecond
@@ -142,7 +142,7 @@ func TestWatchTurns(t *testing.T) {
 	r.put("input", "__start__")
 	r.begin(1)
 	end1 := r.end(1, 1.0)
-	c := watchServer(t, m, service.WatchConfig{}, service.Options{}).Client(t)
+	c := watchServer(t, m, service.WatchConfig{}, service.Frontend{}).Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "w", Checkpoints: true, Keys: []string{"k"}})
@@ -262,7 +262,7 @@ func TestWatchTurnsWithoutUpdatedChannels(t *testing.T) {
 	m := storetest.NewMemory()
 	r := &runThread{w: m, ref: store.Ref{ThreadID: "js"}, noUpdated: true}
 	r.put("input")
-	c := watchServer(t, m, service.WatchConfig{}, service.Options{}).Client(t)
+	c := watchServer(t, m, service.WatchConfig{}, service.Frontend{}).Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "js"})
@@ -281,7 +281,7 @@ func TestWatchTurnsWithoutUpdatedChannels(t *testing.T) {
 // A watch of a thread that does not exist yet waits for its turns.
 func TestWatchTurnsUnknownThread(t *testing.T) {
 	m := storetest.NewMemory()
-	c := watchServer(t, m, service.WatchConfig{}, service.Options{}).Client(t)
+	c := watchServer(t, m, service.WatchConfig{}, service.Frontend{}).Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "later"})
@@ -308,7 +308,7 @@ func TestWatchTurnsUnknownThread(t *testing.T) {
 // OK, promptly, when the server shuts down.
 func TestWatchTurnsShutdown(t *testing.T) {
 	m := storetest.NewMemory()
-	srv := watchServer(t, m, service.WatchConfig{}, service.Options{MaxCallDuration: 100 * time.Millisecond})
+	srv := watchServer(t, m, service.WatchConfig{}, service.Frontend{MaxCallDuration: 100 * time.Millisecond})
 	c := srv.Client(t)
 	e := watch(t, context.Background(), c, &historydv1.WatchTurnsRequest{ThreadId: "t"})
 	e.quiet(t, 300*time.Millisecond)
@@ -334,7 +334,7 @@ func TestWatchTurnsLimits(t *testing.T) {
 		authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"token-a"}},
 		authtest.Tenant{Name: "b", Prefixes: []string{"b/"}, Tokens: []string{"token-b"}},
 	))
-	srv := watchServer(t, m, service.WatchConfig{MaxPerTenant: 2, MaxTotal: 3}, service.Options{Auth: newAuth(t, path)})
+	srv := watchServer(t, m, service.WatchConfig{MaxPerTenant: 2, MaxTotal: 3}, service.Frontend{Auth: newAuth(t, path)})
 	c := srv.Client(t)
 	a, b := withToken(context.Background(), "token-a"), withToken(context.Background(), "token-b")
 	open := func(ctx context.Context, thread string) (context.CancelFunc, error) {
@@ -430,7 +430,7 @@ func TestWatchTurnsSharedPoller(t *testing.T) {
 	storetest.Build(m, store.Ref{ThreadID: "one"}, demoTurns)
 	storetest.Build(m, store.Ref{ThreadID: "many"}, demoTurns)
 	b := &countingLists{Backend: m, n: map[string]int{}}
-	c := watchServer(t, b, service.WatchConfig{PollInterval: 20 * time.Millisecond}, service.Options{}).Client(t)
+	c := watchServer(t, b, service.WatchConfig{PollInterval: 20 * time.Millisecond}, service.Frontend{}).Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "one", AfterTurn: 4})
@@ -457,7 +457,7 @@ func TestWatchTurnsOpenedDuringOutage(t *testing.T) {
 	r.put("input", "__start__")
 	r.begin(1)
 	end1 := r.end(1, 1.0)
-	c := watchServer(t, m, service.WatchConfig{}, service.Options{}).Client(t)
+	c := watchServer(t, m, service.WatchConfig{}, service.Frontend{}).Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	first := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "quiet"})

@@ -5,10 +5,10 @@
 // costs nothing until it is configured.
 //
 // What is traced is decided where the work is done: every RPC (otelgrpc's
-// server handler, installed by service.ServerOptions), the store's turn
+// server handler, installed by server.New), the store's turn
 // index and state reads (package store), and every statement the backends
 // run (otelpgx on the PostgreSQL pool, the SQLite backend's own spans).
-// Thread ids never appear in clear: see service.Options.TracerProvider.
+// Thread ids never appear in clear: see service.Frontend.TracerProvider.
 package tracing
 
 import (

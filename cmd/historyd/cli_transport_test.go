@@ -48,7 +48,7 @@ func TestCLITransportMismatch(t *testing.T) {
 	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tlsAddr := servertest.Start(t, server.Config{Service: service.Options{TLS: &tls.Config{Certificates: []tls.Certificate{ca.Server().Cert}}}},
+	tlsAddr := servertest.Start(t, server.Config{Service: service.Frontend{TLS: &tls.Config{Certificates: []tls.Certificate{ca.Server().Cert}}}},
 		servertest.WithDSN(path, ""), servertest.WithTCP()).Addr()
 	plainAddr := demoServer(t)
 

@@ -168,7 +168,7 @@ func bindDemoFlags(fs *flag.FlagSet) *demoFlags {
 // turns a limit off, as serve's help says. In the configurations the flags
 // fill in (store.Config, service.WatchConfig, server.RunConfig) a zero
 // field is the field's documented default, and a negative one turns it
-// off. (service.Options, whose zero fields are off, takes the flags'
+// off. (service.Frontend, whose zero fields are off, takes the flags'
 // values as they are.)
 
 // offAtZero is a flag's value as such a configuration reads it: 0, off,

@@ -156,10 +156,10 @@ func (c *serveFlags) channels() ([]string, map[string]string, error) {
 	return channels, reducers, nil
 }
 
-// options turns the flags into service.Options, refusing contradictory or
+// options turns the flags into service.Frontend, refusing contradictory or
 // out-of-range values rather than guessing.
-func (c *serveFlags) options(log *slog.Logger) (service.Options, error) {
-	o := service.Options{Logger: log, DisableReflection: !*c.reflection}
+func (c *serveFlags) options(log *slog.Logger) (service.Frontend, error) {
+	o := service.Frontend{Logger: log, DisableReflection: !*c.reflection}
 	var err error
 	if o.ThreadIDs, err = service.ParseThreadIDLogging(*c.logThreadIDs); err != nil {
 		return o, fmt.Errorf("--log-thread-ids %w", err)

@@ -57,7 +57,7 @@ func TestThreadsOfOneTenantAmongAnother(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := servertest.Start(t, server.Config{Service: service.Options{Auth: a}}, servertest.WithDSN(ro, schema)).Client(t)
+			c := servertest.Start(t, server.Config{Service: service.Frontend{Auth: a}}, servertest.WithDSN(ro, schema)).Client(t)
 			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer token-acme")
 
 			few := answers(t, ctx, c)

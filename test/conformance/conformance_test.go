@@ -484,7 +484,7 @@ func serve(t *testing.T, st checkpointStore, want *expectation) historydv1.Threa
 	// Warnings and errors (a store failure, an internal error's cause) are
 	// worth seeing when a comparison fails; the request log is not.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv := servertest.Start(t, server.Config{Service: service.Options{Logger: log}}, servertest.WithDSN(dsn, schema), servertest.WithTCP())
+	srv := servertest.Start(t, server.Config{Service: service.Frontend{Logger: log}}, servertest.WithDSN(dsn, schema), servertest.WithTCP())
 	conn, err := grpc.NewClient(srv.Addr(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// A thread carrying megabyte geometries in several turns is larger

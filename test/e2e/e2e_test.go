@@ -439,7 +439,7 @@ func serve(t *testing.T, dsn, schema string) string {
 	// Warnings and errors (a store failure, an internal error's cause) are
 	// worth seeing when an answer is wrong; the request log is not.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return servertest.Start(t, server.Config{Service: service.Options{Logger: log}}, servertest.WithDSN(dsn, schema), servertest.WithTCP()).Addr()
+	return servertest.Start(t, server.Config{Service: service.Frontend{Logger: log}}, servertest.WithDSN(dsn, schema), servertest.WithTCP()).Addr()
 }
 
 func deleteCheckpoints(t *testing.T, ctx context.Context, dsn, thread string, ids []string) {

@@ -1,4 +1,4 @@
-package service
+package wire
 
 import (
 	"strings"
@@ -31,7 +31,7 @@ func TestSpliceCodec(t *testing.T) {
 		for k, b := range entries {
 			st.Entries = append(st.Entries, store.EncodedEntry{Key: k, Data: b})
 		}
-		out := toTurnState(store.Turn{N: int(n), Question: "q ü", End: store.Checkpoint{ID: "cp", TS: time.Unix(1e9, 0)}}, st)
+		out := TurnState(store.Turn{N: int(n), Question: "q ü", End: store.Checkpoint{ID: "cp", TS: time.Unix(1e9, 0)}}, st)
 		return out
 	}
 	built := &historydv1.StateEntry{Value: structpb.NewStringValue("built in memory")}
@@ -48,7 +48,7 @@ func TestSpliceCodec(t *testing.T) {
 		&historydv1.StreamSnapshotsResponse{Total: 2},
 		&historydv1.TurnsResponse{Total: 1, Turns: []*historydv1.TurnInfo{{Number: 1, EndedAt: timestamppb.New(time.Unix(5, 0))}}},
 	}
-	c := newSpliceCodec()
+	c := NewCodec()
 	for _, m := range msgs {
 		bufs, err := c.Marshal(m)
 		if err != nil {

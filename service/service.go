@@ -1,7 +1,10 @@
 // Package service implements the historyd.v1.ThreadHistory gRPC service: it
 // validates each request, asks the store for the thread's turns and only the
-// state that was asked for, and maps the result to the wire and every error
-// to a gRPC status.
+// state that was asked for, and maps the result to the wire (package
+// service/wire) and every error to a gRPC status. It also provides the
+// interceptors that stand between the network and the handlers
+// (Interceptors, configured by a Frontend), which server.New assembles
+// into the server's chain.
 package service
 
 import (
@@ -18,17 +21,17 @@ import (
 	"github.com/historyd/historyd/store"
 )
 
-// Config configures a Server.
-type Config struct {
+// Options configures the Handlers.
+type Options struct {
 	// Store answers the queries. Required.
 	Store *store.Store
 	// Logger receives errors that map to Internal. Default slog.Default().
 	Logger *slog.Logger
 	// HealthInterval is how often Watch probes the store. Default 2s.
 	HealthInterval time.Duration
-	// Watches holds the WatchTurns limits and shutdown, shared with the
-	// server that tenant isolation answers denied calls with (pass the
-	// same to Options.Watches). Default: NewWatches with the defaults.
+	// Watches holds the WatchTurns limits and shutdown, which watches of
+	// threads tenant isolation denies count against too. Default:
+	// NewWatches with the defaults.
 	Watches *Watches
 	// PageTokens seals and opens Threads page tokens. Replicas serving one
 	// listing must share them (pagetoken.LoadFile with one key file).
@@ -37,9 +40,9 @@ type Config struct {
 	PageTokens *pagetoken.Keys
 }
 
-// Server is the ThreadHistory service, plus the standard health service
+// Handlers is the ThreadHistory service, plus the standard health service
 // that reports whether the store can be reached.
-type Server struct {
+type Handlers struct {
 	historydv1.UnimplementedThreadHistoryServer
 
 	store    *store.Store
@@ -52,9 +55,9 @@ type Server struct {
 	pageTokens *pagetoken.Keys
 }
 
-// New returns a Server over cfg.Store.
-func New(cfg Config) *Server {
-	s := &Server{store: cfg.Store, log: cfg.Logger, health: health.NewServer(), interval: cfg.HealthInterval, watches: cfg.Watches, pageTokens: cfg.PageTokens}
+// New returns the Handlers over cfg.Store.
+func New(cfg Options) *Handlers {
+	s := &Handlers{store: cfg.Store, log: cfg.Logger, health: health.NewServer(), interval: cfg.HealthInterval, watches: cfg.Watches, pageTokens: cfg.PageTokens}
 	if s.pageTokens == nil {
 		s.pageTokens = pagetoken.PerProcess()
 	}
@@ -76,7 +79,7 @@ func New(cfg Config) *Server {
 
 // Register registers ThreadHistory, grpc.health.v1 and server reflection on
 // gs, their unary methods decoding requests as decode.go says.
-func (s *Server) Register(gs *grpc.Server) {
+func (s *Handlers) Register(gs *grpc.Server) {
 	gs.RegisterService(decodingService(&historydv1.ThreadHistory_ServiceDesc), s)
 	gs.RegisterService(decodingService(&healthpb.Health_ServiceDesc), s.health)
 	registerReflection(gs)
@@ -86,7 +89,7 @@ func (s *Server) Register(gs *grpc.Server) {
 // and NOT_SERVING while it does not, for both the overall health ("") and
 // historyd.v1.ThreadHistory. It probes once before returning from its first
 // iteration, so callers may start it in a goroutine right before serving.
-func (s *Server) Watch(ctx context.Context) {
+func (s *Handlers) Watch(ctx context.Context) {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	last := healthpb.HealthCheckResponse_UNKNOWN
@@ -124,7 +127,7 @@ func (s *Server) Watch(ctx context.Context) {
 
 // SetServing sets the health status of the server and of the
 // ThreadHistory service.
-func (s *Server) SetServing(ok bool) {
+func (s *Handlers) SetServing(ok bool) {
 	st := healthpb.HealthCheckResponse_NOT_SERVING
 	if ok {
 		st = healthpb.HealthCheckResponse_SERVING
@@ -133,10 +136,27 @@ func (s *Server) SetServing(ok bool) {
 	s.health.SetServingStatus(historydv1.ThreadHistory_ServiceDesc.ServiceName, st)
 }
 
+// withoutThreads returns the same handlers over a store in which no thread
+// exists and which serves the same state channels, so that validation, the
+// channel included, answers a call on it as on s. Tenant isolation answers
+// the calls it denies on it (see isolation); it shares s's logger and
+// watch limits, so a denied watch counts against them too.
+func (s *Handlers) withoutThreads() *Handlers {
+	var channels []string
+	if s.store != nil {
+		channels = s.store.StateChannels()
+	}
+	empty := store.New(store.Config{Backend: store.Empty{}, StateChannels: channels, CacheThreads: -1})
+	none := *s
+	none.store = empty
+	none.pollers = &pollers{st: empty, w: s.watches, by: map[store.Ref]*poller{}}
+	return &none
+}
+
 // Shutdown marks every service NOT_SERVING for good, so balancers stop
 // sending requests while in-flight ones finish, and ends every WatchTurns
 // stream (see Watches.Close).
-func (s *Server) Shutdown() {
+func (s *Handlers) Shutdown() {
 	s.health.Shutdown()
 	s.watches.Close()
 }

@@ -1,4 +1,4 @@
-package service
+package wire
 
 import (
 	"errors"
@@ -16,26 +16,27 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
-// spliceCodec is the server's "proto" codec. Responses carrying state are
+// Codec is the server's "proto" codec. Responses carrying state are
 // sent as a list of buffers in which each large state entry is the store's
 // cached encoding itself, not a copy: a turn of megabytes then costs no
 // memory beyond the cache while it is sent. Everything else, requests
 // included, goes through gRPC's own codec. The bytes on the wire are a
 // valid encoding of the same message.
-type spliceCodec struct{ base encoding.CodecV2 }
+type Codec struct{ base encoding.CodecV2 }
 
-func newSpliceCodec() spliceCodec { return spliceCodec{base: encoding.GetCodecV2(grpcproto.Name)} }
+// NewCodec returns the codec, to install with grpc.ForceServerCodecV2.
+func NewCodec() Codec { return Codec{base: encoding.GetCodecV2(grpcproto.Name)} }
 
 // Name is the content subtype this codec serves in place of gRPC's own.
-func (c spliceCodec) Name() string { return grpcproto.Name }
+func (c Codec) Name() string { return grpcproto.Name }
 
-// Unmarshal decodes a request with decodeRequest. Into a wireRequest it
+// Unmarshal decodes a request with decodeRequest. Into a Request it
 // never fails: what is wrong with the bytes is kept there, so that the
-// call is refused as INVALID_ARGUMENT (see decode.go) rather than failed
+// call is refused as INVALID_ARGUMENT (see request.go) rather than failed
 // by gRPC as INTERNAL, which it does with any error a codec returns.
-func (c spliceCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*wireRequest); ok {
-		r.bad = decodeRequest(data, r.msg)
+func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*Request); ok {
+		r.Bad = decodeRequest(data, r.Msg)
 		return nil
 	}
 	m, ok := v.(proto.Message)
@@ -99,7 +100,7 @@ func unmarshalRawStrings(b []byte, m proto.Message) error {
 // response is planned first (its small parts encoded, its entries listed,
 // every size known), then written into one pooled buffer of exactly the
 // size of its small parts, with the large entries between.
-func (c spliceCodec) Marshal(v any) (mem.BufferSlice, error) {
+func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 	var (
 		turns []plannedTurn
 		keys  []int32 // SnapshotsResponse's map keys, one per turn
