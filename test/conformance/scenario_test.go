@@ -459,10 +459,11 @@ func rebuildable(want *truth, id, channel string, gone map[string]bool) bool {
 	if !ok || gone[id] {
 		return false
 	}
-	// A served channel no checkpoint stores under its own name lives inside
-	// another value written whole at each run's end (the functional API's
-	// __previous__): a checkpoint left holds all of it.
-	if channel != "messages" && !anyStores(want, channel) {
+	// A served channel no checkpoint stores under its own name, and no
+	// DeltaChannel (rebuilt from writes), lives inside another value
+	// written whole at each run's end (the functional API's __previous__):
+	// a checkpoint left holds all of it.
+	if channel != "messages" && !want.Channels[channel].Delta && !anyStores(want, channel) {
 		return true
 	}
 	if emptyValue(c.Values[channel]) && channel != "messages" {
