@@ -182,7 +182,7 @@ func checkFeature(t *testing.T, where string, raw any, name string, points int, 
 	}
 }
 
-// TestWriteDecodes reads the file back with database/sql and lgcodec: the
+// TestWriteDecodes reads the file back with database/sql and langgraph/codec: the
 // rows SqliteSaver would hold, and each turn's session state.
 func TestWriteDecodes(t *testing.T) {
 	db := openDB(t, writeDemo(t))

@@ -72,7 +72,7 @@ type thread struct {
 	latest   int       // the highest version number handed out
 	seen     write.Map // node → write.Map of trigger → version
 
-	messages  []any     // lgcodec message Ext values
+	messages  []any     // message Ext values as langgraph/write builds them
 	toolState write.Map // key → entry
 	start     any       // __start__'s value, nil when empty
 	branches  map[string]bool

@@ -22,7 +22,7 @@ import (
 // store's checkpoints hold, at start and on the first threads that hold
 // none of the configured ones, and logs a warning naming the channels
 // actually there. Backends only answer Newest; what a checkpoint's bytes
-// say is lgcodec's.
+// say is langgraph/codec's.
 const (
 	// startSample is how many of the store's newest checkpoints New
 	// samples.

@@ -12,7 +12,7 @@ import (
 	"github.com/historyd/historyd/langgraph/codec"
 )
 
-// appendJSONValue appends v, a value as lgcodec decodes it or an
+// appendJSONValue appends v, a value as langgraph/codec decodes it or an
 // codec.Raw, as JSON text: the value_json form of StateEntry. It applies
 // the same mapping as appendProtoValue, so that the text parsed equals the
 // google.protobuf.Value parsed: numbers within ±2^53 stay numbers, larger

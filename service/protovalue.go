@@ -40,7 +40,7 @@ func protoValueSize(v any) (int, error) {
 }
 
 // appendProtoValue appends the fields of a google.protobuf.Value holding
-// v, a value as lgcodec decodes it or an codec.Raw, read through
+// v, a value as langgraph/codec decodes it or an codec.Raw, read through
 // codec.Walk. This is where the mapping documented on
 // historyd.v1.StateEntry is applied: numbers within ±2^53 stay numbers,
 // larger integers become decimal strings, NaN and ±Infinity strings, bytes

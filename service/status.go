@@ -113,7 +113,7 @@ var statusRules = []statusRule{
 	{code: codes.FailedPrecondition, match: as[*codec.UnsupportedError]()},
 	// A blob larger than the server decodes may be perfectly valid: a
 	// limit. A value nested deeper than codec.Limits.MaxDepth is not:
-	// no LangGraph serializer writes one (lgwrite refuses to), so it is
+	// no LangGraph serializer writes one (langgraph/write refuses to), so it is
 	// damage, DATA_LOSS like any other value that cannot be decoded.
 	{code: codes.ResourceExhausted, match: func(err error) bool {
 		var le *codec.LimitError

@@ -25,7 +25,7 @@ type Ref struct {
 }
 
 // Row is one checkpoint as a backend read it, not parsed: what its bytes
-// say is lgcodec's to read (codec.ParseCheckpoint, ParseMetadata).
+// say is langgraph/codec's to read (codec.ParseCheckpoint, ParseMetadata).
 type Row struct {
 	// ID is the checkpoint id. Ids are time-ordered, so comparing them as
 	// strings orders checkpoints by time of writing.

@@ -38,7 +38,7 @@ type Config struct {
 	// channel, "tool_state" for a channel named tool_state, "merge" for any
 	// other (deepagents' files).
 	Reducers map[string]string
-	// Limits bound each decoded value. Default: lgcodec's defaults.
+	// Limits bound each decoded value. Default: langgraph/codec's defaults.
 	Limits codec.Limits
 	// CacheBytes bounds the memory the store's caches hold together: the
 	// turn indexes (each thread's checkpoints and what its messages

@@ -12,7 +12,7 @@ import (
 
 // ManyThreads is the store the Threads measurement lists: N threads in a
 // schema of their own, in Python PostgresSaver's layout (its tables, by
-// lgsaver's DDL, and its checkpoint rows), written by PostgreSQL itself
+// langgraph/saver's DDL, and its checkpoint rows), written by PostgreSQL itself
 // from generate_series, since a million threads written row by row from Go
 // would take most of the benchmark. Only the checkpoints table is filled:
 // listing threads reads nothing else.

@@ -90,7 +90,7 @@ func (r *registry) threads() []*thread {
 
 // writer appends turns to the live threads, directly to PostgreSQL in
 // LangGraph.js's PostgresSaver layout, retrying each statement while the
-// database restarts (every statement lgsaver writes is idempotent).
+// database restarts (every statement langgraph/saver writes is idempotent).
 type writer struct {
 	db      *pgxpool.Pool
 	lg      *saver.Writer
@@ -239,7 +239,7 @@ func (w *writer) run(ctx context.Context) error {
 }
 
 // retention deletes, thread by thread, the checkpoints of every turn but
-// the newest cfg.keepTurns, as a retention job would (lgsaver's Delete:
+// the newest cfg.keepTurns, as a retention job would (langgraph/saver's Delete:
 // checkpoint rows go, blobs stay). Before deleting, it reads the facts of
 // the checkpoints it is about to delete directly, into archive, so that
 // answers served from them can still be checked after the run.

@@ -5,7 +5,7 @@
 // and state channels besides tool_state (deepagents' files and todos). It
 // writes through a storetest.Writer, so the same script lands in memory
 // (storetest.Memory) for the client's unit tests and in a real saver's
-// layout (lgsaver) for the shared cases of test/clients.
+// layout (langgraph/saver) for the shared cases of test/clients.
 package clienttest
 
 import (

@@ -123,10 +123,10 @@ func NormalizeVersion(v any) (version string, ok bool, err error) {
 	return "", false, fmt.Errorf("version is %s, neither a string nor a number", kindOf(v))
 }
 
-// ParseVersions reads a channel_versions map on its own, as a JSON object
+// parseVersions reads a channel_versions map on its own, as a JSON object
 // (how PostgreSQL's jsonb holds it), through NormalizeVersion. Empty data
 // and JSON null are a checkpoint without versions.
-func ParseVersions(data []byte, keep func(channel string) bool) (map[string]string, error) {
+func parseVersions(data []byte, keep func(channel string) bool) (map[string]string, error) {
 	if keep == nil {
 		keep = func(string) bool { return true }
 	}

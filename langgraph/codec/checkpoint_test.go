@@ -290,7 +290,7 @@ func TestNormalizeVersion(t *testing.T) {
 		mp := mustMsgpack(t, map[string]any{"channel_versions": map[string]any{"c": v}})
 		a, err1 := ParseCheckpoint(format.TypeJSON, js, nil)
 		b, err2 := ParseCheckpoint(format.TypeMsgpack, mp, nil)
-		pv, err3 := ParseVersions(mustJSON(t, map[string]any{"c": v}), nil)
+		pv, err3 := parseVersions(mustJSON(t, map[string]any{"c": v}), nil)
 		if err1 != nil || err2 != nil || err3 != nil || !reflect.DeepEqual(a.Versions, b.Versions) || !reflect.DeepEqual(a.Versions, pv) {
 			t.Errorf("version %#v: json %v (%v), msgpack %v (%v), versions %v (%v)", v, a.Versions, err1, b.Versions, err2, pv, err3)
 		}

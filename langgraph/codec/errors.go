@@ -26,7 +26,7 @@ type UnsupportedError struct {
 // Error names the format, the unsupported feature and where it is, so a
 // log line says what to change on the writing side.
 func (e *UnsupportedError) Error() string {
-	msg := "lgcodec: unsupported "
+	msg := "codec: unsupported "
 	if e.Feature == "" {
 		msg += "blob type " + strconv.Quote(e.Format)
 	} else {
@@ -55,7 +55,7 @@ type MalformedError struct {
 
 // Error gives the format, the offset and what was wrong there.
 func (e *MalformedError) Error() string {
-	msg := "lgcodec: malformed"
+	msg := "codec: malformed"
 	if e.Format != "" {
 		msg += " " + e.Format
 	}
@@ -86,15 +86,15 @@ type LimitError struct {
 func (e *LimitError) Error() string {
 	switch e.Limit {
 	case "MaxBytes":
-		return fmt.Sprintf("lgcodec: blob of %d bytes exceeds MaxBytes (%d)", e.Got, e.Max)
+		return fmt.Sprintf("codec: blob of %d bytes exceeds MaxBytes (%d)", e.Got, e.Max)
 	case "MaxDepth":
-		msg := fmt.Sprintf("lgcodec: nesting depth %d exceeds MaxDepth (%d)", e.Got, e.Max)
+		msg := fmt.Sprintf("codec: nesting depth %d exceeds MaxDepth (%d)", e.Got, e.Max)
 		if e.Offset >= 0 {
 			msg += " at offset " + strconv.Itoa(e.Offset)
 		}
 		return msg
 	}
-	return fmt.Sprintf("lgcodec: %s exceeded: %d > %d", e.Limit, e.Got, e.Max)
+	return fmt.Sprintf("codec: %s exceeded: %d > %d", e.Limit, e.Got, e.Max)
 }
 
 func depthError(max, got, off int) error {

@@ -3,7 +3,114 @@ package codec
 import (
 	"fmt"
 	"strings"
+
+	"github.com/historyd/historyd/langgraph/format"
 )
+
+// ScanMessages reads a messages channel value (a list of LangChain
+// messages) and counts messages and human messages without building the
+// others: in msgpack they are stepped over, only their "type" read, and for
+// human messages their text.
+//
+// A message is human when its "type" is "human" (after the JSON mapping of
+// Decode, which gives LangChain.js messages their type from the class name).
+// Its text is LangChain's BaseMessage.text: string content as is, or the
+// concatenation of the string blocks and the {"type": "text", "text": "..."}
+// blocks of list content.
+//
+// An "empty" blob (the channel has no value yet) has no messages; a
+// DeltaChannel snapshot reads as the list it holds. Any other value that is
+// not a list is a *MalformedError. Skipped messages are only checked for
+// well-formed structure, so ScanMessages may accept a blob that Decode
+// rejects, never the other way round. JSON has no lengths to skip by, so a
+// "json" value is decoded whole (as Decode would) and then read.
+func ScanMessages(blobType string, data []byte, lim Limits) (Messages, error) {
+	return ReadMessages(blobType, data, lim, Humans)
+}
+
+// CountMessages is ScanMessages without the texts: Humans stays nil and
+// HumanCount says how many there are. No human message's content is
+// decoded, so counting every checkpoint of a long thread builds no text.
+func CountMessages(blobType string, data []byte, lim Limits) (Messages, error) {
+	return ReadMessages(blobType, data, lim, CountOnly)
+}
+
+// ReadMessages reads a messages channel value as ScanMessages does, keeping
+// what mode asks for in Messages.List.
+func ReadMessages(blobType string, data []byte, lim Limits, mode ReadMode) (Messages, error) {
+	return ReadMessagesKnowing(blobType, data, lim, mode, nil)
+}
+
+// ReadMessagesKnowing is ReadMessages for a reader that already knows some
+// human messages by id: a human message whose id known reports is kept
+// with Known set and neither its text nor its marks read. A long thread's
+// every messages version holds every earlier question again, so turn
+// derivation reads each question's text once, not once per version.
+// known may be nil; it is only consulted for msgpack values (JSON has no
+// lengths to skip by and is decoded whole).
+func ReadMessagesKnowing(blobType string, data []byte, lim Limits, mode ReadMode, known func(id string) bool) (Messages, error) {
+	lim = lim.withDefaults()
+	switch blobType {
+	case format.TypeEmpty:
+		return Messages{}, nil
+	case format.TypeNull:
+		return Messages{}, &MalformedError{Format: blobType, Offset: 0, Reason: "messages value is null, not a list"}
+	}
+	if err := checkDecodable(blobType, data, lim); err != nil {
+		return Messages{}, err
+	}
+	switch blobType {
+	case format.TypeMsgpack:
+		return scanMsgpackMessages(data, lim, mode, known)
+	case format.TypeJSON:
+		v, err := decodeJSON(data, lim)
+		if err != nil {
+			return Messages{}, err
+		}
+		return messagesFromValue(blobType, v, mode)
+	default:
+		return Messages{}, &MalformedError{Format: blobType, Offset: 0, Reason: "messages value is raw bytes, not a list"}
+	}
+}
+
+// messagesFromValue derives Messages from an already decoded value.
+func messagesFromValue(format string, v any, mode ReadMode) (Messages, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return Messages{}, &MalformedError{Format: format, Offset: 0,
+			Reason: "messages value is " + kindOf(v) + ", not a list"}
+	}
+	out := Messages{Count: len(list)}
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		out.add(decodedMessage(m), mode)
+	}
+	return out, nil
+}
+
+// messageText is LangChain's BaseMessage.text over decoded content.
+func messageText(content any) string {
+	switch c := content.(type) {
+	case string:
+		return c
+	case []any:
+		var b strings.Builder
+		for _, block := range c {
+			switch blk := block.(type) {
+			case string:
+				b.WriteString(blk)
+			case map[string]any:
+				if t, _ := blk["type"].(string); t == "text" {
+					if s, ok := blk["text"].(string); ok {
+						b.WriteString(s)
+					}
+				}
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
 
 // ReadMode is what a read of a messages list keeps of each message.
 type ReadMode int

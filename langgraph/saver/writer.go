@@ -133,14 +133,14 @@ func (w *Writer) Put(ctx context.Context, thread, ns string, cp Checkpoint) erro
 	case SQLitePython, SQLiteJS:
 		err = w.putSQLite(ctx, thread, ns, cp, versions)
 	default:
-		err = fmt.Errorf("lgsaver: unknown saver %v", w.saver)
+		err = fmt.Errorf("saver: unknown saver %v", w.saver)
 	}
 	if err != nil {
-		return fmt.Errorf("lgsaver: %v: put checkpoint %s: %w", w.saver, cp.ID, err)
+		return fmt.Errorf("saver: %v: put checkpoint %s: %w", w.saver, cp.ID, err)
 	}
 	for _, wr := range cp.Writes {
 		if err := w.putWrite(ctx, thread, ns, cp.ID, wr); err != nil {
-			return fmt.Errorf("lgsaver: %v: put write %s/%d of checkpoint %s: %w", w.saver, wr.TaskID, wr.Idx, cp.ID, err)
+			return fmt.Errorf("saver: %v: put write %s/%d of checkpoint %s: %w", w.saver, wr.TaskID, wr.Idx, cp.ID, err)
 		}
 	}
 	return nil
@@ -171,7 +171,7 @@ func (w *Writer) versions(thread, ns string, cp Checkpoint) (write.Map, map[stri
 	for _, f := range cp.Values {
 		enc, err := w.saver.encode(f.Value)
 		if err != nil {
-			return nil, nil, fmt.Errorf("lgsaver: channel %q: %w", f.Key, err)
+			return nil, nil, fmt.Errorf("saver: channel %q: %w", f.Key, err)
 		}
 		st := chans[f.Key]
 		if st == nil {
@@ -393,7 +393,7 @@ func (w *Writer) Delete(ctx context.Context, thread, ns string, ids ...string) e
 	for _, id := range ids {
 		if err := w.exec(ctx, `DELETE FROM `+w.table("checkpoints")+` WHERE thread_id = `+w.placeholder(1)+` AND checkpoint_ns = `+w.placeholder(2)+` AND checkpoint_id = `+w.placeholder(3),
 			thread, ns, id); err != nil {
-			return fmt.Errorf("lgsaver: %v: delete checkpoint %s: %w", w.saver, id, err)
+			return fmt.Errorf("saver: %v: delete checkpoint %s: %w", w.saver, id, err)
 		}
 	}
 	return nil

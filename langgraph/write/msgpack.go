@@ -125,7 +125,7 @@ type EncodeError struct {
 
 // Error names where the value is and why it was refused.
 func (e *EncodeError) Error() string {
-	return "lgcodec: cannot encode " + e.Path + ": " + e.Reason
+	return "write: cannot encode " + e.Path + ": " + e.Reason
 }
 
 // pathError wraps an error from a nested value with the step that led to

@@ -68,7 +68,7 @@ func TestEncodeRoundTripPlain(t *testing.T) {
 			map[string]any{"0": int64(0), "1": int64(1), "2": int64(2), "3": int64(3), "4": int64(4), "5": int64(5), "6": int64(6), "7": int64(7), "8": int64(8), "9": int64(9), "a": int64(10), "b": int64(11), "c": int64(12), "d": int64(13), "e": int64(14), "f": int64(15)}},
 		{"pointer", new(int), int64(0)},
 		{"named string", testKind("k"), "k"},
-		// Python values read back as lgcodec renders them (as pydantic does).
+		// Python values read back as langgraph/codec renders them (as pydantic does).
 		{"uuid ext", Ext{Code: ExtSingleArg, Module: "uuid", Class: "UUID", Data: "12345678123456781234567812345678"}, "12345678-1234-5678-1234-567812345678"},
 		{"date ext", Ext{Code: ExtPosArgs, Module: "datetime", Class: "date", Data: []any{2026, 3, 14}}, "2026-03-14"},
 		{"datetime", time.Date(2026, 3, 14, 9, 26, 53, 589793000, time.UTC), "2026-03-14T09:26:53.589793Z"},

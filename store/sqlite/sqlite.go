@@ -360,7 +360,7 @@ func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn fun
 				census.Present = append(census.Present, r.ID)
 			}
 		}
-		// The metadata column does not name its serializer; lgcodec tells
+		// The metadata column does not name its serializer; langgraph/codec tells
 		// JSON from msgpack by its first byte.
 		r.Checkpoint = store.Blob{Type: blobType(typ), Data: data}
 		r.Metadata = store.Blob{Data: md}

@@ -25,7 +25,7 @@ type Writer interface {
 }
 
 // SaverWriter is a Writer storing checkpoints in a real saver's layout
-// (lgsaver), failing the test on any error until Close.
+// (langgraph/saver), failing the test on any error until Close.
 type SaverWriter struct {
 	t      testing.TB
 	w      *saver.Writer

@@ -37,7 +37,7 @@ type readBack struct {
 	Writes   [][3]any          `json:"writes"`
 }
 
-// TestSaverLayouts checks lgsaver, the writers historyd's tests, demo and
+// TestSaverLayouts checks langgraph/saver, the writers historyd's tests, demo and
 // benchmark store threads with, against the real savers: a thread each
 // writer stores is read back by the saver whose layout it mimics, and the
 // saver must see exactly what was written — the values, the versions

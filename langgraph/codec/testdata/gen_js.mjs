@@ -1,19 +1,19 @@
 // Write js_golden.json: values serialized by LangChain.js's real checkpoint
-// serializer, each with the plain data lgcodec must decode it to.
+// serializer, each with the plain data codec must decode it to.
 //
 // It needs @langchain/langgraph-checkpoint and @langchain/core installed in
 // some node_modules folder, given as the first argument or in
 // LGCODEC_NODE_MODULES:
 //
 //   npm install --prefix /tmp/lgjs @langchain/langgraph-checkpoint @langchain/core
-//   node store/lgcodec/testdata/gen_js.mjs /tmp/lgjs/node_modules
+//   node langgraph/codec/testdata/gen_js.mjs /tmp/lgjs/node_modules
 //
 // An optional second argument is the output path (default: js_golden.json
 // beside this script).
 //
 // The expected value ("want") is computed here from the JavaScript values by
-// the mapping lgcodec documents, not by decoding the bytes. In "want", bytes
-// are {"$bytes": base64} and a value lgcodec must refuse is
+// the mapping codec documents, not by decoding the bytes. In "want", bytes
+// are {"$bytes": base64} and a value codec must refuse is
 // {"$error": "unsupported"}.
 //
 // Each case but the refused ones also records "host": the JSON a JavaScript
@@ -74,7 +74,7 @@ function isSerializable(v) {
 }
 
 function jsonText(v) {
-  // Compact JSON with sorted object keys, as lgcodec writes key text.
+  // Compact JSON with sorted object keys, as codec writes key text.
   if (Array.isArray(v)) return "[" + v.map(jsonText).join(",") + "]";
   if (v && typeof v === "object" && !("$bytes" in v)) {
     return "{" + Object.keys(v).sort().map((k) => JSON.stringify(k) + ":" + jsonText(v[k])).join(",") + "}";

@@ -1,11 +1,11 @@
 """Write python_golden.json: values serialized by LangGraph's real Python
-serializer, each with the plain data lgcodec must decode it to.
+serializer, each with the plain data codec must decode it to.
 
 Run with a Python that has langgraph-checkpoint and langchain-core installed
 (langgraph too for the Send cases, numpy for the array cases; each is left
 out without its package):
 
-    python store/lgcodec/testdata/gen_python.py
+    python langgraph/codec/testdata/gen_python.py
 
 Options:
     --out PATH            where to write (default: python_golden.json beside
@@ -15,10 +15,10 @@ Options:
                           the old "json" format.
 
 The expected value ("want") is computed here from the Python objects by the
-mapping lgcodec documents, not by decoding the bytes, so the Go test checks
+mapping codec documents, not by decoding the bytes, so the Go test checks
 the decoder against the mapping. In "want", bytes are {"$bytes": base64},
 NaN and infinities {"$float": "NaN" | "Infinity" | "-Infinity"}, and a value
-lgcodec must refuse {"$error": "unsupported" | "malformed"}. Floats are
+codec must refuse {"$error": "unsupported" | "malformed"}. Floats are
 written with a '.' or an exponent and integers without, so the test can tell
 them apart.
 
@@ -164,7 +164,7 @@ def numpy_want(a: Any) -> Any:
 
 
 def expect(o: Any) -> Any:
-    """The plain data lgcodec documents for a Python value."""
+    """The plain data codec documents for a Python value."""
     if o is None or isinstance(o, (bool, str)):
         if isinstance(o, str):
             # the serializer replaces lone surrogates with '?'

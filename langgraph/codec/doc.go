@@ -1,6 +1,25 @@
-// Package lgcodec decodes the values LangGraph checkpointers store: Python's
+// Package codec decodes the values LangGraph checkpointers store: Python's
 // msgpack serializer with its extension types, LangChain.js JSON, and the raw
 // blob types, into plain Go data that historyd can serve as JSON.
+//
+// The reader has four jobs:
+//
+//   - values: Decode turns one stored value into plain data, as described
+//     below (files values*.go).
+//   - the checkpoint envelope: ParseCheckpoint, ChannelValue, Field,
+//     NormalizeVersion and ParseMetadata read a checkpoint's bookkeeping
+//     (timestamps, channel versions, metadata) without its values
+//     (checkpoint*.go).
+//   - messages: ScanMessages, CountMessages, ReadMessages, AppendReader and
+//     ReadMessageWrite read a messages channel without building every
+//     message (messages*.go).
+//   - projection: EachKey, EachEntry and Walk hand a value's parts to the
+//     caller as they are read, so that it can be served without being
+//     built (project*.go).
+//
+// All four read msgpack through one token reader (msgpack.go) and report
+// failures as the errors in errors.go. The blob type names and the nesting
+// limit they share with the writers are langgraph/format's.
 //
 // Decoded values use only these Go types: nil, bool, int64, uint64 (only for
 // integers above math.MaxInt64), float64, string, []byte, []any and
@@ -139,216 +158,3 @@
 // double in text at each level; past a budget of eight times the blob's
 // size such a blob is a *MalformedError, since no serializer writes one.
 package codec
-
-import (
-	"strconv"
-	"strings"
-
-	"github.com/historyd/historyd/langgraph/format"
-)
-
-// Limits bound what one decode may cost, so a crafted blob cannot exhaust
-// memory or stack.
-type Limits struct {
-	// MaxDepth is the deepest nesting of lists, maps and extension payloads
-	// allowed: a top-level list is at depth 1, a map inside it at depth 2,
-	// and an extension's (module, class, data) tuple counts as one level,
-	// as does each dimension of a numpy array. Zero or negative means
-	// format.DefaultMaxDepth. Decoding recurses once per level, so keep it modest.
-	MaxDepth int
-	// MaxBytes is the largest encoded blob accepted. Zero or negative means
-	// DefaultMaxBytes. Decoded data can take several times the blob's size
-	// in memory (a one-byte msgpack nil is a 16-byte interface value), so
-	// this is the knob that bounds memory.
-	MaxBytes int
-}
-
-// DefaultMaxBytes is the blob size limit used when Limits.MaxBytes is
-// zero: 256 MiB.
-const DefaultMaxBytes = 256 << 20
-
-func (l Limits) withDefaults() Limits {
-	if l.MaxDepth <= 0 {
-		l.MaxDepth = format.DefaultMaxDepth
-	}
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = DefaultMaxBytes
-	}
-	return l
-}
-
-// Decode decodes one stored value of the given LangGraph blob type into plain data.
-// ok is false when the type is "empty" (the channel has no value).
-//
-// The result never aliases data, so callers may reuse their buffer.
-func Decode(blobType string, data []byte, lim Limits) (v any, ok bool, err error) {
-	lim = lim.withDefaults()
-	switch blobType {
-	case format.TypeEmpty:
-		return nil, false, nil
-	case format.TypeNull:
-		return nil, true, nil
-	}
-	if err := checkDecodable(blobType, data, lim); err != nil {
-		return nil, false, err
-	}
-	switch blobType {
-	case format.TypeMsgpack:
-		v, err = decodeMsgpack(data, lim)
-	case format.TypeJSON:
-		v, err = decodeJSON(data, lim)
-	default: // bytes, bytearray
-		v = append([]byte{}, data...)
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return v, true, nil
-}
-
-// checkDecodable refuses blob types that are never decoded and blobs over
-// MaxBytes, before any byte of the blob is looked at.
-func checkDecodable(blobType string, data []byte, lim Limits) error {
-	switch blobType {
-	case format.TypeMsgpack, format.TypeJSON, format.TypeBytes, format.TypeBytearray:
-	case format.TypePickle:
-		return &UnsupportedError{Format: blobType, Offset: -1,
-			Reason: "pickle can only be read by running Python code; historyd does not decode it"}
-	default:
-		if i := strings.IndexByte(blobType, '+'); i >= 0 {
-			return &UnsupportedError{Format: blobType, Offset: -1,
-				Reason: "encrypted with cipher " + strconv.Quote(blobType[i+1:]) + "; historyd holds no keys"}
-		}
-		return &UnsupportedError{Format: blobType, Offset: -1, Reason: "unknown blob type"}
-	}
-	if len(data) > lim.MaxBytes {
-		return &LimitError{Limit: "MaxBytes", Max: lim.MaxBytes, Got: len(data), Offset: -1}
-	}
-	return nil
-}
-
-// ScanMessages reads a messages channel value (a list of LangChain
-// messages) and counts messages and human messages without building the
-// others: in msgpack they are stepped over, only their "type" read, and for
-// human messages their text.
-//
-// A message is human when its "type" is "human" (after the JSON mapping of
-// Decode, which gives LangChain.js messages their type from the class name).
-// Its text is LangChain's BaseMessage.text: string content as is, or the
-// concatenation of the string blocks and the {"type": "text", "text": "..."}
-// blocks of list content.
-//
-// An "empty" blob (the channel has no value yet) has no messages; a
-// DeltaChannel snapshot reads as the list it holds. Any other value that is
-// not a list is a *MalformedError. Skipped messages are only checked for
-// well-formed structure, so ScanMessages may accept a blob that Decode
-// rejects, never the other way round. JSON has no lengths to skip by, so a
-// "json" value is decoded whole (as Decode would) and then read.
-func ScanMessages(blobType string, data []byte, lim Limits) (Messages, error) {
-	return ReadMessages(blobType, data, lim, Humans)
-}
-
-// CountMessages is ScanMessages without the texts: Humans stays nil and
-// HumanCount says how many there are. No human message's content is
-// decoded, so counting every checkpoint of a long thread builds no text.
-func CountMessages(blobType string, data []byte, lim Limits) (Messages, error) {
-	return ReadMessages(blobType, data, lim, CountOnly)
-}
-
-// ReadMessages reads a messages channel value as ScanMessages does, keeping
-// what mode asks for in Messages.List.
-func ReadMessages(blobType string, data []byte, lim Limits, mode ReadMode) (Messages, error) {
-	return ReadMessagesKnowing(blobType, data, lim, mode, nil)
-}
-
-// ReadMessagesKnowing is ReadMessages for a reader that already knows some
-// human messages by id: a human message whose id known reports is kept
-// with Known set and neither its text nor its marks read. A long thread's
-// every messages version holds every earlier question again, so turn
-// derivation reads each question's text once, not once per version.
-// known may be nil; it is only consulted for msgpack values (JSON has no
-// lengths to skip by and is decoded whole).
-func ReadMessagesKnowing(blobType string, data []byte, lim Limits, mode ReadMode, known func(id string) bool) (Messages, error) {
-	lim = lim.withDefaults()
-	switch blobType {
-	case format.TypeEmpty:
-		return Messages{}, nil
-	case format.TypeNull:
-		return Messages{}, &MalformedError{Format: blobType, Offset: 0, Reason: "messages value is null, not a list"}
-	}
-	if err := checkDecodable(blobType, data, lim); err != nil {
-		return Messages{}, err
-	}
-	switch blobType {
-	case format.TypeMsgpack:
-		return scanMsgpackMessages(data, lim, mode, known)
-	case format.TypeJSON:
-		v, err := decodeJSON(data, lim)
-		if err != nil {
-			return Messages{}, err
-		}
-		return messagesFromValue(blobType, v, mode)
-	default:
-		return Messages{}, &MalformedError{Format: blobType, Offset: 0, Reason: "messages value is raw bytes, not a list"}
-	}
-}
-
-// messagesFromValue derives Messages from an already decoded value.
-func messagesFromValue(format string, v any, mode ReadMode) (Messages, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return Messages{}, &MalformedError{Format: format, Offset: 0,
-			Reason: "messages value is " + kindOf(v) + ", not a list"}
-	}
-	out := Messages{Count: len(list)}
-	for _, item := range list {
-		m, _ := item.(map[string]any)
-		out.add(decodedMessage(m), mode)
-	}
-	return out, nil
-}
-
-// messageText is LangChain's BaseMessage.text over decoded content.
-func messageText(content any) string {
-	switch c := content.(type) {
-	case string:
-		return c
-	case []any:
-		var b strings.Builder
-		for _, block := range c {
-			switch blk := block.(type) {
-			case string:
-				b.WriteString(blk)
-			case map[string]any:
-				if t, _ := blk["type"].(string); t == "text" {
-					if s, ok := blk["text"].(string); ok {
-						b.WriteString(s)
-					}
-				}
-			}
-		}
-		return b.String()
-	}
-	return ""
-}
-
-// kindOf names a decoded value's kind for error messages.
-func kindOf(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case int64, uint64, float64:
-		return "a number"
-	case string:
-		return "a string"
-	case []byte:
-		return "bytes"
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a map"
-	}
-	return "an unknown value"
-}

@@ -394,63 +394,6 @@ func (d *mpDecoder) scanKey(depth int) (string, error) {
 	return "", nil
 }
 
-// skipValues steps over n values at slot depth without building them. It
-// keeps its own stack instead of recursing, and checks MaxDepth as decoding
-// would, so a blob ScanMessages accepts is never deeper than Decode allows.
-func (d *mpDecoder) skipValues(n int, depth int) error {
-	var small [16]int
-	stack := small[:0]
-	remaining := n
-	for {
-		for remaining == 0 {
-			if len(stack) == 0 {
-				return nil
-			}
-			remaining = stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-		}
-		remaining--
-		d.started()
-		t, err := d.readToken()
-		if err != nil {
-			return err
-		}
-		if t.kind != mpArray && t.kind != mpMap {
-			continue
-		}
-		level := depth + len(stack) + 1
-		if level > d.maxDepth {
-			return depthError(d.maxDepth, level, t.off)
-		}
-		items := t.n
-		if t.kind == mpMap {
-			items *= 2
-		}
-		stack = append(stack, remaining)
-		remaining = items
-	}
-}
-
-func tokenKind(t mpToken) string {
-	switch t.kind {
-	case mpNil:
-		return "null"
-	case mpBool:
-		return "a boolean"
-	case mpInt, mpUint, mpFloat:
-		return "a number"
-	case mpStr:
-		return "a string"
-	case mpBin:
-		return "bytes"
-	case mpArray:
-		return "a list"
-	case mpMap:
-		return "a map"
-	}
-	return "an extension value"
-}
-
 // isSecretName is isSecretClass over raw msgpack str bytes.
 func isSecretName(module, class []byte) bool {
 	return bytes.HasPrefix(module, []byte("pydantic")) && bytes.HasPrefix(class, []byte("Secret"))

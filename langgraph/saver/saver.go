@@ -1,4 +1,4 @@
-// Package lgsaver stores checkpoints exactly as LangGraph's four savers
+// Package saver stores checkpoints exactly as LangGraph's four savers
 // store them — Python's and LangChain.js's PostgresSaver and SqliteSaver —
 // so that the demo, the benchmark's data generator and tests can write real
 // threads without running the savers. It holds each saver's DDL and one
@@ -9,7 +9,7 @@
 // values, versions, metadata, the writes of the tasks that ran from it) and
 // splits it into rows the way the saver's put and put_writes do: where each
 // value goes (inline, a blob row, the whole checkpoint), in which
-// serializer (lgwrite's msgpack for Python, JSON for LangChain.js), with
+// serializer (langgraph/write's msgpack for Python, JSON for LangChain.js), with
 // which version numbering.
 package saver
 

@@ -1,4 +1,4 @@
-// Package lgwrite writes values in the formats LangGraph's serializers
+// Package write writes values in the formats LangGraph's serializers
 // store them: Python's msgpack with its extension types (EncodeMsgpack) and
 // LangChain.js's JSON (EncodeJSON). historyd never writes to a
 // checkpointer; this package exists so that the demo, the benchmark's data
