@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/historyd/historyd/langgraph/codec/internal/mptoken"
 	"github.com/historyd/historyd/langgraph/format"
 )
 
@@ -311,30 +312,30 @@ var checkpointLimits = Limits{MaxBytes: 1<<31 - 1}.withDefaults()
 // keys are stepped over: only string keys name checkpoint fields and
 // channels.
 func (d *mpDecoder) eachField(depth int, what string, fn func(key []byte) (bool, error)) error {
-	d.started()
-	t, err := d.readToken()
+	d.Started()
+	t, err := d.ReadToken()
 	if err != nil {
 		return err
 	}
-	if t.kind != mpMap {
-		return d.malformed(t.off, "%s is %s, not a map", what, tokenKind(t))
+	if t.Kind != mptoken.Map {
+		return d.Malformed(t.Off, "%s is %s, not a map", what, mptoken.What(t))
 	}
 	if depth+1 > d.maxDepth {
-		return depthError(d.maxDepth, depth+1, t.off)
+		return depthError(d.maxDepth, depth+1, t.Off)
 	}
-	for range t.n {
+	for range t.N {
 		if !d.atStr() {
 			if err := d.skipFree(2); err != nil {
 				return err
 			}
 			continue
 		}
-		d.started()
-		k, err := d.readToken()
+		d.Started()
+		k, err := d.ReadToken()
 		if err != nil {
 			return err
 		}
-		read, err := fn(d.buf[k.start : k.start+k.n])
+		read, err := fn(d.Buf[k.Start : k.Start+k.N])
 		if err != nil {
 			return err
 		}
@@ -353,16 +354,16 @@ func (d *mpDecoder) eachField(depth int, what string, fn func(key []byte) (bool,
 // out of it are decoded with the usual limits.
 func (d *mpDecoder) skipFree(n int) error {
 	for owed := n; owed > 0; owed-- {
-		d.started()
-		t, err := d.readToken()
+		d.Started()
+		t, err := d.ReadToken()
 		if err != nil {
 			return err
 		}
-		switch t.kind {
-		case mpArray:
-			owed += t.n
-		case mpMap:
-			owed += 2 * t.n
+		switch t.Kind {
+		case mptoken.Array:
+			owed += t.N
+		case mptoken.Map:
+			owed += 2 * t.N
 		}
 	}
 	return nil
@@ -370,22 +371,22 @@ func (d *mpDecoder) skipFree(n int) error {
 
 // atStr reports whether the value at pos is a str.
 func (d *mpDecoder) atStr() bool {
-	if d.pos >= d.end {
+	if d.Pos >= d.End {
 		return false
 	}
-	c := d.buf[d.pos]
+	c := d.Buf[d.Pos]
 	return (c >= 0xa0 && c <= 0xbf) || (c >= 0xd9 && c <= 0xdb)
 }
 
 // atNil reports whether the value at pos is nil.
-func (d *mpDecoder) atNil() bool { return d.pos < d.end && d.buf[d.pos] == 0xc0 }
+func (d *mpDecoder) atNil() bool { return d.Pos < d.End && d.Buf[d.Pos] == 0xc0 }
 
 // atArray reports whether the value at pos is an array.
 func (d *mpDecoder) atArray() bool {
-	if d.pos >= d.end {
+	if d.Pos >= d.End {
 		return false
 	}
-	c := d.buf[d.pos]
+	c := d.Buf[d.Pos]
 	return (c >= 0x90 && c <= 0x9f) || c == 0xdc || c == 0xdd
 }
 
@@ -398,12 +399,12 @@ func msgpackCheckpoint(data []byte, keep func(string) bool) (Checkpoint, error) 
 			if !d.atStr() {
 				return false, nil
 			}
-			d.started()
-			t, err := d.readToken()
+			d.Started()
+			t, err := d.ReadToken()
 			if err != nil {
 				return true, err
 			}
-			out.TS = parseTS(string(d.buf[t.start : t.start+t.n]))
+			out.TS = parseTS(string(d.Buf[t.Start : t.Start+t.N]))
 			return true, nil
 		case "updated_channels":
 			if !d.atArray() {
@@ -434,14 +435,14 @@ func msgpackCheckpoint(data []byte, keep func(string) bool) (Checkpoint, error) 
 				if !keep(string(ch)) {
 					return false, nil
 				}
-				at := d.pos
+				at := d.Pos
 				v, err := d.decodeValue(2)
 				if err != nil {
 					return true, err
 				}
 				version, ok, err := NormalizeVersion(v)
 				if err != nil {
-					return true, d.malformed(at, "channel_versions[%q]: %v", ch, err)
+					return true, d.Malformed(at, "channel_versions[%q]: %v", ch, err)
 				}
 				if ok {
 					out.Versions[string(ch)] = version
@@ -451,8 +452,8 @@ func msgpackCheckpoint(data []byte, keep func(string) bool) (Checkpoint, error) 
 		}
 		return false, nil
 	})
-	if err == nil && d.pos != d.end {
-		err = d.malformed(d.pos, "%d trailing bytes after the checkpoint", d.end-d.pos)
+	if err == nil && d.Pos != d.End {
+		err = d.Malformed(d.Pos, "%d trailing bytes after the checkpoint", d.End-d.Pos)
 	}
 	if err != nil {
 		return Checkpoint{}, err
@@ -481,11 +482,11 @@ func msgpackChannelValue(data []byte, channel string) ([]byte, bool, error) {
 			if string(ch) != channel {
 				return false, nil
 			}
-			start := d.pos
+			start := d.Pos
 			if err := d.skipFree(1); err != nil {
 				return true, err
 			}
-			val, found = data[start:d.pos], true
+			val, found = data[start:d.Pos], true
 			return true, nil
 		})
 	})
@@ -539,11 +540,11 @@ func Field(blobType string, data []byte, key string) (val []byte, ok bool, err e
 			if string(k) != key {
 				return false, nil
 			}
-			start := d.pos
+			start := d.Pos
 			if err := d.skipFree(1); err != nil {
 				return true, err
 			}
-			val, ok = data[start:d.pos], true
+			val, ok = data[start:d.Pos], true
 			return true, nil
 		})
 	case format.TypeJSON:

@@ -21,7 +21,7 @@ func skipEnd(data []byte) (int, error) {
 	if err := d.skipFree(1); err != nil {
 		return 0, err
 	}
-	return d.pos, nil
+	return d.Pos, nil
 }
 
 // TestSkipFree checks the header walk against the library's encoder for

@@ -17,7 +17,7 @@
 //     caller as they are read, so that it can be served without being
 //     built (project*.go).
 //
-// All four read msgpack through one token reader (msgpack.go) and report
+// All four read msgpack through one token reader (internal/mptoken) and report
 // failures as the errors in errors.go. The blob type names and the nesting
 // limit they share with the writers are langgraph/format's.
 //

@@ -3,6 +3,7 @@ package codec
 import (
 	"hash/maphash"
 
+	"github.com/historyd/historyd/langgraph/codec/internal/mptoken"
 	"github.com/historyd/historyd/langgraph/format"
 )
 
@@ -74,34 +75,34 @@ func (r *AppendReader) Read(blobType string, data []byte) (m Messages, extends b
 // when they do not (or it is no plain list), and the version is then read
 // whole.
 func (r *AppendReader) extend(d *mpDecoder) (Messages, bool, error) {
-	if !r.ok || len(d.buf) == 0 {
+	if !r.ok || len(d.Buf) == 0 {
 		return Messages{}, false, nil
 	}
-	if c := d.buf[0]; !(c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd) {
+	if c := d.Buf[0]; !(c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd) {
 		return Messages{}, false, nil // not a plain list header
 	}
-	d.started()
-	t, err := d.readToken()
-	if err != nil || t.kind != mpArray {
+	d.Started()
+	t, err := d.ReadToken()
+	if err != nil || t.Kind != mptoken.Array {
 		return Messages{}, false, nil
 	}
-	hdr, added := d.pos, t.n-r.prevCount
-	if added < 0 || len(d.buf)-hdr < r.prevLen {
+	hdr, added := d.Pos, t.N-r.prevCount
+	if added < 0 || len(d.Buf)-hdr < r.prevLen {
 		return Messages{}, false, nil
 	}
 	var h maphash.Hash
 	h.SetSeed(r.seed)
-	h.Write(d.buf[hdr : hdr+r.prevLen])
+	h.Write(d.Buf[hdr : hdr+r.prevLen])
 	if h.Sum64() != r.prevSum {
 		return Messages{}, false, nil
 	}
 	if 1 > d.maxDepth {
-		return Messages{}, false, depthError(d.maxDepth, 1, t.off)
+		return Messages{}, false, depthError(d.maxDepth, 1, t.Off)
 	}
 	// The previous version's elements are the same bytes, so the same
 	// messages: start after them, with only the added ones to come.
-	d.pos, d.pending = hdr+r.prevLen, added
-	tail := Messages{Count: t.n, HumanCount: r.prevHumans}
+	d.Pos, d.Pending = hdr+r.prevLen, added
+	tail := Messages{Count: t.N, HumanCount: r.prevHumans}
 	for range added {
 		m, err := d.scanMessage(1)
 		if err != nil {
@@ -111,13 +112,13 @@ func (r *AppendReader) extend(d *mpDecoder) (Messages, bool, error) {
 		tail.add(m, d.mode)
 	}
 	tail.Humans = nil
-	if d.pos != d.end {
+	if d.Pos != d.End {
 		r.ok = false
-		return Messages{}, false, d.malformed(d.pos, "%d trailing bytes after the value", d.end-d.pos)
+		return Messages{}, false, d.Malformed(d.Pos, "%d trailing bytes after the value", d.End-d.Pos)
 	}
 	// The hash of the whole goes on from the prefix's.
-	h.Write(d.buf[hdr+r.prevLen:])
-	r.prevLen, r.prevSum, r.prevCount, r.prevHumans = len(d.buf)-hdr, h.Sum64(), tail.Count, tail.HumanCount
+	h.Write(d.Buf[hdr+r.prevLen:])
+	r.prevLen, r.prevSum, r.prevCount, r.prevHumans = len(d.Buf)-hdr, h.Sum64(), tail.Count, tail.HumanCount
 	return tail, true, nil
 }
 
@@ -128,11 +129,11 @@ func (r *AppendReader) remember(payload []byte, m Messages) {
 		r.seed, r.seeded = maphash.MakeSeed(), true
 	}
 	d := newMsgpackDecoder(payload, r.Limits.withDefaults())
-	d.started()
-	if t, err := d.readToken(); err != nil || t.kind != mpArray {
+	d.Started()
+	if t, err := d.ReadToken(); err != nil || t.Kind != mptoken.Array {
 		r.ok = false
 		return
 	}
-	r.ok, r.prevLen, r.prevSum = true, len(payload)-d.pos, maphash.Bytes(r.seed, payload[d.pos:])
+	r.ok, r.prevLen, r.prevSum = true, len(payload)-d.Pos, maphash.Bytes(r.seed, payload[d.Pos:])
 	r.prevCount, r.prevHumans = m.Count, m.HumanCount
 }

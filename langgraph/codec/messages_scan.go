@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 
+	"github.com/historyd/historyd/langgraph/codec/internal/mptoken"
 	"github.com/historyd/historyd/langgraph/format"
 )
 
@@ -20,8 +21,8 @@ func scanMsgpackMessages(data []byte, lim Limits, mode ReadMode, known func(stri
 	if err := d.scanList(0, &out); err != nil {
 		return Messages{}, err
 	}
-	if d.pos != d.end {
-		return Messages{}, d.malformed(d.pos, "%d trailing bytes after the value", d.end-d.pos)
+	if d.Pos != d.End {
+		return Messages{}, d.Malformed(d.Pos, "%d trailing bytes after the value", d.End-d.Pos)
 	}
 	return out, nil
 }
@@ -29,18 +30,18 @@ func scanMsgpackMessages(data []byte, lim Limits, mode ReadMode, known func(stri
 // scanList reads the messages list, looking through extension wrappers the
 // way decodeExt does so both agree on what the list is.
 func (d *mpDecoder) scanList(depth int, out *Messages) error {
-	d.started()
-	t, err := d.readToken()
+	d.Started()
+	t, err := d.ReadToken()
 	if err != nil {
 		return err
 	}
-	switch t.kind {
-	case mpArray:
+	switch t.Kind {
+	case mptoken.Array:
 		if depth+1 > d.maxDepth {
-			return depthError(d.maxDepth, depth+1, t.off)
+			return depthError(d.maxDepth, depth+1, t.Off)
 		}
-		out.Count = t.n
-		for range t.n {
+		out.Count = t.N
+		for range t.N {
 			m, err := d.scanMessage(depth + 1)
 			if err != nil {
 				return err
@@ -48,8 +49,8 @@ func (d *mpDecoder) scanList(depth int, out *Messages) error {
 			out.add(m, d.mode)
 		}
 		return nil
-	case mpExt:
-		if t.code == extNumpyArray {
+	case mptoken.Ext:
+		if t.Code == extNumpyArray {
 			v, err := d.decodeExt(t, depth)
 			if err != nil {
 				return err
@@ -57,38 +58,38 @@ func (d *mpDecoder) scanList(depth int, out *Messages) error {
 			*out, err = messagesFromValue(format.TypeMsgpack, v, d.mode)
 			var me *MalformedError
 			if errors.As(err, &me) {
-				me.Offset = t.off
+				me.Offset = t.Off
 			}
 			return err
 		}
 		return d.scanTuple(t, depth, func(depth int) error { return d.scanList(depth, out) },
 			func() error {
-				return d.malformed(t.off, "messages value is a secret, not a list")
+				return d.Malformed(t.Off, "messages value is a secret, not a list")
 			})
 	}
-	return d.malformed(t.off, "messages value is %s, not a list", tokenKind(t))
+	return d.Malformed(t.Off, "messages value is %s, not a list", mptoken.What(t))
 }
 
 // scanTuple opens an extension payload and hands its data item to inner.
 // secret runs instead when the extension is a pydantic secret.
-func (d *mpDecoder) scanTuple(t mpToken, depth int, inner func(depth int) error, secret func() error) error {
-	if t.code < extConstructorSingleArg || t.code > extPydanticV2 {
+func (d *mpDecoder) scanTuple(t mptoken.Token, depth int, inner func(depth int) error, secret func() error) error {
+	if t.Code < extConstructorSingleArg || t.Code > extPydanticV2 {
 		return d.unsupportedExt(t)
 	}
 	savedEnd, savedPending, err := d.enterExt(t)
 	if err != nil {
 		return err
 	}
-	d.started()
-	h, err := d.readToken()
+	d.Started()
+	h, err := d.ReadToken()
 	if err != nil {
 		return err
 	}
-	if h.kind != mpArray || h.n < 3 {
-		return d.malformed(t.off, "ext %d payload is not a (module, class, data, ...) tuple", t.code)
+	if h.Kind != mptoken.Array || h.N < 3 {
+		return d.Malformed(t.Off, "ext %d payload is not a (module, class, data, ...) tuple", t.Code)
 	}
 	if depth+1 > d.maxDepth {
-		return depthError(d.maxDepth, depth+1, h.off)
+		return depthError(d.maxDepth, depth+1, h.Off)
 	}
 	module, err := d.scanName(depth + 1)
 	if err != nil {
@@ -98,7 +99,7 @@ func (d *mpDecoder) scanTuple(t mpToken, depth int, inner func(depth int) error,
 	if err != nil {
 		return err
 	}
-	if t.code == extConstructorSingleArg && isSecretName(module, class) {
+	if t.Code == extConstructorSingleArg && isSecretName(module, class) {
 		if err := d.skipValues(1, depth+1); err != nil {
 			return err
 		}
@@ -108,7 +109,7 @@ func (d *mpDecoder) scanTuple(t mpToken, depth int, inner func(depth int) error,
 	} else if err := inner(depth + 1); err != nil {
 		return err
 	}
-	if err := d.skipValues(h.n-3, depth+1); err != nil {
+	if err := d.skipValues(h.N-3, depth+1); err != nil {
 		return err
 	}
 	return d.leaveExt(t, savedEnd, savedPending)
@@ -119,21 +120,21 @@ func (d *mpDecoder) scanTuple(t mpToken, depth int, inner func(depth int) error,
 // may decode to a string as Decode would see it; other values are skipped,
 // as they can never name a pydantic secret class.
 func (d *mpDecoder) scanName(depth int) ([]byte, error) {
-	start := d.pos
-	pending := d.pending
-	d.started()
-	t, err := d.readToken()
+	start := d.Pos
+	pending := d.Pending
+	d.Started()
+	t, err := d.ReadToken()
 	if err != nil {
 		return nil, err
 	}
-	switch t.kind {
-	case mpStr:
-		return d.buf[t.start : t.start+t.n], nil
-	case mpArray, mpMap:
-		d.pos, d.pending = start, pending
+	switch t.Kind {
+	case mptoken.Str:
+		return d.Buf[t.Start : t.Start+t.N], nil
+	case mptoken.Array, mptoken.Map:
+		d.Pos, d.Pending = start, pending
 		return nil, d.skipValues(1, depth)
-	case mpExt:
-		d.pos, d.pending = start, pending
+	case mptoken.Ext:
+		d.Pos, d.Pending = start, pending
 		v, err := d.decodeValue(depth)
 		if s, ok := v.(string); ok {
 			return []byte(s), err
@@ -146,21 +147,21 @@ func (d *mpDecoder) scanName(depth int) ([]byte, error) {
 // scanMessage reads one list element at slot depth as a Message; an
 // element that is no message has no type.
 func (d *mpDecoder) scanMessage(depth int) (Message, error) {
-	d.started()
-	t, err := d.readToken()
+	d.Started()
+	t, err := d.ReadToken()
 	if err != nil {
 		return Message{}, err
 	}
-	switch t.kind {
-	case mpMap:
+	switch t.Kind {
+	case mptoken.Map:
 		return d.scanMessageMap(t, depth)
-	case mpArray:
+	case mptoken.Array:
 		if depth+1 > d.maxDepth {
-			return Message{}, depthError(d.maxDepth, depth+1, t.off)
+			return Message{}, depthError(d.maxDepth, depth+1, t.Off)
 		}
-		return Message{}, d.skipValues(t.n, depth+1)
-	case mpExt:
-		if t.code == extNumpyArray {
+		return Message{}, d.skipValues(t.N, depth+1)
+	case mptoken.Ext:
+		if t.Code == extNumpyArray {
 			// Its payload was stepped over with the token; an array is
 			// never a message.
 			return Message{}, nil
@@ -170,7 +171,7 @@ func (d *mpDecoder) scanMessage(depth int) (Message, error) {
 				// A LangChain message class that is never a question: its
 				// payload (tool calls, metadata, content) is stepped over
 				// by the extension's length, unread.
-				d.pos = t.start + t.n
+				d.Pos = t.Start + t.N
 				return Message{Type: typ}, nil
 			}
 		}
@@ -215,24 +216,24 @@ func fixedType(module, class []byte) (string, bool) {
 // knownClass reads the module and class an ext 5 payload names and returns
 // the message type when fixedType knows the class. It leaves the decoder
 // where it was.
-func (d *mpDecoder) knownClass(t mpToken) (string, bool) {
-	if t.code != extPydanticV2 {
+func (d *mpDecoder) knownClass(t mptoken.Token) (string, bool) {
+	if t.Code != extPydanticV2 {
 		return "", false
 	}
-	pos, end, pending := d.pos, d.end, d.pending
-	defer func() { d.pos, d.end, d.pending = pos, end, pending }()
-	d.pos, d.end, d.pending = t.start, t.start+t.n, 0
-	h, err := d.readToken()
-	if err != nil || h.kind != mpArray || h.n < 3 {
+	pos, end, pending := d.Pos, d.End, d.Pending
+	defer func() { d.Pos, d.End, d.Pending = pos, end, pending }()
+	d.Pos, d.End, d.Pending = t.Start, t.Start+t.N, 0
+	h, err := d.ReadToken()
+	if err != nil || h.Kind != mptoken.Array || h.N < 3 {
 		return "", false
 	}
 	var names [2][]byte
 	for i := range names {
-		n, err := d.readToken()
-		if err != nil || n.kind != mpStr {
+		n, err := d.ReadToken()
+		if err != nil || n.Kind != mptoken.Str {
 			return "", false
 		}
-		names[i] = d.buf[n.start : n.start+n.n]
+		names[i] = d.Buf[n.Start : n.Start+n.N]
 	}
 	return fixedType(names[0], names[1])
 }
@@ -242,18 +243,18 @@ func (d *mpDecoder) knownClass(t mpToken) (string, bool) {
 // The fields a mode needs are stepped over when met and decoded after the
 // map, once the type says whether they are needed: type follows content
 // in model_dump order.
-func (d *mpDecoder) scanMessageMap(t mpToken, depth int) (Message, error) {
+func (d *mpDecoder) scanMessageMap(t mptoken.Token, depth int) (Message, error) {
 	if depth+1 > d.maxDepth {
-		return Message{}, depthError(d.maxDepth, depth+1, t.off)
+		return Message{}, depthError(d.maxDepth, depth+1, t.Off)
 	}
 	var m Message
 	contentAt, idAt, kwargsAt := -1, -1, -1
-	for range t.n {
+	for range t.N {
 		key, err := d.scanKey(depth + 1)
 		if err != nil {
 			return Message{}, err
 		}
-		at := d.pos
+		at := d.Pos
 		switch key {
 		case "type":
 			if m.Type, err = d.scanType(depth + 1); err != nil {
@@ -280,10 +281,10 @@ func (d *mpDecoder) scanMessageMap(t mpToken, depth int) (Message, error) {
 	}
 	// The values around the fields are all accounted for, so pending is set
 	// aside while they are decoded.
-	endAt, pending := d.pos, d.pending
-	defer func() { d.pos, d.pending = endAt, pending }()
+	endAt, pending := d.Pos, d.Pending
+	defer func() { d.Pos, d.Pending = endAt, pending }()
 	decodeAt := func(at int) (any, error) {
-		d.pos, d.pending = at, 0
+		d.Pos, d.Pending = at, 0
 		return d.decodeValue(depth + 1)
 	}
 	if idAt >= 0 {
@@ -320,21 +321,21 @@ func (d *mpDecoder) scanMessageMap(t mpToken, depth int) (Message, error) {
 // scanType reads a message's type. Only extension values are decoded,
 // since they could decode to a string; the common types are not copied.
 func (d *mpDecoder) scanType(depth int) (string, error) {
-	start := d.pos
-	pending := d.pending
-	d.started()
-	t, err := d.readToken()
+	start := d.Pos
+	pending := d.Pending
+	d.Started()
+	t, err := d.ReadToken()
 	if err != nil {
 		return "", err
 	}
-	switch t.kind {
-	case mpStr:
-		return messageType(d.buf[t.start : t.start+t.n]), nil
-	case mpArray, mpMap:
-		d.pos, d.pending = start, pending
+	switch t.Kind {
+	case mptoken.Str:
+		return messageType(d.Buf[t.Start : t.Start+t.N]), nil
+	case mptoken.Array, mptoken.Map:
+		d.Pos, d.Pending = start, pending
 		return "", d.skipValues(1, depth)
-	case mpExt:
-		d.pos, d.pending = start, pending
+	case mptoken.Ext:
+		d.Pos, d.Pending = start, pending
 		v, err := d.decodeValue(depth)
 		s, _ := v.(string)
 		return s, err
@@ -346,16 +347,16 @@ func (d *mpDecoder) scanType(depth int) (string, error) {
 // fields scanMessageMap reads, else "". Only strings, bytes (via base64)
 // and extensions (via their decoded value) can have such a text.
 func (d *mpDecoder) scanKey(depth int) (string, error) {
-	start := d.pos
-	pending := d.pending
-	d.started()
-	t, err := d.readToken()
+	start := d.Pos
+	pending := d.Pending
+	d.Started()
+	t, err := d.ReadToken()
 	if err != nil {
 		return "", err
 	}
-	switch t.kind {
-	case mpStr:
-		switch string(d.buf[t.start : t.start+t.n]) {
+	switch t.Kind {
+	case mptoken.Str:
+		switch string(d.Buf[t.Start : t.Start+t.N]) {
 		case "type":
 			return "type", nil
 		case "content":
@@ -365,26 +366,26 @@ func (d *mpDecoder) scanKey(depth int) (string, error) {
 		case "additional_kwargs":
 			return "additional_kwargs", nil
 		}
-	case mpBin:
+	case mptoken.Bin:
 		// Keyed by their base64 text, bytes name a field only when that
 		// text does: 3 bytes give "type", 12 "additional_kwargs"… none of
 		// the field names is valid base64 of another length.
-		if k := base64.StdEncoding.EncodeToString(d.buf[t.start : t.start+t.n]); messageField(k) {
+		if k := base64.StdEncoding.EncodeToString(d.Buf[t.Start : t.Start+t.N]); messageField(k) {
 			return k, nil
 		}
-	case mpArray, mpMap:
+	case mptoken.Array, mptoken.Map:
 		if depth+1 > d.maxDepth {
-			return "", depthError(d.maxDepth, depth+1, t.off)
+			return "", depthError(d.maxDepth, depth+1, t.Off)
 		}
-		n := t.n
-		if t.kind == mpMap {
+		n := t.N
+		if t.Kind == mptoken.Map {
 			n *= 2
 		}
 		return "", d.skipValues(n, depth+1)
-	case mpExt:
+	case mptoken.Ext:
 		// Undo the read and decode the key whole; extension keys are rare
 		// and small.
-		d.pos, d.pending = start, pending
+		d.Pos, d.Pending = start, pending
 		k, err := d.decodeValue(depth)
 		if err != nil {
 			return "", err

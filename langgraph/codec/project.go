@@ -1,6 +1,9 @@
 package codec
 
-import "github.com/historyd/historyd/langgraph/format"
+import (
+	"github.com/historyd/historyd/langgraph/codec/internal/mptoken"
+	"github.com/historyd/historyd/langgraph/format"
+)
 
 // EachKey decodes a value that is a map one entry at a time, calling fn with
 // each entry whose key is in keep (every entry when keep is nil) and
@@ -47,12 +50,12 @@ func eachMsgpackKey(data []byte, keep map[string]bool, lim Limits, entry func(*m
 	}
 	data = snapshotPayload(data)
 	d := newMsgpackDecoder(data, lim)
-	d.started()
-	t, err := d.readToken()
+	d.Started()
+	t, err := d.ReadToken()
 	if err != nil {
 		return nil, false, err
 	}
-	if t.kind != mpMap {
+	if t.Kind != mptoken.Map {
 		// Not a map: decode it whole from the start.
 		v, err := decodeMsgpack(data, lim)
 		if err != nil {
@@ -61,10 +64,10 @@ func eachMsgpackKey(data []byte, keep map[string]bool, lim Limits, entry func(*m
 		return v, true, nil
 	}
 	if 1 > d.maxDepth {
-		return nil, false, depthError(d.maxDepth, 1, t.off)
+		return nil, false, depthError(d.maxDepth, 1, t.Off)
 	}
-	for range t.n {
-		keyAt := d.pos
+	for range t.N {
+		keyAt := d.Pos
 		k, err := d.decodeValue(1)
 		if err != nil {
 			return nil, false, err
@@ -87,8 +90,8 @@ func eachMsgpackKey(data []byte, keep map[string]bool, lim Limits, entry func(*m
 			return nil, true, err
 		}
 	}
-	if d.pos != d.end {
-		return nil, false, d.malformed(d.pos, "%d trailing bytes after the value", d.end-d.pos)
+	if d.Pos != d.End {
+		return nil, false, d.Malformed(d.Pos, "%d trailing bytes after the value", d.End-d.Pos)
 	}
 	return nil, true, nil
 }

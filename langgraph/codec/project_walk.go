@@ -4,6 +4,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/historyd/historyd/langgraph/codec/internal/mptoken"
 	"github.com/historyd/historyd/langgraph/format"
 )
 
@@ -98,12 +99,12 @@ func MsgpackRaw(data []byte, lim Limits) Raw {
 
 func (r Raw) walk(vis Visitor) error {
 	d := newMsgpackDecoder(r.data, r.lim)
-	d.pos, d.end = r.start, r.end
+	d.Pos, d.End = r.start, r.end
 	if err := d.walk(vis, r.depth); err != nil {
 		return err
 	}
-	if d.pos != d.end {
-		return d.malformed(d.pos, "%d trailing bytes after the value", d.end-d.pos)
+	if d.Pos != d.End {
+		return d.Malformed(d.Pos, "%d trailing bytes after the value", d.End-d.Pos)
 	}
 	return nil
 }
@@ -111,48 +112,48 @@ func (r Raw) walk(vis Visitor) error {
 // walk hands the value at pos to vis, as decodeValue would decode it and
 // Walk would walk that. depth is the nesting level of the value's parent.
 func (d *mpDecoder) walk(vis Visitor, depth int) error {
-	d.started()
-	t, err := d.readToken()
+	d.Started()
+	t, err := d.ReadToken()
 	if err != nil {
 		return err
 	}
-	switch t.kind {
-	case mpNil:
+	switch t.Kind {
+	case mptoken.Nil:
 		return vis.Null()
-	case mpBool:
-		return vis.Bool(t.b)
-	case mpInt:
-		return vis.Int(t.i)
-	case mpUint:
-		return vis.Uint(t.u)
-	case mpFloat:
-		return vis.Float(t.f)
-	case mpStr:
-		return vis.String(d.buf[t.start : t.start+t.n])
-	case mpBin:
-		return vis.Bytes(d.buf[t.start : t.start+t.n])
-	case mpArray:
+	case mptoken.Bool:
+		return vis.Bool(t.B)
+	case mptoken.Int:
+		return vis.Int(t.I)
+	case mptoken.Uint:
+		return vis.Uint(t.U)
+	case mptoken.Float:
+		return vis.Float(t.F)
+	case mptoken.Str:
+		return vis.String(d.Buf[t.Start : t.Start+t.N])
+	case mptoken.Bin:
+		return vis.Bytes(d.Buf[t.Start : t.Start+t.N])
+	case mptoken.Array:
 		if depth+1 > d.maxDepth {
-			return depthError(d.maxDepth, depth+1, t.off)
+			return depthError(d.maxDepth, depth+1, t.Off)
 		}
-		if err := vis.BeginList(t.n); err != nil {
+		if err := vis.BeginList(t.N); err != nil {
 			return err
 		}
-		for range t.n {
+		for range t.N {
 			if err := d.walk(vis, depth+1); err != nil {
 				return err
 			}
 		}
 		return vis.EndList()
-	case mpMap:
+	case mptoken.Map:
 		if depth+1 > d.maxDepth {
-			return depthError(d.maxDepth, depth+1, t.off)
+			return depthError(d.maxDepth, depth+1, t.Off)
 		}
-		if err := vis.BeginMap(t.n); err != nil {
+		if err := vis.BeginMap(t.N); err != nil {
 			return err
 		}
-		for range t.n {
-			keyAt := d.pos
+		for range t.N {
+			keyAt := d.Pos
 			k, err := d.decodeValue(depth + 1)
 			if err != nil {
 				return err
@@ -191,13 +192,13 @@ type Raw struct {
 // Decode builds the value, as Decode would have.
 func (r Raw) Decode() (any, error) {
 	d := newMsgpackDecoder(r.data, r.lim)
-	d.pos, d.end = r.start, r.end
+	d.Pos, d.End = r.start, r.end
 	v, err := d.decodeValue(r.depth)
 	if err != nil {
 		return nil, err
 	}
-	if d.pos != d.end {
-		return nil, d.malformed(d.pos, "%d trailing bytes after the value", d.end-d.pos)
+	if d.Pos != d.End {
+		return nil, d.Malformed(d.Pos, "%d trailing bytes after the value", d.End-d.Pos)
 	}
 	return v, nil
 }
@@ -219,23 +220,23 @@ func EachEntry(blobType string, data []byte, keep map[string]bool, lazy string, 
 
 // lazyEntry reads an entry at slot depth 1 as EachEntry describes.
 func (d *mpDecoder) lazyEntry(lazy string, lim Limits) (any, error) {
-	if d.pos >= d.end {
-		return nil, d.malformed(d.pos, "unexpected end of data: expected a value")
+	if d.Pos >= d.End {
+		return nil, d.Malformed(d.Pos, "unexpected end of data: expected a value")
 	}
-	if c := d.buf[d.pos]; !(c >= 0x80 && c <= 0x8f) && c != 0xde && c != 0xdf {
+	if c := d.Buf[d.Pos]; !(c >= 0x80 && c <= 0x8f) && c != 0xde && c != 0xdf {
 		return d.raw(1, lim)
 	}
-	d.started()
-	t, err := d.readToken()
+	d.Started()
+	t, err := d.ReadToken()
 	if err != nil {
 		return nil, err
 	}
 	if 2 > d.maxDepth {
-		return nil, depthError(d.maxDepth, 2, t.off)
+		return nil, depthError(d.maxDepth, 2, t.Off)
 	}
-	out := make(map[string]any, min(t.n, 16))
-	for range t.n {
-		keyAt := d.pos
+	out := make(map[string]any, min(t.N, 16))
+	for range t.N {
+		keyAt := d.Pos
 		k, err := d.decodeValue(2)
 		if err != nil {
 			return nil, err
@@ -261,9 +262,9 @@ func (d *mpDecoder) lazyEntry(lazy string, lim Limits) (any, error) {
 // raw steps over the value at pos, checking its structure, and returns it
 // as a Raw.
 func (d *mpDecoder) raw(depth int, lim Limits) (Raw, error) {
-	start := d.pos
+	start := d.Pos
 	if err := d.skipValues(1, depth); err != nil {
 		return Raw{}, err
 	}
-	return Raw{data: d.buf, start: start, end: d.pos, depth: depth, lim: lim}, nil
+	return Raw{data: d.Buf, start: start, end: d.Pos, depth: depth, lim: lim}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/historyd/historyd/langgraph/codec/internal/mptoken"
 	"github.com/historyd/historyd/langgraph/format"
 )
 
@@ -15,8 +16,8 @@ func decodeMsgpack(data []byte, lim Limits) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.pos != d.end {
-		return nil, d.malformed(d.pos, "%d trailing bytes after the value", d.end-d.pos)
+	if d.Pos != d.End {
+		return nil, d.Malformed(d.Pos, "%d trailing bytes after the value", d.End-d.Pos)
 	}
 	return v, nil
 }
@@ -25,44 +26,44 @@ func decodeMsgpack(data []byte, lim Limits) (any, error) {
 // value's parent: a list, map or extension payload read here sits at
 // depth+1.
 func (d *mpDecoder) decodeValue(depth int) (any, error) {
-	d.started()
-	t, err := d.readToken()
+	d.Started()
+	t, err := d.ReadToken()
 	if err != nil {
 		return nil, err
 	}
-	switch t.kind {
-	case mpNil:
+	switch t.Kind {
+	case mptoken.Nil:
 		return nil, nil
-	case mpBool:
-		return t.b, nil
-	case mpInt:
-		return t.i, nil
-	case mpUint:
-		return t.u, nil
-	case mpFloat:
-		return t.f, nil
-	case mpStr:
-		return validString(d.buf[t.start : t.start+t.n]), nil
-	case mpBin:
-		return append([]byte{}, d.buf[t.start:t.start+t.n]...), nil
-	case mpArray:
+	case mptoken.Bool:
+		return t.B, nil
+	case mptoken.Int:
+		return t.I, nil
+	case mptoken.Uint:
+		return t.U, nil
+	case mptoken.Float:
+		return t.F, nil
+	case mptoken.Str:
+		return validString(d.Buf[t.Start : t.Start+t.N]), nil
+	case mptoken.Bin:
+		return append([]byte{}, d.Buf[t.Start:t.Start+t.N]...), nil
+	case mptoken.Array:
 		if depth+1 > d.maxDepth {
-			return nil, depthError(d.maxDepth, depth+1, t.off)
+			return nil, depthError(d.maxDepth, depth+1, t.Off)
 		}
-		out := make([]any, t.n)
+		out := make([]any, t.N)
 		for i := range out {
 			if out[i], err = d.decodeValue(depth + 1); err != nil {
 				return nil, err
 			}
 		}
 		return out, nil
-	case mpMap:
+	case mptoken.Map:
 		if depth+1 > d.maxDepth {
-			return nil, depthError(d.maxDepth, depth+1, t.off)
+			return nil, depthError(d.maxDepth, depth+1, t.Off)
 		}
-		out := make(map[string]any, min(t.n, 64))
-		for range t.n {
-			keyAt := d.pos
+		out := make(map[string]any, min(t.N, 64))
+		for range t.N {
+			keyAt := d.Pos
 			k, err := d.decodeValue(depth + 1)
 			if err != nil {
 				return nil, err
@@ -93,39 +94,39 @@ func validString(b []byte) string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
-func (d *mpDecoder) unsupportedExt(t mpToken) error {
-	if t.code == extDeltaSnapshot {
-		return &UnsupportedError{Format: format.TypeMsgpack, Feature: "ext 7 (delta snapshot)", Offset: t.off,
+func (d *mpDecoder) unsupportedExt(t mptoken.Token) error {
+	if t.Code == extDeltaSnapshot {
+		return &UnsupportedError{Format: format.TypeMsgpack, Feature: "ext 7 (delta snapshot)", Offset: t.Off,
 			Reason: "a DeltaChannel snapshot inside a value; LangGraph only stores one as a channel's whole value"}
 	}
-	return &UnsupportedError{Format: format.TypeMsgpack, Feature: fmt.Sprintf("ext %d", t.code), Offset: t.off,
+	return &UnsupportedError{Format: format.TypeMsgpack, Feature: fmt.Sprintf("ext %d", t.Code), Offset: t.Off,
 		Reason: "extension code not written by LangGraph's serializer"}
 }
 
 // enterExt makes the extension payload the decoder's whole input until
 // leaveExt, so nothing inside it can read past its declared length.
-func (d *mpDecoder) enterExt(t mpToken) (savedEnd, savedPending int, err error) {
-	payloadEnd := t.start + t.n
+func (d *mpDecoder) enterExt(t mptoken.Token) (savedEnd, savedPending int, err error) {
+	payloadEnd := t.Start + t.N
 	// Values still announced by outer containers come after the payload.
-	if d.pending > d.end-payloadEnd {
-		return 0, 0, d.malformed(t.off, "containers announce %d more values but only %d bytes follow the extension", d.pending, d.end-payloadEnd)
+	if d.Pending > d.End-payloadEnd {
+		return 0, 0, d.Malformed(t.Off, "containers announce %d more values but only %d bytes follow the extension", d.Pending, d.End-payloadEnd)
 	}
-	savedEnd, savedPending = d.end, d.pending
-	d.pos, d.end, d.pending = t.start, payloadEnd, 0
+	savedEnd, savedPending = d.End, d.Pending
+	d.Pos, d.End, d.Pending = t.Start, payloadEnd, 0
 	return savedEnd, savedPending, nil
 }
 
-func (d *mpDecoder) leaveExt(t mpToken, savedEnd, savedPending int) error {
-	if d.pos != d.end {
-		return d.malformed(d.pos, "%d trailing bytes in ext %d payload", d.end-d.pos, t.code)
+func (d *mpDecoder) leaveExt(t mptoken.Token, savedEnd, savedPending int) error {
+	if d.Pos != d.End {
+		return d.Malformed(d.Pos, "%d trailing bytes in ext %d payload", d.End-d.Pos, t.Code)
 	}
-	d.end, d.pending = savedEnd, savedPending
+	d.End, d.Pending = savedEnd, savedPending
 	return nil
 }
 
 // decodeExt turns one of Python's extension values into its data.
-func (d *mpDecoder) decodeExt(t mpToken, depth int) (any, error) {
-	if t.code < extConstructorSingleArg || t.code > extNumpyArray {
+func (d *mpDecoder) decodeExt(t mptoken.Token, depth int) (any, error) {
+	if t.Code < extConstructorSingleArg || t.Code > extNumpyArray {
 		return nil, d.unsupportedExt(t)
 	}
 	savedEnd, savedPending, err := d.enterExt(t)
@@ -140,16 +141,16 @@ func (d *mpDecoder) decodeExt(t mpToken, depth int) (any, error) {
 		return nil, err
 	}
 	tup, ok := payload.([]any)
-	if t.code == extNumpyArray {
+	if t.Code == extNumpyArray {
 		if !ok || len(tup) != 4 {
-			return nil, d.malformed(t.off, "ext 6 (numpy) payload is not a (dtype, shape, order, buffer) tuple")
+			return nil, d.Malformed(t.Off, "ext 6 (numpy) payload is not a (dtype, shape, order, buffer) tuple")
 		}
 		return d.decodeNumpy(t, tup, depth)
 	}
 	if !ok || len(tup) < 3 {
-		return nil, d.malformed(t.off, "ext %d payload is not a (module, class, data, ...) tuple", t.code)
+		return nil, d.Malformed(t.Off, "ext %d payload is not a (module, class, data, ...) tuple", t.Code)
 	}
-	if t.code == extConstructorSingleArg && isSecretClass(tup[0], tup[1]) {
+	if t.Code == extConstructorSingleArg && isSecretClass(tup[0], tup[1]) {
 		return secretMask(tup[2]), nil
 	}
 	return renderPython(tup[0], tup[1], tup[2]), nil

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"strconv"
+
+	"github.com/historyd/historyd/langgraph/codec/internal/mptoken"
 )
 
 // npLayout is a numpy dtype historyd turns into numbers.
@@ -50,19 +52,19 @@ func parseNumericDtype(s string) (npLayout, bool) {
 // nested lists like ndarray.tolist(), or into a raw map for dtypes and
 // orders historyd does not interpret. depth is the level of the extension's
 // parent; the outermost list sits at depth+1.
-func (d *mpDecoder) decodeNumpy(t mpToken, tup []any, depth int) (any, error) {
+func (d *mpDecoder) decodeNumpy(t mptoken.Token, tup []any, depth int) (any, error) {
 	dtype, ok1 := tup[0].(string)
 	shapeList, ok2 := tup[1].([]any)
 	order, ok3 := tup[2].(string)
 	buf, ok4 := tup[3].([]byte)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return nil, d.malformed(t.off, "ext 6 (numpy) payload has the wrong types: want (str, list, str, bin)")
+		return nil, d.Malformed(t.Off, "ext 6 (numpy) payload has the wrong types: want (str, list, str, bin)")
 	}
 	dims := make([]int, len(shapeList))
 	for i, v := range shapeList {
 		n, ok := v.(int64)
 		if !ok || n < 0 || n > math.MaxInt32 {
-			return nil, d.malformed(t.off, "ext 6 (numpy) shape %s is not a list of sizes", string(AppendJSON(nil, shapeList)))
+			return nil, d.Malformed(t.Off, "ext 6 (numpy) shape %s is not a list of sizes", string(AppendJSON(nil, shapeList)))
 		}
 		dims[i] = int(n)
 	}
@@ -86,21 +88,21 @@ func (d *mpDecoder) decodeNumpy(t mpToken, tup []any, depth int) (any, error) {
 	} else {
 		for _, n := range dims {
 			if count > len(buf)/n {
-				return nil, d.malformed(t.off, "ext 6 (numpy) shape %v needs more than the %d bytes of its buffer", dims, len(buf))
+				return nil, d.Malformed(t.Off, "ext 6 (numpy) shape %v needs more than the %d bytes of its buffer", dims, len(buf))
 			}
 			count *= n
 		}
 	}
 	if count > len(buf)/layout.size || count*layout.size != len(buf) {
-		return nil, d.malformed(t.off, "ext 6 (numpy) buffer holds %d bytes, dtype %s and shape %v need %d", len(buf), dtype, dims, count*layout.size)
+		return nil, d.Malformed(t.Off, "ext 6 (numpy) buffer holds %d bytes, dtype %s and shape %v need %d", len(buf), dtype, dims, count*layout.size)
 	}
 	if len(dims) == 0 {
 		return layout.element(buf, 0), nil
 	}
 	if depth+len(dims) > d.maxDepth {
-		return nil, depthError(d.maxDepth, depth+len(dims), t.off)
+		return nil, depthError(d.maxDepth, depth+len(dims), t.Off)
 	}
-	if zero && !fewLists(dims, len(d.buf)) {
+	if zero && !fewLists(dims, len(d.Buf)) {
 		// An empty array can announce millions of empty rows with no data
 		// behind them; keep it raw rather than build them.
 		return raw, nil
