@@ -17,9 +17,9 @@
 //     caller as they are read, so that it can be served without being
 //     built (project*.go).
 //
-// All four read msgpack through one token reader (internal/mptoken) and report
-// failures as the errors in errors.go. The blob type names and the nesting
-// limit they share with the writers are langgraph/format's.
+// All four read msgpack through one token reader (internal/mptoken) and
+// report failures as the errors in errors.go. The blob type names and the
+// nesting limit they share with the writers are langgraph/format's.
 //
 // Decoded values use only these Go types: nil, bool, int64, uint64 (only for
 // integers above math.MaxInt64), float64, string, []byte, []any and

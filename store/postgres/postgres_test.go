@@ -25,10 +25,10 @@ import (
 	"github.com/historyd/historyd/store/storetest"
 )
 
-// newWriter writes checkpoints into schema in saver's layout, through the
+// newWriter writes checkpoints into schema in layout, through the
 // admin connection, failing t on errors.
-func newWriter(t *testing.T, admin *pgxpool.Pool, schema string, saver saver.Saver) *storetest.SaverWriter {
-	return storetest.NewPostgresWriter(t, admin, schema, saver)
+func newWriter(t *testing.T, admin *pgxpool.Pool, schema string, layout saver.Saver) *storetest.SaverWriter {
+	return storetest.NewPostgresWriter(t, admin, schema, layout)
 }
 
 // newSchema creates a fresh schema holding empty LangGraph tables, and a
@@ -38,11 +38,11 @@ func newSchema(t *testing.T) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	return newSchemaFor(t, saver.PostgresPython)
 }
 
-// newSchemaFor is newSchema with the tables as saver's migrations leave
+// newSchemaFor is newSchema with the tables as layout's migrations leave
 // them.
-func newSchemaFor(t *testing.T, saver saver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
+func newSchemaFor(t *testing.T, layout saver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	t.Helper()
-	return storetest.PostgresSchema(t, storetest.PostgresDSN(t), saver)
+	return storetest.PostgresSchema(t, storetest.PostgresDSN(t), layout)
 }
 
 func openBackend(t *testing.T, dsn, schema string, channels ...string) *Backend {
@@ -63,21 +63,21 @@ func openBackend(t *testing.T, dsn, schema string, channels ...string) *Backend 
 // --pooler gives, and in transaction mode also with the DSN choosing the
 // simple protocol (text-format results) itself.
 func TestSuite(t *testing.T) {
-	for _, saver := range []saver.Saver{saver.PostgresPython, saver.PostgresJS} {
+	for _, layout := range []saver.Saver{saver.PostgresPython, saver.PostgresJS} {
 		for name, channels := range map[string][]string{"the channels read": {"messages", "tool_state", "files", store.SavedValueChannel}, "all channels": nil} {
-			t.Run(saver.String()+"/"+name, func(t *testing.T) {
+			t.Run(layout.String()+"/"+name, func(t *testing.T) {
 				storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
-					admin, schema, ro := newSchemaFor(t, saver)
-					return openBackend(t, ro, schema, channels...), newWriter(t, admin, schema, saver)
+					admin, schema, ro := newSchemaFor(t, layout)
+					return openBackend(t, ro, schema, channels...), newWriter(t, admin, schema, layout)
 				})
 			})
 		}
 		for _, via := range pooled {
-			t.Run(saver.String()+"/"+via.name, func(t *testing.T) {
+			t.Run(layout.String()+"/"+via.name, func(t *testing.T) {
 				storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
-					admin, schema, _ := newSchemaFor(t, saver)
+					admin, schema, _ := newSchemaFor(t, layout)
 					dsn := pooledDSN(t, admin, schema, via.env, via.query)
-					return openPooled(t, dsn, schema, via.pooler, "messages", "tool_state", "files", store.SavedValueChannel), newWriter(t, admin, schema, saver)
+					return openPooled(t, dsn, schema, via.pooler, "messages", "tool_state", "files", store.SavedValueChannel), newWriter(t, admin, schema, layout)
 				})
 			})
 		}

@@ -43,12 +43,12 @@ type saverFile struct {
 	parent map[store.Ref]string
 }
 
-// newSaverFile creates a checkpoint file in a fresh directory with saver's
+// newSaverFile creates a checkpoint file in a fresh directory with layout's
 // DDL.
-func newSaverFile(t testing.TB, saver saver.Saver) (string, *saverFile) {
+func newSaverFile(t testing.TB, layout saver.Saver) (string, *saverFile) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "checkpoints.db")
-	return path, openSaverFile(t, (&url.URL{Scheme: "file", Path: path}).String(), saver)
+	return path, openSaverFile(t, (&url.URL{Scheme: "file", Path: path}).String(), layout)
 }
 
 // openSaverFile opens (creating) the file the URI names, with layout's DDL.

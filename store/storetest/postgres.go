@@ -98,11 +98,11 @@ func PostgresDatabase(t testing.TB, l PostgresLocale) string {
 }
 
 // PostgresSchema creates, in the database dsn names, a fresh schema
-// holding empty LangGraph tables as saver's migrations leave them, and a
+// holding empty LangGraph tables as layout's migrations leave them, and a
 // role that may only SELECT from them, all dropped when the test ends. It
 // returns a pool connected as dsn's user, the schema's name (it holds
 // "checkpoints" on purpose) and a DSN connecting as the role.
-func PostgresSchema(t testing.TB, dsn string, saver saver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
+func PostgresSchema(t testing.TB, dsn string, layout saver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
@@ -116,7 +116,7 @@ func PostgresSchema(t testing.TB, dsn string, saver saver.Saver) (admin *pgxpool
 	r := pgx.Identifier{role}.Sanitize()
 	// Both savers' migrations leave the same tables, but Python's adds
 	// task_path to checkpoint_writes.
-	for _, stmt := range append(append([]string{"CREATE SCHEMA " + q}, saver.DDL(q)...),
+	for _, stmt := range append(append([]string{"CREATE SCHEMA " + q}, layout.DDL(q)...),
 		"CREATE ROLE "+r+" LOGIN",
 		"GRANT USAGE ON SCHEMA "+q+" TO "+r,
 		"GRANT SELECT ON ALL TABLES IN SCHEMA "+q+" TO "+r,

@@ -45,13 +45,13 @@ type readBack struct {
 // historyd must serve the same thread from it.
 func TestSaverLayouts(t *testing.T) {
 	s := loadSetup(t, true)
-	for _, saver := range saver.Savers {
-		t.Run(saver.String(), func(t *testing.T) {
+	for _, layout := range saver.Savers {
+		t.Run(layout.String(), func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			w, backend, reader := saverStore(t, ctx, s, saver)
-			ref := store.Ref{ThreadID: "layout-" + saver.String()}
+			w, backend, reader := saverStore(t, ctx, s, layout)
+			ref := store.Ref{ThreadID: "layout-" + layout.String()}
 			written := writeLayoutThread(w, ref)
 
 			var got []readBack
