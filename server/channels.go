@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/historyd/historyd/langgraph/codec"
 	"github.com/historyd/historyd/store"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // A messages or state channel that no checkpoint uses changes every
@@ -22,7 +22,7 @@ import (
 // store's checkpoints hold, at start and on the first threads that hold
 // none of the configured ones, and logs a warning naming the channels
 // actually there. Backends only answer Newest; what a checkpoint's bytes
-// say is lgcodec's.
+// say is langgraph/codec's.
 const (
 	// startSample is how many of the store's newest checkpoints New
 	// samples.
@@ -67,7 +67,7 @@ type sampled struct {
 func sample(ctx context.Context, b store.Backend, ref *store.Ref, limit int) (sampled, error) {
 	s := sampled{channels: map[string]int{}}
 	err := b.Newest(ctx, ref, limit, func(r store.Row) error {
-		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
+		cp, err := codec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 		if err != nil {
 			return nil // a damaged checkpoint says nothing about the configuration
 		}

@@ -2,7 +2,7 @@
 // reads the session state each turn ended on. It holds the turn rules, the
 // caches and the StateEntry convention. Backends (store/postgres,
 // store/sqlite) only answer queries with rows and bytes; what those bytes
-// mean is store/lgcodec's, and the gRPC layer above only maps results to
+// mean is langgraph/codec's, and the gRPC layer above only maps results to
 // the wire.
 package store
 
@@ -25,7 +25,7 @@ type Ref struct {
 }
 
 // Row is one checkpoint as a backend read it, not parsed: what its bytes
-// say is lgcodec's to read (lgcodec.ParseCheckpoint, ParseMetadata).
+// say is langgraph/codec's to read (codec.ParseCheckpoint, ParseMetadata).
 type Row struct {
 	// ID is the checkpoint id. Ids are time-ordered, so comparing them as
 	// strings orders checkpoints by time of writing.
@@ -36,7 +36,7 @@ type Row struct {
 	Parent string
 	// Checkpoint is the stored checkpoint, or the part of it the backend
 	// selected, in the serializer Checkpoint.Type names: a SqliteSaver row
-	// is the whole checkpoint (lgcodec.TypeMsgpack or TypeJSON); a
+	// is the whole checkpoint (format.TypeMsgpack or TypeJSON); a
 	// PostgresSaver row is projected to its "ts" and "channel_versions"
 	// (TypeJSON).
 	Checkpoint Blob
@@ -47,8 +47,8 @@ type Row struct {
 
 // Blob is one stored value, still encoded as the saver stored it.
 type Blob struct {
-	// Type is the saver's serializer name (lgcodec.TypeMsgpack,
-	// lgcodec.TypeJSON, ...), or lgcodec.TypeEmpty when the channel has
+	// Type is the saver's serializer name (format.TypeMsgpack,
+	// format.TypeJSON, ...), or format.TypeEmpty when the channel has
 	// no value at the checkpoint. Types historyd refuses to decode, such
 	// as "pickle", are passed on for the decoder to refuse.
 	Type string
@@ -129,7 +129,7 @@ type Backend interface {
 	// EachValue hands fn channel's value at each checkpoint of ids: its
 	// index in ids and the value, in any order, exactly once per index. A
 	// checkpoint where the channel has no value gets a Blob of type
-	// lgcodec.TypeEmpty; one that no longer exists a Missing Blob.
+	// format.TypeEmpty; one that no longer exists a Missing Blob.
 	EachValue(ctx context.Context, ref Ref, channel string, ids []string, fn func(i int, b Blob) error) error
 	// EachWrite hands fn every write to channel attached to the checkpoints
 	// of ids, in any order.

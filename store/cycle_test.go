@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/format"
 )
 
 // links is a thread's parent links as (id, parent) pairs.
@@ -59,7 +59,7 @@ type unstoredBackend struct{ Empty }
 
 func (unstoredBackend) EachValue(_ context.Context, _ Ref, _ string, ids []string, fn func(int, Blob) error) error {
 	for i := range ids {
-		if err := fn(i, Blob{Type: lgcodec.TypeEmpty}); err != nil {
+		if err := fn(i, Blob{Type: format.TypeEmpty}); err != nil {
 			return err
 		}
 	}

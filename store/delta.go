@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/format"
 )
 
 // A DeltaChannel (LangGraph's langgraph.channels.delta, LangGraph.js's
@@ -122,7 +122,7 @@ func rebuild[V any](ctx context.Context, s *Store, ref Ref, channel string, node
 				switch {
 				case b.Missing:
 					state[id] = lost
-				case b.Type == lgcodec.TypeEmpty:
+				case b.Type == format.TypeEmpty:
 					state[id] = unstored
 				default:
 					v, err := f.seed(id, b)

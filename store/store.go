@@ -13,7 +13,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store/reduce"
 )
 
@@ -37,8 +38,8 @@ type Config struct {
 	// channel, "tool_state" for a channel named tool_state, "merge" for any
 	// other (deepagents' files).
 	Reducers map[string]string
-	// Limits bound each decoded value. Default: lgcodec's defaults.
-	Limits lgcodec.Limits
+	// Limits bound each decoded value. Default: langgraph/codec's defaults.
+	Limits codec.Limits
 	// CacheBytes bounds the memory the store's caches hold together: the
 	// turn indexes (each thread's checkpoints and what its messages
 	// versions hold) and the encoded state versions, each charged about
@@ -122,7 +123,7 @@ type Store struct {
 	messages string
 	states   []string
 	reducers map[string]string
-	limits   lgcodec.Limits
+	limits   codec.Limits
 	caches   *cache
 	indexes  *shelf[Ref, *index]
 	recount  time.Duration
@@ -310,7 +311,7 @@ func madeBetweenRuns(source string) bool {
 }
 
 // restOf reads whether a run goes on from a parsed checkpoint.
-func restOf(cp lgcodec.Checkpoint) Rest {
+func restOf(cp codec.Checkpoint) Rest {
 	rest, known := cp.AtRest()
 	switch {
 	case !known:
@@ -331,11 +332,11 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query, th *threadData) (Cen
 		if err := rows.next(); err != nil {
 			return err
 		}
-		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, s.readsChannel)
+		cp, err := codec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, s.readsChannel)
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "checkpoint", Err: err}
 		}
-		md, err := lgcodec.ParseMetadata(r.Metadata.Type, r.Metadata.Data)
+		md, err := codec.ParseMetadata(r.Metadata.Type, r.Metadata.Data)
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "metadata", Err: err}
 		}
@@ -581,21 +582,21 @@ func (th *threadData) table() []Question {
 // learn records what a messages version holds, numbering its questions.
 // A human message without an id is known by its place among the list's
 // questions, which is how counting human messages knows it.
-func (th *threadData) learn(version string, count int, list []lgcodec.Message) held {
+func (th *threadData) learn(version string, count int, list []codec.Message) held {
 	return th.learnAs(version, held{messages: count}, list)
 }
 
 // learnAs is learn for a list rebuilt from writes, h saying how.
-func (th *threadData) learnAs(version string, h held, list []lgcodec.Message) held {
+func (th *threadData) learnAs(version string, h held, list []codec.Message) held {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	return th.learnLocked(version, h, 0, list)
 }
 
 // extend records what a messages version holds that is the version from
-// plus the messages of tail (lgcodec.AppendReader): from's questions, then
+// plus the messages of tail (codec.AppendReader): from's questions, then
 // tail's. count is the whole list's length.
-func (th *threadData) extend(version, from string, count int, tail []lgcodec.Message) held {
+func (th *threadData) extend(version, from string, count int, tail []codec.Message) held {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	base := th.versions[from]
@@ -616,7 +617,7 @@ func (th *threadData) extend(version, from string, count int, tail []lgcodec.Mes
 
 // learnLocked adds list's questions to h, the first of them the list's
 // question number place (counted from 0), and records h for version.
-func (th *threadData) learnLocked(version string, h held, place int, list []lgcodec.Message) held {
+func (th *threadData) learnLocked(version string, h held, place int, list []codec.Message) held {
 	before := h.asks
 	for _, m := range list {
 		if m.Type != "human" {
@@ -675,11 +676,11 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 	if err := checkLinks(ref, known, cps); err != nil {
 		return nil, err
 	}
-	mode := lgcodec.Humans
+	mode := codec.Humans
 	for _, c := range cps {
 		if c.delta {
 			// Stored lists seed rebuilt ones, which need every message.
-			mode = lgcodec.All
+			mode = codec.All
 			break
 		}
 	}
@@ -713,7 +714,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 	tried := map[string]bool{}
 	// Read in id order, each version mostly the one before plus what was
 	// appended: the reader then scans only what was appended.
-	versions := &lgcodec.AppendReader{Mode: mode, Known: th.knows, Limits: s.limits}
+	versions := &codec.AppendReader{Mode: mode, Known: th.knows, Limits: s.limits}
 	lastRead := "" // the version versions read last
 	for len(read) > 0 {
 		sortTogether(read, readVer)
@@ -729,7 +730,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 				case b.Missing:
 					missing[read[i]] = true
 					return nil
-				case b.Type == lgcodec.TypeEmpty:
+				case b.Type == format.TypeEmpty:
 					unstored[readVer[i]] = true
 					return nil
 				}
@@ -800,7 +801,7 @@ func sortTogether(ids, vers []string) {
 // rebuiltList is a messages list rebuilt from writes; partial says it was
 // rebuilt past a deleted checkpoint and holds only what was written since.
 type rebuiltList struct {
-	list    []lgcodec.Message
+	list    []codec.Message
 	partial bool
 }
 
@@ -822,7 +823,7 @@ func (s *Store) rebuildMessages(ctx context.Context, ref Ref, th *threadData, kn
 	}
 	_, err := rebuild(ctx, s, ref, s.messages, nodes, targets, folder[rebuiltList]{
 		seed: func(id string, b Blob) (rebuiltList, error) {
-			m, err := lgcodec.ReadMessages(b.Type, b.Data, s.limits, lgcodec.All)
+			m, err := codec.ReadMessages(b.Type, b.Data, s.limits, codec.All)
 			if err != nil {
 				return rebuiltList{}, &DecodeError{Ref: ref, CheckpointID: id, Channel: s.messages, Err: err}
 			}
@@ -833,9 +834,9 @@ func (s *Store) rebuildMessages(ctx context.Context, ref Ref, th *threadData, kn
 		// written since still shows which questions were asked since.
 		orphan: func() rebuiltList { return rebuiltList{partial: true} },
 		apply: func(id string, base rebuiltList, writes []Write) (rebuiltList, error) {
-			ws := make([]lgcodec.MessageWrite, 0, len(writes))
+			ws := make([]codec.MessageWrite, 0, len(writes))
 			for _, w := range writes {
-				mw, err := lgcodec.ReadMessageWrite(w.Value.Type, w.Value.Data, s.limits)
+				mw, err := codec.ReadMessageWrite(w.Value.Type, w.Value.Data, s.limits)
 				if err != nil {
 					return rebuiltList{}, &DecodeError{Ref: ref, CheckpointID: id, Channel: s.messages, Err: err}
 				}

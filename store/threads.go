@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
 )
 
 // ThreadQuery is what Backend.Threads is asked: a walk over the storage's
@@ -267,7 +267,7 @@ func failsListing(err error) bool {
 func (s *Store) summary(q ThreadsQuery, r ThreadRow) (ThreadSummary, bool) {
 	sum := ThreadSummary{ThreadID: r.ThreadID, Checkpoints: r.Count, LastID: r.Last.ID}
 	ts := func(row Row) time.Time {
-		cp, err := lgcodec.ParseCheckpoint(row.Checkpoint.Type, row.Checkpoint.Data, func(string) bool { return false })
+		cp, err := codec.ParseCheckpoint(row.Checkpoint.Type, row.Checkpoint.Data, func(string) bool { return false })
 		if err != nil {
 			if sum.Err == nil {
 				sum.Err = &DecodeError{Ref: Ref{ThreadID: r.ThreadID, Namespace: q.Namespace}, CheckpointID: row.ID, Channel: "checkpoint", Err: err}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -90,10 +90,10 @@ func (r *registry) threads() []*thread {
 
 // writer appends turns to the live threads, directly to PostgreSQL in
 // LangGraph.js's PostgresSaver layout, retrying each statement while the
-// database restarts (every statement lgsaver writes is idempotent).
+// database restarts (every statement langgraph/saver writes is idempotent).
 type writer struct {
 	db      *pgxpool.Pool
-	lg      *lgsaver.Writer
+	lg      *saver.Writer
 	reg     *registry
 	cfg     config
 	gen     int
@@ -103,7 +103,7 @@ type writer struct {
 
 func newWriter(db *pgxpool.Pool, reg *registry, cfg config) *writer {
 	w := &writer{db: db, reg: reg, cfg: cfg}
-	w.lg = lgsaver.NewWriter(lgsaver.PostgresJS, w.exec, "")
+	w.lg = saver.NewWriter(saver.PostgresJS, w.exec, "")
 	return w
 }
 
@@ -142,7 +142,7 @@ func (w *writer) err() error {
 
 // Put and Delete make the writer a storetest.Writer, so that storetest's
 // Builder writes the conversations.
-func (w *writer) Put(ref store.Ref, cp lgsaver.Checkpoint) {
+func (w *writer) Put(ref store.Ref, cp saver.Checkpoint) {
 	w.fail(w.lg.Put(context.Background(), ref.ThreadID, ref.Namespace, cp))
 }
 
@@ -239,7 +239,7 @@ func (w *writer) run(ctx context.Context) error {
 }
 
 // retention deletes, thread by thread, the checkpoints of every turn but
-// the newest cfg.keepTurns, as a retention job would (lgsaver's Delete:
+// the newest cfg.keepTurns, as a retention job would (langgraph/saver's Delete:
 // checkpoint rows go, blobs stay). Before deleting, it reads the facts of
 // the checkpoints it is about to delete directly, into archive, so that
 // answers served from them can still be checked after the run.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Listing threads. LangGraph's checkpoints table has the primary key
@@ -306,8 +306,8 @@ func (b *Backend) walkThreads(ctx context.Context, stmt string, args []any, w *s
 			continue
 		}
 		err := fn(store.ThreadRow{ThreadID: tid, Count: n,
-			First: store.Row{ID: *firstID, Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: first}},
-			Last:  store.Row{ID: *lastID, Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: last}},
+			First: store.Row{ID: *firstID, Checkpoint: store.Blob{Type: format.TypeJSON, Data: first}},
+			Last:  store.Row{ID: *lastID, Checkpoint: store.Blob{Type: format.TypeJSON, Data: last}},
 		})
 		if err != nil {
 			return err

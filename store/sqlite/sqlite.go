@@ -38,8 +38,9 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // blobType names the serializer of a row. A NULL or empty type is read as
@@ -47,7 +48,7 @@ import (
 // column and were written as JSON.
 func blobType(t *string) string {
 	if t == nil || *t == "" {
-		return lgcodec.TypeJSON
+		return format.TypeJSON
 	}
 	return *t
 }
@@ -359,7 +360,7 @@ func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn fun
 				census.Present = append(census.Present, r.ID)
 			}
 		}
-		// The metadata column does not name its serializer; lgcodec tells
+		// The metadata column does not name its serializer; langgraph/codec tells
 		// JSON from msgpack by its first byte.
 		r.Checkpoint = store.Blob{Type: blobType(typ), Data: data}
 		r.Metadata = store.Blob{Data: md}
@@ -405,13 +406,13 @@ func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, 
 		}
 		seen[id] = true
 		t := blobType(typ)
-		val, ok, err := lgcodec.ChannelValue(t, data, channel)
+		val, ok, err := codec.ChannelValue(t, data, channel)
 		if err != nil {
 			return &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "checkpoint", Err: err}
 		}
 		blob := store.Blob{Type: t, Data: val}
 		if !ok {
-			blob = store.Blob{Type: lgcodec.TypeEmpty}
+			blob = store.Blob{Type: format.TypeEmpty}
 		}
 		for _, i := range at[id] {
 			if err := fn(i, blob); err != nil {

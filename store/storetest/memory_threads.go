@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Threads implements store.Backend: thread ids sort bytewise, as in
@@ -75,8 +75,8 @@ func memThreadRow(id string, cps []memCheckpoint) (store.ThreadRow, error) {
 		if err != nil {
 			return store.Row{}, err
 		}
-		return store.Row{ID: c.id, Parent: c.parent, Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: head},
-			Metadata: store.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}, nil
+		return store.Row{ID: c.id, Parent: c.parent, Checkpoint: store.Blob{Type: format.TypeJSON, Data: head},
+			Metadata: store.Blob{Type: format.TypeJSON, Data: c.metadata}}, nil
 	}
 	f, err := row(first)
 	if err != nil {

@@ -2,7 +2,7 @@
 """Read a thread back through Python's real savers and print what they see.
 
 historyd's tests write checkpoints with Go writers that mimic each saver's
-storage layout (package lgsaver); this program is how they check the mimicry
+storage layout (package langgraph/saver); this program is how they check the mimicry
 against the real thing: it opens the database with langgraph-checkpoint-
 postgres's PostgresSaver (--dsn, --schema) or langgraph-checkpoint-sqlite's
 SqliteSaver (--sqlite), lists the thread's checkpoints in the root namespace
