@@ -16,7 +16,7 @@ import (
 	"github.com/historyd/historyd/auth"
 	"github.com/historyd/historyd/pagetoken"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/postgres"
 	"github.com/historyd/historyd/tracing"
 )
@@ -62,7 +62,7 @@ type RunConfig struct {
 	ShutdownGrace time.Duration
 	// OpenBackend opens the store; default OpenBackend. Tests serve from
 	// memory with it.
-	OpenBackend func(ctx context.Context, dsn, schema string, channels []string, opts ...BackendOption) (store.Backend, error)
+	OpenBackend func(ctx context.Context, dsn, schema string, channels []string, opts ...BackendOption) (backend.Backend, error)
 	// Serving, when set, is called once both listeners accept
 	// connections, with their addresses (metricsAddr empty without
 	// MetricsListen): tests listen on port 0.
@@ -90,26 +90,26 @@ func Run(ctx context.Context, rc RunConfig) error {
 	}
 	defer tr.Close(log)
 	cfg.TracerProvider = tr.TracerProvider()
-	backend, err := rc.openBackend(ctx, cfg, log)
+	b, err := rc.openBackend(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeBackend(backend, log)
-	cfg.Store.Backend = backend
+	defer closeBackend(b, log)
+	cfg.Store.Backend = b
 
 	creds, err := rc.loadCredentials(&cfg, log)
 	if err != nil {
 		return err
 	}
 	srv, err := New(ctx, cfg)
-	if errors.Is(err, store.ErrNotCheckpointStore) {
+	if errors.Is(err, backend.ErrNotCheckpointStore) {
 		// Each such error says what to fix; waiting would not help.
 		return fmt.Errorf("store %s: %v", RedactDSN(rc.DSN), err)
 	}
 	if err != nil {
 		return err
 	}
-	warnUnorderedPrefixes(ctx, backend, creds.policy, log)
+	warnUnorderedPrefixes(ctx, b, creds.policy, log)
 	return rc.serve(ctx, srv, cfg, creds, log)
 }
 
@@ -132,7 +132,7 @@ func (rc RunConfig) check() error {
 }
 
 // openBackend opens the store DSN names, through RunConfig.OpenBackend.
-func (rc RunConfig) openBackend(ctx context.Context, cfg Config, log *slog.Logger) (store.Backend, error) {
+func (rc RunConfig) openBackend(ctx context.Context, cfg Config, log *slog.Logger) (backend.Backend, error) {
 	open := rc.OpenBackend
 	if open == nil {
 		open = OpenBackend
@@ -147,9 +147,9 @@ func (rc RunConfig) openBackend(ctx context.Context, cfg Config, log *slog.Logge
 // closeBackend closes the store. Closing waits for the connections in
 // use, which a read stuck in the driver would hold for ever: as long as
 // Shutdown waits for such calls, and no longer.
-func closeBackend(backend store.Backend, log *slog.Logger) {
+func closeBackend(b backend.Backend, log *slog.Logger) {
 	closed := make(chan struct{})
-	go func() { backend.Close(); close(closed) }()
+	go func() { b.Close(); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(StopWait):

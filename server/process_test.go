@@ -19,6 +19,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -47,7 +48,7 @@ func TestRunRefusesWhatItSets(t *testing.T) {
 // then shuts down and returns nil.
 func TestRunServesUntilDone(t *testing.T) {
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "t"}, storetest.Demo)
+	storetest.Build(mem, backend.Ref{ThreadID: "t"}, storetest.Demo)
 	var log syncbuf.Buffer
 	addrs := make(chan [2]string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -60,7 +61,7 @@ func TestRunServesUntilDone(t *testing.T) {
 			MetricsListen: "127.0.0.1:0",
 			DSN:           "memory",
 			ShutdownGrace: time.Second,
-			OpenBackend: func(context.Context, string, string, []string, ...server.BackendOption) (store.Backend, error) {
+			OpenBackend: func(context.Context, string, string, []string, ...server.BackendOption) (backend.Backend, error) {
 				return mem, nil
 			},
 			Serving: func(g, m string) { addrs <- [2]string{g, m} },

@@ -39,7 +39,7 @@ func (s *Handlers) Snapshots(ctx context.Context, req *historydv1.SnapshotsReque
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
 	ref := refOf(req.GetThreadId(), req.GetCheckpointNs(), req.GetHeadCheckpointId())
-	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, req.GetKeys(), encoderFor(req.GetValueFormat()))
+	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), (*store.History).RetainedTurns, req.GetKeys(), encoderFor(req.GetValueFormat()))
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
@@ -114,7 +114,7 @@ func (s *Handlers) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hi
 		err    error
 	)
 	if req.GetIncludeKeysWritten() {
-		h, kept, states, err = s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, nil, wire.Encoder{})
+		h, kept, states, err = s.store.ReadEncoded(ctx, ref, req.GetChannel(), (*store.History).RetainedTurns, nil, wire.Encoder{})
 	} else {
 		h, err = s.store.History(ctx, ref)
 	}
@@ -148,17 +148,6 @@ func (s *Handlers) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hi
 // server's store serves.
 func (s *Handlers) checkChannel(channel string) *FieldError {
 	return checkChannel(channel, s.store.StateChannels())
-}
-
-// retainedTurns picks every retained turn.
-func retainedTurns(h *store.History) []store.Turn {
-	var out []store.Turn
-	for _, t := range h.Turns {
-		if t.Retained {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 func retained(h *store.History) []int32 {

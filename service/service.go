@@ -19,6 +19,7 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/pagetoken"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Options configures the Handlers.
@@ -64,7 +65,7 @@ func New(cfg Options) *Handlers {
 	if s.watches == nil {
 		s.watches = NewWatches(WatchConfig{})
 	}
-	s.pollers = &pollers{st: s.store, w: s.watches, by: map[store.Ref]*poller{}}
+	s.pollers = &pollers{st: s.store, w: s.watches, by: map[backend.Ref]*poller{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -146,10 +147,10 @@ func (s *Handlers) withoutThreads() *Handlers {
 	if s.store != nil {
 		channels = s.store.StateChannels()
 	}
-	empty := store.New(store.Config{Backend: store.Empty{}, StateChannels: channels, CacheThreads: -1})
+	empty := store.New(store.Config{Backend: backend.Empty{}, StateChannels: channels, CacheThreads: -1})
 	none := *s
 	none.store = empty
-	none.pollers = &pollers{st: empty, w: s.watches, by: map[store.Ref]*poller{}}
+	none.pollers = &pollers{st: empty, w: s.watches, by: map[backend.Ref]*poller{}}
 	return &none
 }
 
