@@ -28,6 +28,7 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -71,7 +72,7 @@ var demo = []storetest.Turn{
 }
 
 // pruned builds demo into a fresh backend and deletes turns 1 and 2.
-func pruned(ref store.Ref) *storetest.Memory {
+func pruned(ref backend.Ref) *storetest.Memory {
 	mem := storetest.NewMemory()
 	written := storetest.Build(mem, ref, demo)
 	var gone []string
@@ -84,7 +85,7 @@ func pruned(ref store.Ref) *storetest.Memory {
 
 func TestSnapshots(t *testing.T) {
 	mem := storetest.NewMemory()
-	written := storetest.Build(mem, store.Ref{ThreadID: "demo"}, demo)
+	written := storetest.Build(mem, backend.Ref{ThreadID: "demo"}, demo)
 	c := serve(t, mem).dial(t)
 	ctx := context.Background()
 
@@ -130,7 +131,7 @@ func TestSnapshots(t *testing.T) {
 }
 
 func TestSnapshotOutcomes(t *testing.T) {
-	ref := store.Ref{ThreadID: "pruned"}
+	ref := backend.Ref{ThreadID: "pruned"}
 	c := serve(t, pruned(ref)).dial(t)
 	ctx := context.Background()
 	all, err := c.Snapshots(ctx, "pruned")
@@ -192,7 +193,7 @@ func TestTurnsOutOfRangeRefusedBeforeSending(t *testing.T) {
 		calls.Add(1)
 		return h(srv, ss)
 	})
-	c := serve(t, pruned(store.Ref{ThreadID: "pruned"}), count, countStreams).dial(t)
+	c := serve(t, pruned(backend.Ref{ThreadID: "pruned"}), count, countStreams).dial(t)
 	ctx := context.Background()
 	first := func(seq func(func(*client.TurnState, error) bool)) error {
 		for _, err := range seq {
@@ -254,7 +255,7 @@ func TestTurnsOutOfRangeRefusedBeforeSending(t *testing.T) {
 }
 
 func TestCurrent(t *testing.T) {
-	ref := store.Ref{ThreadID: "pruned"}
+	ref := backend.Ref{ThreadID: "pruned"}
 	c := serve(t, pruned(ref)).dial(t)
 	ctx := context.Background()
 	s, err := client.Current(ctx, c, "pruned", client.WithKeys("name"))
@@ -275,7 +276,7 @@ func TestCurrent(t *testing.T) {
 
 func TestTurnsAndNamespace(t *testing.T) {
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "t", Namespace: "sub:1"}, demo[:2])
+	storetest.Build(mem, backend.Ref{ThreadID: "t", Namespace: "sub:1"}, demo[:2])
 	c := serve(t, mem).dial(t)
 	ctx := context.Background()
 
@@ -328,7 +329,7 @@ func TestRetry(t *testing.T) {
 	ctx := context.Background()
 	t.Run("recovers after two UNAVAILABLE", func(t *testing.T) {
 		f := &flaky{fail: 2}
-		c := serve(t, pruned(store.Ref{ThreadID: "p"}), grpc.UnaryInterceptor(f.intercept)).dial(t, client.WithRetry(3, time.Millisecond))
+		c := serve(t, pruned(backend.Ref{ThreadID: "p"}), grpc.UnaryInterceptor(f.intercept)).dial(t, client.WithRetry(3, time.Millisecond))
 		s, err := c.Snapshot(ctx, "p", 3)
 		if err != nil || s.Outcome != client.Found {
 			t.Fatalf("Snapshot = %+v, %v", s, err)
@@ -368,7 +369,7 @@ func TestRetry(t *testing.T) {
 	})
 	t.Run("store down", func(t *testing.T) {
 		mem := storetest.NewMemory()
-		mem.SetErr(store.ErrUnavailable)
+		mem.SetErr(backend.ErrUnavailable)
 		c := serve(t, mem).New(t, client.WithRetry(1, time.Millisecond))
 		if _, err := c.Snapshot(ctx, "p", 1); status.Code(err) != codes.Unavailable {
 			t.Errorf("error = %v, want UNAVAILABLE", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -27,9 +28,9 @@ func startDemo() (*client.Client, func()) {
 		{Question: "Thanks"},
 	}
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "rivers"}, turns)
-	written := storetest.Build(mem, store.Ref{ThreadID: "pruned"}, turns)
-	mem.Delete(store.Ref{ThreadID: "pruned"}, append(written[0].IDs, written[1].IDs...))
+	storetest.Build(mem, backend.Ref{ThreadID: "rivers"}, turns)
+	written := storetest.Build(mem, backend.Ref{ThreadID: "pruned"}, turns)
+	mem.Delete(backend.Ref{ThreadID: "pruned"}, append(written[0].IDs, written[1].IDs...))
 
 	srv, err := servertest.New(context.Background(), server.Config{Store: store.Config{Backend: mem}})
 	if err != nil {
@@ -103,7 +104,7 @@ func ExampleClient_Snapshots() {
 // files channel read with WithChannel.
 func ExampleClient_TurnIndex() {
 	mem := storetest.NewMemory()
-	s := clienttest.NewScript(mem, store.Ref{ThreadID: "notes"}, "1f0c")
+	s := clienttest.NewScript(mem, backend.Ref{ThreadID: "notes"}, "1f0c")
 	s.Run(clienttest.Input{Asked: []string{"Sketch the Severn"}, State: map[string]any{"area": 11420.0}})
 	s.Run(clienttest.Input{Asked: []string{"Now the Thames", "and write both down"}, State: map[string]any{"area": 12935.0},
 		Merge: map[string]map[string]any{"files": {"/notes.md": clienttest.FileData("Severn 11420, Thames 12935", 1, 1)}}})

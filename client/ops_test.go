@@ -19,16 +19,17 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
 func TestThreads(t *testing.T) {
 	mem := storetest.NewMemory()
 	for i := range 7 {
-		storetest.PutThread(mem, store.Ref{ThreadID: fmt.Sprintf("t/%d", i)}, storetest.Base.Add(time.Duration(i)*time.Hour), 2)
+		storetest.PutThread(mem, backend.Ref{ThreadID: fmt.Sprintf("t/%d", i)}, storetest.Base.Add(time.Duration(i)*time.Hour), 2)
 	}
-	storetest.Build(mem, store.Ref{ThreadID: "demo"}, storetest.Demo)
-	mem.PutBlobs(store.Ref{ThreadID: "demo-broken"}, "1f0d-000000", storetest.Base, map[string]store.Blob{"messages": {Type: "json", Data: []byte(`[{`)}})
+	storetest.Build(mem, backend.Ref{ThreadID: "demo"}, storetest.Demo)
+	mem.PutBlobs(backend.Ref{ThreadID: "demo-broken"}, "1f0d-000000", storetest.Base, map[string]backend.Blob{"messages": {Type: "json", Data: []byte(`[{`)}})
 	c := serve(t, mem).dial(t)
 	ctx := context.Background()
 
@@ -68,7 +69,7 @@ func TestThreads(t *testing.T) {
 
 func TestDiff(t *testing.T) {
 	mem := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "demo"}
+	ref := backend.Ref{ThreadID: "demo"}
 	written := storetest.Build(mem, ref, storetest.Demo)
 	c := serve(t, mem).dial(t)
 	ctx := context.Background()
@@ -144,7 +145,7 @@ func TestDiff(t *testing.T) {
 // resumes after the last turn it received when its server goes away.
 func TestWatchTurns(t *testing.T) {
 	mem := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "w"}
+	ref := backend.Ref{ThreadID: "w"}
 	b := storetest.NewBuilder(mem, ref)
 	b.Turn(storetest.Demo[0])
 	cfg := server.Config{Store: store.Config{Backend: mem}}
@@ -222,7 +223,7 @@ func TestWatchTurns(t *testing.T) {
 // once.
 func TestWatchTurnsResumesAtMaxAge(t *testing.T) {
 	mem := storetest.NewMemory()
-	b := storetest.NewBuilder(mem, store.Ref{ThreadID: "w"})
+	b := storetest.NewBuilder(mem, backend.Ref{ThreadID: "w"})
 	b.Turn(storetest.Demo[0])
 	b.Turn(storetest.Demo[1]) // turn 1 has ended
 	cfg := server.Config{Store: store.Config{Backend: mem}, Service: service.Options{StreamMaxAge: 100 * time.Millisecond}}

@@ -17,7 +17,7 @@ import (
 	"github.com/historyd/historyd/client"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -29,7 +29,7 @@ func streamDemo() *storetest.Memory {
 	for i := range 5 {
 		turns = append(turns, storetest.Turn{Question: "q" + string(rune('1'+i)), Writes: map[string]any{"k": float64(i + 1), "other": "x"}})
 	}
-	ref := store.Ref{ThreadID: "t"}
+	ref := backend.Ref{ThreadID: "t"}
 	written := storetest.Build(mem, ref, turns)
 	mem.Delete(ref, append(written[0].IDs, written[1].IDs...))
 	return mem

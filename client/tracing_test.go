@@ -16,6 +16,7 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -35,7 +36,7 @@ func TestDialTracesWithTheGlobals(t *testing.T) {
 	})
 
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "t"}, []storetest.Turn{{Question: "q", Writes: map[string]any{"k": 1}}})
+	storetest.Build(mem, backend.Ref{ThreadID: "t"}, []storetest.Turn{{Question: "q", Writes: map[string]any{"k": 1}}})
 	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: mem}, TracerProvider: tp})
 	c, err := client.Dial(servertest.Target, client.WithInsecure(), client.WithDialOptions(srv.Dialer()))
 	if err != nil {

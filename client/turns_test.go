@@ -14,6 +14,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -23,18 +24,18 @@ import (
 // besides tool_state).
 func scriptedThreads() *storetest.Memory {
 	mem := storetest.NewMemory()
-	together := clienttest.NewScript(mem, store.Ref{ThreadID: "together"}, "1f0c")
+	together := clienttest.NewScript(mem, backend.Ref{ThreadID: "together"}, "1f0c")
 	together.Run(clienttest.Input{Asked: []string{"sketch the Severn"}, State: map[string]any{"name": "Severn"}})
 	together.Run(clienttest.Input{Asked: []string{"now the Thames", "and colour it blue"}, State: map[string]any{"name": "Thames", "colour": "blue"}})
 	together.Run(clienttest.Input{Asked: []string{"compare them"}})
 
-	summarized := clienttest.NewScript(mem, store.Ref{ThreadID: "summarized"}, "1f0c")
+	summarized := clienttest.NewScript(mem, backend.Ref{ThreadID: "summarized"}, "1f0c")
 	summarized.Run(clienttest.Input{Asked: []string{"q1"}, State: map[string]any{"area": 1.0}})
 	summarized.Run(clienttest.Input{Asked: []string{"q2"}, Summary: "the user asked q1"})
 	summarized.Prune()
 	summarized.Run(clienttest.Input{Asked: []string{"q3"}, State: map[string]any{"area": 3.0}})
 
-	files := clienttest.NewScript(mem, store.Ref{ThreadID: "files"}, "1f0c")
+	files := clienttest.NewScript(mem, backend.Ref{ThreadID: "files"}, "1f0c")
 	files.Run(clienttest.Input{Asked: []string{"take notes"}, State: map[string]any{"area": 1.0},
 		Merge:   map[string]map[string]any{"files": {"/notes.md": clienttest.FileData("one", 0, 0)}},
 		Replace: map[string]any{"todos": []any{clienttest.Todo("sketch", "pending")}}})
@@ -100,12 +101,12 @@ func TestAnsweredWith(t *testing.T) {
 
 func TestNumbering(t *testing.T) {
 	mem := scriptedThreads()
-	ref := store.Ref{ThreadID: "pruned"}
+	ref := backend.Ref{ThreadID: "pruned"}
 	written := storetest.Build(mem, ref, demo)
 	// The thread's first, empty checkpoint and turns 1 and 2: the oldest
 	// left holds every earlier message, so those questions are counted.
 	mem.Delete(ref, append([]string{"1f0c-000000"}, append(written[0].IDs, written[1].IDs...)...))
-	storetest.Build(mem, store.Ref{ThreadID: "demo"}, demo)
+	storetest.Build(mem, backend.Ref{ThreadID: "demo"}, demo)
 	c := serveChannels(t, mem)
 	ctx := context.Background()
 

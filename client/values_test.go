@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/historyd/historyd/client"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
 // Both value formats give the same values; raw values give the JSON text.
 func TestValueFormats(t *testing.T) {
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "demo"}, demo)
+	storetest.Build(mem, backend.Ref{ThreadID: "demo"}, demo)
 	c := serve(t, mem).dial(t)
 	ctx := context.Background()
 

@@ -21,6 +21,7 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/sqlite"
 	"github.com/historyd/historyd/store/storetest"
@@ -343,12 +344,12 @@ func TestWriteServes(t *testing.T) {
 
 // checkServes reads the demo through a backend and historyd's store: the
 // turns, totals, questions and state a client would be served.
-func checkServes(t *testing.T, b store.Backend) {
+func checkServes(t *testing.T, b backend.Backend) {
 	t.Helper()
 	ctx := context.Background()
 	s := store.New(store.Config{Backend: b})
 
-	h, err := s.History(ctx, store.Ref{ThreadID: Thread})
+	h, err := s.History(ctx, backend.Ref{ThreadID: Thread})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +375,7 @@ func checkServes(t *testing.T, b store.Backend) {
 		}
 	}
 
-	ph, err := s.History(ctx, store.Ref{ThreadID: PrunedThread})
+	ph, err := s.History(ctx, backend.Ref{ThreadID: PrunedThread})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/historyd/historyd/buildinfo"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Metrics is one server's Prometheus registry and the collectors in it.
@@ -196,7 +197,7 @@ func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 // Only the backend's own share is counted: the time the store's callbacks
 // take (decoding what was read) is left out, and so are their errors,
 // which say nothing about the store.
-func (m *Metrics) Backend(b store.Backend) store.Backend {
+func (m *Metrics) Backend(b backend.Backend) backend.Backend {
 	return &timedBackend{inner: b, m: m}
 }
 
@@ -213,11 +214,11 @@ func (m *Metrics) observeFor(method string, took time.Duration, err error) {
 }
 
 type timedBackend struct {
-	inner store.Backend
+	inner backend.Backend
 	m     *Metrics
 }
 
-var _ store.Backend = (*timedBackend)(nil)
+var _ backend.Backend = (*timedBackend)(nil)
 
 // timed runs read, which calls its callback through the returned wrapper,
 // and records its latency under method without the callbacks' time and
@@ -240,20 +241,20 @@ func (b *timedBackend) timed(method string, read func(call func(func() error) er
 	return err
 }
 
-func (b *timedBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (census store.Census, err error) {
+func (b *timedBackend) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (census backend.Census, err error) {
 	// Named for what they read: the whole thread, or what is newer.
 	method := "Checkpoints"
 	if q.After != "" {
 		method = "CheckpointsSince"
 	}
 	err = b.timed(method, func(call func(func() error) error) error {
-		census, err = b.inner.List(ctx, ref, q, func(r store.Row) error { return call(func() error { return fn(r) }) })
+		census, err = b.inner.List(ctx, ref, q, func(r backend.Row) error { return call(func() error { return fn(r) }) })
 		return err
 	})
 	return census, err
 }
 
-func (b *timedBackend) Probe(ctx context.Context, ps []store.Probe) (res []store.ProbeResult, err error) {
+func (b *timedBackend) Probe(ctx context.Context, ps []backend.Probe) (res []backend.ProbeResult, err error) {
 	err = b.timed("Probe", func(func(func() error) error) error {
 		res, err = b.inner.Probe(ctx, ps)
 		return err
@@ -261,21 +262,21 @@ func (b *timedBackend) Probe(ctx context.Context, ps []store.Probe) (res []store
 	return res, err
 }
 
-func (b *timedBackend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+func (b *timedBackend) EachValue(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(int, backend.Blob) error) error {
 	return b.timed("Values", func(call func(func() error) error) error {
-		return b.inner.EachValue(ctx, ref, channel, ids, func(i int, v store.Blob) error { return call(func() error { return fn(i, v) }) })
+		return b.inner.EachValue(ctx, ref, channel, ids, func(i int, v backend.Blob) error { return call(func() error { return fn(i, v) }) })
 	})
 }
 
-func (b *timedBackend) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
+func (b *timedBackend) EachWrite(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(backend.Write) error) error {
 	return b.timed("Writes", func(call func(func() error) error) error {
-		return b.inner.EachWrite(ctx, ref, channel, ids, func(w store.Write) error { return call(func() error { return fn(w) }) })
+		return b.inner.EachWrite(ctx, ref, channel, ids, func(w backend.Write) error { return call(func() error { return fn(w) }) })
 	})
 }
 
-func (b *timedBackend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+func (b *timedBackend) Newest(ctx context.Context, ref *backend.Ref, limit int, fn func(backend.Row) error) error {
 	return b.timed("Newest", func(call func(func() error) error) error {
-		return b.inner.Newest(ctx, ref, limit, func(r store.Row) error { return call(func() error { return fn(r) }) })
+		return b.inner.Newest(ctx, ref, limit, func(r backend.Row) error { return call(func() error { return fn(r) }) })
 	})
 }
 
@@ -298,5 +299,5 @@ func (b *timedBackend) Ping(ctx context.Context) (err error) {
 
 func (b *timedBackend) Close() { b.inner.Close() }
 
-// SharesBlobs implements store.BlobSharer, as the wrapped backend does.
-func (b *timedBackend) SharesBlobs() bool { return store.SharesBlobs(b.inner) }
+// SharesBlobs implements backend.BlobSharer, as the wrapped backend does.
+func (b *timedBackend) SharesBlobs() bool { return backend.SharesBlobs(b.inner) }

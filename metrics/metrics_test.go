@@ -26,13 +26,14 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
 // setup serves b with historyd's server, metrics on, and its metrics
 // handler over HTTP on 127.0.0.1.
-func setup(t *testing.T, b store.Backend) (historydv1.ThreadHistoryClient, *servertest.Server, string) {
+func setup(t *testing.T, b backend.Backend) (historydv1.ThreadHistoryClient, *servertest.Server, string) {
 	t.Helper()
 	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: b}, Metrics: true, HealthInterval: 10 * time.Millisecond})
 	hs := httptest.NewServer(srv.MetricsHandler())
@@ -56,12 +57,12 @@ func get(t *testing.T, url string) (int, string) {
 
 func TestMetricsExposed(t *testing.T) {
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "demo"}, storetest.Demo)
+	storetest.Build(mem, backend.Ref{ThreadID: "demo"}, storetest.Demo)
 	c, _, url := setup(t, mem)
 	if _, err := c.Snapshots(context.Background(), &historydv1.SnapshotsRequest{ThreadId: "demo"}); err != nil {
 		t.Fatal(err)
 	}
-	mem.SetErr(store.ErrUnavailable)
+	mem.SetErr(backend.ErrUnavailable)
 	if _, err := c.Turns(context.Background(), &historydv1.TurnsRequest{ThreadId: "other"}); err == nil {
 		t.Fatal("call against a failing store succeeded")
 	}
@@ -124,10 +125,10 @@ func TestHealthzAndReadyz(t *testing.T) {
 func TestBackendTimesEachRead(t *testing.T) {
 	m := metrics.New(buildinfo.Info{})
 	inner := storetest.NewMemory()
-	storetest.Build(inner, store.Ref{ThreadID: "t"}, storetest.Demo)
+	storetest.Build(inner, backend.Ref{ThreadID: "t"}, storetest.Demo)
 	st := store.New(store.Config{Backend: m.Backend(inner)})
 	for range 2 {
-		if _, err := st.History(context.Background(), store.Ref{ThreadID: "t"}); err != nil {
+		if _, err := st.History(context.Background(), backend.Ref{ThreadID: "t"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -157,7 +158,7 @@ func (lenEncoder) Encode(e store.Entry) ([]byte, error) { return []byte(fmt.Spri
 func TestWatchStore(t *testing.T) {
 	m := metrics.New(buildinfo.Info{})
 	mem := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "t"}
+	ref := backend.Ref{ThreadID: "t"}
 	storetest.Build(mem, ref, storetest.Demo)
 	st := store.New(store.Config{Backend: mem})
 	m.WatchStore(st)
@@ -215,19 +216,19 @@ func gathered(t *testing.T, m *metrics.Metrics) map[string]float64 {
 func TestCacheSeries(t *testing.T) {
 	mem := storetest.NewMemory()
 	for _, id := range []string{"a", "b"} {
-		storetest.Build(mem, store.Ref{ThreadID: id}, storetest.Demo)
+		storetest.Build(mem, backend.Ref{ThreadID: id}, storetest.Demo)
 	}
 	probe := store.New(store.Config{Backend: mem})
-	if _, err := probe.History(context.Background(), store.Ref{ThreadID: "a"}); err != nil {
+	if _, err := probe.History(context.Background(), backend.Ref{ThreadID: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	one := probe.CacheStats().Index.Bytes
-	storetest.Build(mem, store.Ref{ThreadID: "long"}, slices.Repeat(storetest.Demo, 4))
+	storetest.Build(mem, backend.Ref{ThreadID: "long"}, slices.Repeat(storetest.Demo, 4))
 	m := metrics.New(buildinfo.Info{})
 	st := store.New(store.Config{Backend: mem, CacheBytes: 4*one + 1, CacheStateBytes: -1})
 	m.WatchStore(st)
 	for _, id := range []string{"a", "b", "b", "long"} {
-		if _, err := st.History(context.Background(), store.Ref{ThreadID: id}); err != nil {
+		if _, err := st.History(context.Background(), backend.Ref{ThreadID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -250,15 +251,15 @@ func TestCacheSeries(t *testing.T) {
 	}
 	// Three more: the fifth has the least recently read, a, make room.
 	for _, id := range []string{"c", "d", "e"} {
-		storetest.Build(mem, store.Ref{ThreadID: id}, storetest.Demo)
-		if _, err := st.History(context.Background(), store.Ref{ThreadID: id}); err != nil {
+		storetest.Build(mem, backend.Ref{ThreadID: id}, storetest.Demo)
+		if _, err := st.History(context.Background(), backend.Ref{ThreadID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if s := st.CacheStats(); s.Index.Evictions != 1 || s.Index.Entries != 4 {
 		t.Errorf("after five threads into room for four: %+v, want one eviction", s.Index)
 	}
-	if _, err := st.History(context.Background(), store.Ref{ThreadID: "a"}); err != nil {
+	if _, err := st.History(context.Background(), backend.Ref{ThreadID: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := st.CacheStats(); s.Index.Misses != 7 {
@@ -271,11 +272,11 @@ func TestCacheSeries(t *testing.T) {
 func TestValuesErrorsAreTheStores(t *testing.T) {
 	m := metrics.New(buildinfo.Info{})
 	mem := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "t"}
-	mem.PutBlobs(ref, "1f0c-000001", time.Now(), map[string]store.Blob{"tool_state": {Type: "msgpack", Data: []byte{0x82, 0xa1}}})
+	ref := backend.Ref{ThreadID: "t"}
+	mem.PutBlobs(ref, "1f0c-000001", time.Now(), map[string]backend.Blob{"tool_state": {Type: "msgpack", Data: []byte{0x82, 0xa1}}})
 	b := m.Backend(mem)
 	decode := func() error {
-		return b.EachValue(context.Background(), ref, "tool_state", []string{"1f0c-000001"}, func(_ int, v store.Blob) error {
+		return b.EachValue(context.Background(), ref, "tool_state", []string{"1f0c-000001"}, func(_ int, v backend.Blob) error {
 			_, _, err := lgcodec.Decode(v.Type, v.Data, lgcodec.Limits{})
 			return err
 		})

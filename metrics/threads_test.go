@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -15,7 +15,7 @@ import (
 // walk is timed like every store query.
 func TestNewRPCsCounted(t *testing.T) {
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "demo"}, storetest.Demo)
+	storetest.Build(mem, backend.Ref{ThreadID: "demo"}, storetest.Demo)
 	c, _, url := setup(t, mem)
 	ctx := context.Background()
 	if _, err := c.Threads(ctx, &historydv1.ThreadsRequest{}); err != nil {

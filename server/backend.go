@@ -11,7 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/postgres"
 	"github.com/historyd/historyd/store/sqlite"
 )
@@ -29,7 +29,7 @@ import (
 // merely down does not, since it may come up later. The errors name
 // historyd serve's --dsn and --schema, which is where these come from.
 // The caller closes the backend.
-func OpenBackend(ctx context.Context, dsn, schema string, channels []string, opts ...BackendOption) (store.Backend, error) {
+func OpenBackend(ctx context.Context, dsn, schema string, channels []string, opts ...BackendOption) (backend.Backend, error) {
 	var o backendOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -55,7 +55,7 @@ func OpenBackend(ctx context.Context, dsn, schema string, channels []string, opt
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("store %s: no such file; point --dsn at the file LangGraph's SqliteSaver writes, or run `historyd demo` to create a demo file", dsn)
-		case errors.Is(err, store.ErrNotCheckpointStore):
+		case errors.Is(err, backend.ErrNotCheckpointStore):
 			return nil, fmt.Errorf("store %s: %w; point --dsn at the file LangGraph's SqliteSaver writes", dsn, err)
 		case err != nil:
 			return nil, fmt.Errorf("store %s: %w", dsn, err)

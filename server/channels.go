@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
@@ -64,9 +64,9 @@ type sampled struct {
 
 // sample reads the channel versions of up to limit of the newest
 // checkpoints, of ref's thread or, with ref nil, of any thread.
-func sample(ctx context.Context, b store.Backend, ref *store.Ref, limit int) (sampled, error) {
+func sample(ctx context.Context, b backend.Backend, ref *backend.Ref, limit int) (sampled, error) {
 	s := sampled{channels: map[string]int{}}
-	err := b.Newest(ctx, ref, limit, func(r store.Row) error {
+	err := b.Newest(ctx, ref, limit, func(r backend.Row) error {
 		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 		if err != nil {
 			return nil // a damaged checkpoint says nothing about the configuration
@@ -168,7 +168,7 @@ func (c channelCheck) all() []bool {
 
 // checkAtStart samples the store's newest checkpoints and warns about the
 // configured channels none of them holds.
-func (c channelCheck) checkAtStart(ctx context.Context, b store.Backend) {
+func (c channelCheck) checkAtStart(ctx context.Context, b backend.Backend) {
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
 	s, err := sample(ctx, b, nil, startSample)
@@ -179,11 +179,11 @@ func (c channelCheck) checkAtStart(ctx context.Context, b store.Backend) {
 	c.warnMissing(ctx, s, fmt.Sprintf("the %d newest checkpoints sampled", s.checkpoints), c.all())
 }
 
-// channelWatch is a store.Backend that notices a thread listed whole whose
+// channelWatch is a backend.Backend that notices a thread listed whole whose
 // checkpoints hold none of a configured channel, and then samples the
 // thread's channels and warns, once per channel for the process.
 type channelWatch struct {
-	store.Backend
+	backend.Backend
 	check channelCheck
 	// warned says, per configured channel, that the warning was given.
 	warned []atomic.Bool
@@ -191,7 +191,7 @@ type channelWatch struct {
 	busy atomic.Bool
 }
 
-func newChannelWatch(b store.Backend, c channelCheck) *channelWatch {
+func newChannelWatch(b backend.Backend, c channelCheck) *channelWatch {
 	return &channelWatch{Backend: b, check: c, warned: make([]atomic.Bool, len(c.channels))}
 }
 
@@ -207,17 +207,17 @@ func (w *channelWatch) pending() (want []bool, none bool) {
 	return want, none
 }
 
-// List implements store.Backend, looking at whole listings for the
+// List implements backend.Backend, looking at whole listings for the
 // configured channels' names: a checkpoint holding a channel's version
 // holds its name, so a listing none of whose rows does holds none of the
 // channel, or (a name escaped in JSON text) is sampled to be sure.
-func (w *channelWatch) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (w *channelWatch) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	want, none := w.pending()
 	if q.After != "" || none {
 		return w.Backend.List(ctx, ref, q, fn)
 	}
 	var rows int
-	census, err := w.Backend.List(ctx, ref, q, func(r store.Row) error {
+	census, err := w.Backend.List(ctx, ref, q, func(r backend.Row) error {
 		rows++
 		for i, ch := range w.check.channels {
 			if want[i] && bytes.Contains(r.Checkpoint.Data, []byte(ch.name)) {
@@ -236,7 +236,7 @@ func (w *channelWatch) List(ctx context.Context, ref store.Ref, q store.Query, f
 
 // confirm samples the thread's channels and warns about those of want it
 // holds none of.
-func (w *channelWatch) confirm(ctx context.Context, ref store.Ref, want []bool) {
+func (w *channelWatch) confirm(ctx context.Context, ref backend.Ref, want []bool) {
 	defer w.busy.Store(false)
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
@@ -257,5 +257,5 @@ func (w *channelWatch) confirm(ctx context.Context, ref store.Ref, want []bool) 
 	}
 }
 
-// SharesBlobs implements store.BlobSharer, as the watched backend does.
-func (w *channelWatch) SharesBlobs() bool { return store.SharesBlobs(w.Backend) }
+// SharesBlobs implements backend.BlobSharer, as the watched backend does.
+func (w *channelWatch) SharesBlobs() bool { return backend.SharesBlobs(w.Backend) }

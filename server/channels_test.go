@@ -16,6 +16,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -45,7 +46,7 @@ func (l *logBuffer) warnings(t *testing.T) []map[string]any {
 // putOwnChannels writes a thread of n checkpoints whose conversation is in
 // "chat" and whose state is in "scratch", as a graph not following the
 // convention would.
-func putOwnChannels(m *storetest.Memory, ref store.Ref, n int) {
+func putOwnChannels(m *storetest.Memory, ref backend.Ref, n int) {
 	for i := range n {
 		m.Put(ref, lgsaver.Checkpoint{
 			ID: fmt.Sprintf("1f0c-%06d", i), TS: storetest.Base.Add(time.Duration(i) * time.Second),
@@ -71,7 +72,7 @@ func serveLogging(t *testing.T, m *storetest.Memory) (*servertest.Server, *logBu
 // naming the channels they hold; when they do, it says nothing.
 func TestChannelsSampledAtStart(t *testing.T) {
 	m := storetest.NewMemory()
-	putOwnChannels(m, store.Ref{ThreadID: "own"}, 3)
+	putOwnChannels(m, backend.Ref{ThreadID: "own"}, 3)
 	_, logs := serveLogging(t, m)
 	warned := map[string]bool{}
 	for _, w := range logs.warnings(t) {
@@ -89,13 +90,13 @@ func TestChannelsSampledAtStart(t *testing.T) {
 	}
 
 	healthy := storetest.NewMemory()
-	storetest.Build(healthy, store.Ref{ThreadID: "demo"}, storetest.Demo)
+	storetest.Build(healthy, backend.Ref{ThreadID: "demo"}, storetest.Demo)
 	if _, logs := serveLogging(t, healthy); len(logs.warnings(t)) > 0 {
 		t.Errorf("warnings for a store that holds both channels: %v", logs.warnings(t))
 	}
 	// No tool has written state yet: nothing is misnamed.
 	chat := storetest.NewMemory()
-	storetest.Build(chat, store.Ref{ThreadID: "chat"}, []storetest.Turn{{Question: "hello"}})
+	storetest.Build(chat, backend.Ref{ThreadID: "chat"}, []storetest.Turn{{Question: "hello"}})
 	if _, logs := serveLogging(t, chat); len(logs.warnings(t)) > 0 {
 		t.Errorf("warnings for a store whose threads hold messages only: %v", logs.warnings(t))
 	}
@@ -120,12 +121,12 @@ func TestChannelsSampledOnFirstThread(t *testing.T) {
 		}
 	}
 	// A conversation no tool has written state in yet.
-	storetest.Build(m, store.Ref{ThreadID: "chat-only"}, []storetest.Turn{{Question: "hello"}})
+	storetest.Build(m, backend.Ref{ThreadID: "chat-only"}, []storetest.Turn{{Question: "hello"}})
 	if r, err := c.Turns(context.Background(), &historydv1.TurnsRequest{ThreadId: "chat-only"}); err != nil || r.GetTotal() != 1 {
 		t.Fatalf("Turns(chat-only) = %v, %v", r, err)
 	}
 	// Only LangGraph's input checkpoint so far.
-	m.Put(store.Ref{ThreadID: "starting"}, lgsaver.Checkpoint{ID: "1f0c-000000", TS: storetest.Base,
+	m.Put(backend.Ref{ThreadID: "starting"}, lgsaver.Checkpoint{ID: "1f0c-000000", TS: storetest.Base,
 		Values: lgwrite.Map{{Key: "__start__", Value: map[string]any{"chat": []any{}}}}})
 	turns("starting")
 	time.Sleep(200 * time.Millisecond)
@@ -133,7 +134,7 @@ func TestChannelsSampledOnFirstThread(t *testing.T) {
 		t.Fatalf("warnings for a thread that has not run a step, or holds messages only: %v", w)
 	}
 
-	putOwnChannels(m, store.Ref{ThreadID: "own-channels-1"}, 4)
+	putOwnChannels(m, backend.Ref{ThreadID: "own-channels-1"}, 4)
 	turns("own-channels-1")
 	deadline := time.Now().Add(5 * time.Second)
 	for len(logs.warnings(t)) < 2 && time.Now().Before(deadline) {
@@ -148,7 +149,7 @@ func TestChannelsSampledOnFirstThread(t *testing.T) {
 			t.Errorf("warning %v: want the thread's channels, and the thread as its hash", w)
 		}
 	}
-	putOwnChannels(m, store.Ref{ThreadID: "own-channels-2"}, 2)
+	putOwnChannels(m, backend.Ref{ThreadID: "own-channels-2"}, 2)
 	turns("own-channels-2")
 	time.Sleep(200 * time.Millisecond)
 	if n := len(logs.warnings(t)); n != 2 {

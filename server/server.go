@@ -27,6 +27,7 @@ import (
 	"github.com/historyd/historyd/pagetoken"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // The channels a Server reads when Config.Store names none: LangGraph's
@@ -152,7 +153,7 @@ type Server struct {
 // for at most 5 seconds: a store that answers is reported SERVING from the
 // start; one that holds no checkpoint tables historyd can read, or refuses
 // it for good (no such database, a login refused), fails New with an error
-// wrapping store.ErrNotCheckpointStore, since serving it could never work;
+// wrapping backend.ErrNotCheckpointStore, since serving it could never work;
 // one that does not answer is logged and reported NOT_SERVING until a
 // later probe finds it answering, since a database may well come up after
 // historyd. A store that answers has its newest checkpoints sampled, and a
@@ -214,7 +215,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	err := s.st.Ping(pctx)
 	cancel()
 	switch {
-	case errors.Is(err, store.ErrNotCheckpointStore):
+	case errors.Is(err, backend.ErrNotCheckpointStore):
 		return nil, err
 	case err != nil:
 		log.Warn("store unreachable at start; serving NOT_SERVING until it answers", "err", err)

@@ -28,6 +28,7 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -77,12 +78,12 @@ func TestChannels(t *testing.T) {
 // anything is served.
 func TestStartupProbe(t *testing.T) {
 	mem := storetest.NewMemory()
-	mem.SetErr(fmt.Errorf("%w: no checkpoints table", store.ErrNotCheckpointStore))
-	if _, err := server.New(context.Background(), server.Config{Store: store.Config{Backend: mem}}); !errors.Is(err, store.ErrNotCheckpointStore) {
+	mem.SetErr(fmt.Errorf("%w: no checkpoints table", backend.ErrNotCheckpointStore))
+	if _, err := server.New(context.Background(), server.Config{Store: store.Config{Backend: mem}}); !errors.Is(err, backend.ErrNotCheckpointStore) {
 		t.Errorf("New over a store without tables = %v, want ErrNotCheckpointStore", err)
 	}
 
-	mem.SetErr(store.ErrUnavailable)
+	mem.SetErr(backend.ErrUnavailable)
 	var logs syncbuf.Buffer
 	srv := servertest.Start(t, server.Config{
 		Store:          store.Config{Backend: mem},
@@ -115,11 +116,11 @@ type stalling struct {
 	release chan struct{}
 }
 
-func (s *stalling) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (s *stalling) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	s.entered <- struct{}{}
 	select {
 	case <-ctx.Done():
-		return store.Census{}, ctx.Err()
+		return backend.Census{}, ctx.Err()
 	case <-s.release:
 		return s.Memory.List(ctx, ref, q, fn)
 	}
@@ -175,7 +176,7 @@ func TestShutdown(t *testing.T) {
 // and Shutdown still returns within its grace period.
 func TestShutdownWhateverTheStoreHolds(t *testing.T) {
 	mem := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "looped"}
+	ref := backend.Ref{ThreadID: "looped"}
 	storetest.Build(mem, ref, storetest.Demo[:1])
 	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: mem}})
 	client := historydv1.NewThreadHistoryClient(srv.Conn(t))
@@ -224,7 +225,7 @@ type ignoring struct {
 	release chan struct{}
 }
 
-func (s *ignoring) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (s *ignoring) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	if s.armed.Load() {
 		s.entered <- struct{}{}
 		<-s.release
@@ -237,7 +238,7 @@ func (s *ignoring) List(ctx context.Context, ref store.Ref, q store.Query, fn fu
 func TestShutdownBounded(t *testing.T) {
 	b := &ignoring{Memory: storetest.NewMemory(), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	defer close(b.release)
-	ref := store.Ref{ThreadID: "stuck"}
+	ref := backend.Ref{ThreadID: "stuck"}
 	storetest.Build(b.Memory, ref, storetest.Demo[:1])
 	// Counting on every refresh lists the thread in the call's own
 	// goroutine, where a stuck read holds the call.
@@ -280,7 +281,7 @@ func shutdownWithin(t *testing.T, srv *servertest.Server, grace time.Duration) t
 // statistics; with them off there is none.
 func TestMetricsHandler(t *testing.T) {
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "demo"}, storetest.Demo)
+	storetest.Build(mem, backend.Ref{ThreadID: "demo"}, storetest.Demo)
 	off := servertest.Start(t, server.Config{Store: store.Config{Backend: mem}})
 	if off.MetricsHandler() != nil {
 		t.Error("a metrics handler with metrics off")

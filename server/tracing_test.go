@@ -32,6 +32,7 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 	"github.com/historyd/historyd/tracing"
@@ -57,7 +58,7 @@ func threadHash(thread string) string {
 
 // writeTracedThread writes two turns of tracedThread with w.
 func writeTracedThread(w storetest.Writer) {
-	storetest.Build(w, store.Ref{ThreadID: tracedThread}, []storetest.Turn{
+	storetest.Build(w, backend.Ref{ThreadID: tracedThread}, []storetest.Turn{
 		{Question: "sketch the Severn", Writes: map[string]any{"area": 11420}},
 		{Question: "now the Thames", Writes: map[string]any{"area": 12935}},
 	})
@@ -312,15 +313,15 @@ func TestTracingRedactsFailedCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			mem := storetest.NewMemory()
-			ref := store.Ref{ThreadID: tracedThread}
+			ref := backend.Ref{ThreadID: tracedThread}
 			written := storetest.Build(mem, ref, []storetest.Turn{{Question: "q", Writes: map[string]any{"k": 1}}})
-			msgs, err := store.Values(t.Context(), mem, ref, "messages", []string{written[0].End})
+			msgs, err := backend.Values(t.Context(), mem, ref, "messages", []string{written[0].End})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The turn's last checkpoint holds a state no decoder reads
 			// (0xc1 is never used in msgpack).
-			mem.PutBlobs(ref, written[0].End+"-z", storetest.Base.Add(time.Hour), map[string]store.Blob{
+			mem.PutBlobs(ref, written[0].End+"-z", storetest.Base.Add(time.Hour), map[string]backend.Blob{
 				"messages": msgs[0], "tool_state": {Type: lgcodec.TypeMsgpack, Data: []byte{0xc1}},
 			})
 			srv := servertest.Start(t, server.Config{
@@ -393,7 +394,7 @@ func TestTracingOff(t *testing.T) {
 		t.Fatal("tracing on with no endpoint set")
 	}
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "t"}, []storetest.Turn{{Question: "q", Writes: map[string]any{"k": 1}}})
+	storetest.Build(mem, backend.Ref{ThreadID: "t"}, []storetest.Turn{{Question: "q", Writes: map[string]any{"k": 1}}})
 	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: mem}, TracerProvider: tr.TracerProvider()})
 	c := client.New(srv.Conn(t))
 	if snap, err := c.Snapshot(t.Context(), "t", 1); err != nil || snap.Outcome != client.Found {

@@ -14,6 +14,7 @@ import (
 	"github.com/historyd/historyd/auth"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 var threadHistoryName = historydv1.ThreadHistory_ServiceDesc.ServiceName
@@ -80,7 +81,7 @@ type isolation struct {
 // state channels as the deployment's, so that validation, the channel
 // included, answers a denied call as it would an allowed one.
 func newIsolation(log *slog.Logger, channels []string, watches *Watches) isolation {
-	empty := store.New(store.Config{Backend: store.Empty{}, StateChannels: channels, CacheThreads: -1})
+	empty := store.New(store.Config{Backend: backend.Empty{}, StateChannels: channels, CacheThreads: -1})
 	return isolation{unknownThreads: New(Config{Store: empty, Logger: log, Watches: watches})}
 }
 

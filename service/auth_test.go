@@ -20,7 +20,7 @@ import (
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -29,8 +29,8 @@ import (
 func twoTenants(t *testing.T) (*countingBackend, string) {
 	t.Helper()
 	m := storetest.NewMemory()
-	storetest.Build(m, store.Ref{ThreadID: "a/1"}, demoTurns)
-	storetest.Build(m, store.Ref{ThreadID: "b/1"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "a/1"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "b/1"}, demoTurns)
 	path := filepath.Join(t.TempDir(), "tokens.json")
 	authtest.WriteFile(t, path, authtest.TokenFile(t,
 		authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, Tokens: []string{"token-a"}},

@@ -12,6 +12,7 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -19,7 +20,7 @@ import (
 // unset; Decoded gives it what the client receives.
 func TestInterceptorsReadEntriesDecoded(t *testing.T) {
 	m := storetest.NewMemory()
-	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "demo"}, demoTurns)
 	type seen struct {
 		raw     *historydv1.StateEntry
 		decoded *historydv1.SnapshotResponse

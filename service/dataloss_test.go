@@ -21,7 +21,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -31,21 +31,21 @@ import (
 // and channel, like every other value that cannot be decoded; the other
 // turns are still served.
 func TestOverDeepValueIsDataLoss(t *testing.T) {
-	for name, blob := range map[string]store.Blob{
+	for name, blob := range map[string]backend.Blob{
 		"msgpack": {Type: lgcodec.TypeMsgpack, Data: append(bytes.Repeat([]byte{0x91}, lgcodec.DefaultMaxDepth+1), 0xc0)},
 		"json":    {Type: lgcodec.TypeJSON, Data: []byte(strings.Repeat("[", lgcodec.DefaultMaxDepth+1) + strings.Repeat("]", lgcodec.DefaultMaxDepth+1))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			mem := storetest.NewMemory()
-			ref := store.Ref{ThreadID: "deep"}
+			ref := backend.Ref{ThreadID: "deep"}
 			written := storetest.Build(mem, ref, demoTurns)
-			msgs, err := store.Values(t.Context(), mem, ref, "messages", []string{written[3].End})
+			msgs, err := backend.Values(t.Context(), mem, ref, "messages", []string{written[3].End})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Turn 4 ends on a checkpoint whose state is the deep value.
 			deep := written[3].End + "-z"
-			mem.PutBlobs(ref, deep, storetest.Base.Add(time.Hour), map[string]store.Blob{"messages": msgs[0], "tool_state": blob})
+			mem.PutBlobs(ref, deep, storetest.Base.Add(time.Hour), map[string]backend.Blob{"messages": msgs[0], "tool_state": blob})
 			c := startServer(t, mem)
 
 			_, err = c.Snapshot(t.Context(), &historydv1.SnapshotRequest{ThreadId: "deep", Turn: 4})

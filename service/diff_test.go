@@ -20,14 +20,14 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
 // stateThread writes one checkpoint per state, each opening a turn with
 // its question and holding that tool_state (key → entry).
-func stateThread(w storetest.Writer, ref store.Ref, states ...map[string]any) {
+func stateThread(w storetest.Writer, ref backend.Ref, states ...map[string]any) {
 	var msgs []any
 	parent := ""
 	for i, st := range states {
@@ -71,7 +71,7 @@ func shape(name string, n int) map[string]any {
 func TestDiff(t *testing.T) {
 	m := storetest.NewMemory()
 	entry := func(v any, seq int) map[string]any { return map[string]any{"value": v, "seq": seq} }
-	stateThread(m, store.Ref{ThreadID: "d"},
+	stateThread(m, backend.Ref{ThreadID: "d"},
 		map[string]any{"area": entry(11420.0, 1), "shape": entry(shape("Severn", 20), 2), "gone": entry("x", 3), "same": entry(true, 4)},
 		map[string]any{"area": entry(12935.0, 5), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "same": entry(true, 4)},
 		map[string]any{"area": entry(12935.0, 8), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "same": entry(true, 4)},
@@ -203,7 +203,7 @@ func asProtoValues(t *testing.T, resp *historydv1.DiffResponse) (n int) {
 func TestDiffValueFormats(t *testing.T) {
 	m := storetest.NewMemory()
 	entry := func(v any, seq int) map[string]any { return map[string]any{"value": v, "seq": seq} }
-	stateThread(m, store.Ref{ThreadID: "d"},
+	stateThread(m, backend.Ref{ThreadID: "d"},
 		map[string]any{"area": entry(11420.0, 1), "shape": entry(shape("Severn <&>", 20), 2), "gone": entry("x", 3), "odd": entry(map[string]any{"big": int64(1) << 60, "f": 0.1}, 4),
 			"ordered": entry(lgwrite.Map{{Key: "a", Value: 1.0}, {Key: "b", Value: 2.0}}, 9)},
 		map[string]any{"area": entry(12935.0, 5), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "odd": entry(map[string]any{"big": int64(1)<<60 + 1, "f": 1e-9}, 8),
@@ -248,7 +248,7 @@ func TestDiffValueFormats(t *testing.T) {
 
 func TestDiffRetention(t *testing.T) {
 	m := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "pruned"}
+	ref := backend.Ref{ThreadID: "pruned"}
 	written := storetest.Build(m, ref, demoTurns)
 	m.Delete(ref, written[0].IDs)
 	c := startServer(t, m)
@@ -312,7 +312,7 @@ func TestDiffIsolation(t *testing.T) {
 // both value formats.
 func TestDiffKeyOrder(t *testing.T) {
 	m := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "o"}
+	ref := backend.Ref{ThreadID: "o"}
 	var msgs []any
 	for i, v := range []lgwrite.Map{{{Key: "a", Value: 1.0}, {Key: "b", Value: 2.0}}, {{Key: "b", Value: 2.0}, {Key: "a", Value: 1.0}}} {
 		msgs = append(msgs, lgwrite.HumanMessage(fmt.Sprintf("q%d", i), "question"))
@@ -325,7 +325,7 @@ func TestDiffKeyOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.PutBlobs(ref, fmt.Sprintf("1f0e-00000%d", i), storetest.Base.Add(time.Duration(i)*time.Second),
-			map[string]store.Blob{"messages": {Type: lgcodec.TypeMsgpack, Data: mb}, "tool_state": {Type: lgcodec.TypeMsgpack, Data: sb}})
+			map[string]backend.Blob{"messages": {Type: lgcodec.TypeMsgpack, Data: mb}, "tool_state": {Type: lgcodec.TypeMsgpack, Data: sb}})
 	}
 	c := startServer(t, m)
 	for _, f := range []historydv1.ValueFormat{historydv1.ValueFormat_VALUE_FORMAT_PROTO, historydv1.ValueFormat_VALUE_FORMAT_JSON} {

@@ -38,7 +38,7 @@ func (s *Server) Snapshots(ctx context.Context, req *historydv1.SnapshotsRequest
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
 	ref := refOf(req.GetThreadId(), req.GetCheckpointNs(), req.GetHeadCheckpointId())
-	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, req.GetKeys(), encoderFor(req.GetValueFormat()))
+	h, turns, states, err := s.store.ReadEncoded(ctx, ref, req.GetChannel(), (*store.History).RetainedTurns, req.GetKeys(), encoderFor(req.GetValueFormat()))
 	if err != nil {
 		return nil, s.fail(ctx, "Snapshots", err)
 	}
@@ -113,7 +113,7 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 		err    error
 	)
 	if req.GetIncludeKeysWritten() {
-		h, kept, states, err = s.store.ReadEncoded(ctx, ref, req.GetChannel(), retainedTurns, nil, entryEncoder{})
+		h, kept, states, err = s.store.ReadEncoded(ctx, ref, req.GetChannel(), (*store.History).RetainedTurns, nil, entryEncoder{})
 	} else {
 		h, err = s.store.History(ctx, ref)
 	}
@@ -147,17 +147,6 @@ func (s *Server) Turns(ctx context.Context, req *historydv1.TurnsRequest) (*hist
 // server's store serves.
 func (s *Server) checkChannel(channel string) *FieldError {
 	return checkChannel(channel, s.store.StateChannels())
-}
-
-// retainedTurns picks every retained turn.
-func retainedTurns(h *store.History) []store.Turn {
-	var out []store.Turn
-	for _, t := range h.Turns {
-		if t.Retained {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 func retained(h *store.History) []int32 {

@@ -15,7 +15,7 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -80,7 +80,7 @@ var readingRPCs = map[string]func(ctx context.Context, c historydv1.ThreadHistor
 // the caller's field; and every answer names the head it was read on.
 func TestHeadCheckpointID(t *testing.T) {
 	m := storetest.NewMemory()
-	written := storetest.Build(m, store.Ref{ThreadID: "h"}, demoTurns)
+	written := storetest.Build(m, backend.Ref{ThreadID: "h"}, demoTurns)
 	newest := ""
 	for _, w := range written {
 		for _, id := range w.IDs {

@@ -15,7 +15,7 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -54,7 +54,7 @@ func TestRateLimitPerTenant(t *testing.T) {
 // passes.
 func TestResponseTooLarge(t *testing.T) {
 	m := storetest.NewMemory()
-	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "demo"}, demoTurns)
 	ctx := context.Background()
 	full, err := serveWith(t, m, service.Options{}).client(t).Snapshots(ctx, &historydv1.SnapshotsRequest{ThreadId: "demo"})
 	if err != nil {
@@ -85,7 +85,7 @@ func TestResponseTooLarge(t *testing.T) {
 // ResourceExhausted naming the limit; the turns before it were delivered.
 func TestStreamMessageTooLarge(t *testing.T) {
 	m := storetest.NewMemory()
-	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "demo"}, demoTurns)
 	ctx := context.Background()
 	all, err := readStream(ctx, serveWith(t, m, service.Options{}).client(t), &historydv1.StreamSnapshotsRequest{ThreadId: "demo"})
 	if err != nil {
@@ -122,16 +122,16 @@ func TestRequestTooLarge(t *testing.T) {
 // stallingBackend blocks listing checkpoints until the call's context ends
 // or release is closed.
 type stallingBackend struct {
-	store.Backend
+	backend.Backend
 	entered atomic.Int32
 	release chan struct{}
 }
 
-func (s *stallingBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (s *stallingBackend) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	s.entered.Add(1)
 	select {
 	case <-ctx.Done():
-		return store.Census{}, ctx.Err()
+		return backend.Census{}, ctx.Err()
 	case <-s.release:
 		return s.Backend.List(ctx, ref, q, fn)
 	}
@@ -214,11 +214,11 @@ func TestMaxConcurrentStreams(t *testing.T) {
 
 // panickingBackend panics on its first listing only.
 type panickingBackend struct {
-	store.Backend
+	backend.Backend
 	panicked atomic.Bool
 }
 
-func (p *panickingBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (p *panickingBackend) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	if !p.panicked.Swap(true) {
 		panic("backend bug")
 	}

@@ -20,7 +20,7 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -50,9 +50,9 @@ func TestRequestLogHidesThreadIDs(t *testing.T) {
 		mode  service.ThreadIDLogging
 		fails error
 	}{
-		{service.ThreadIDsHashed, store.ErrUnavailable},
+		{service.ThreadIDsHashed, backend.ErrUnavailable},
 		{service.ThreadIDsHashed, errors.New("driver bug")},
-		{service.ThreadIDsOmitted, store.ErrUnavailable},
+		{service.ThreadIDsOmitted, backend.ErrUnavailable},
 	} {
 		var buf syncBuffer
 		// At debug: the stream's failure, like the unary call's, is left
@@ -116,7 +116,7 @@ func TestOpenServicesLogAtDebug(t *testing.T) {
 	var buf syncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "demo"}, storetest.Demo)
+	storetest.Build(mem, backend.Ref{ThreadID: "demo"}, storetest.Demo)
 	srv := serveWith(t, mem, service.Options{Logger: log})
 	conn := srv.conn(t, nil)
 	ctx := context.Background()

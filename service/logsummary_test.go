@@ -13,7 +13,7 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -50,7 +50,7 @@ func TestUnavailableLoggedBySummary(t *testing.T) {
 	var buf syncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := storetest.NewMemory()
-	m.SetErr(fmt.Errorf("%w: connection refused", store.ErrUnavailable))
+	m.SetErr(fmt.Errorf("%w: connection refused", backend.ErrUnavailable))
 	const every = 300 * time.Millisecond
 	srv := serveWith(t, m, service.Options{Logger: log, FailureSummaryEvery: every})
 	c := srv.client(t)

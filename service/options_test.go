@@ -15,13 +15,14 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // served is historyd's server with options o, reachable in memory.
 type served struct{ *servertest.Server }
 
 // serveWith serves b with historyd's server and the service options o.
-func serveWith(t *testing.T, b store.Backend, o service.Options) served {
+func serveWith(t *testing.T, b backend.Backend, o service.Options) served {
 	t.Helper()
 	return served{servertest.Start(t, server.Config{Store: store.Config{Backend: b}, Service: o})}
 }
@@ -46,16 +47,16 @@ func withToken(ctx context.Context, token string) context.Context {
 
 // countingBackend records which threads the store was asked about.
 type countingBackend struct {
-	store.Backend
+	backend.Backend
 	mu   sync.Mutex
 	asks map[string]int
 }
 
-func newCounting(b store.Backend) *countingBackend {
+func newCounting(b backend.Backend) *countingBackend {
 	return &countingBackend{Backend: b, asks: map[string]int{}}
 }
 
-func (c *countingBackend) note(ref store.Ref) {
+func (c *countingBackend) note(ref backend.Ref) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.asks[ref.ThreadID]++
@@ -67,12 +68,12 @@ func (c *countingBackend) asked(thread string) int {
 	return c.asks[thread]
 }
 
-func (c *countingBackend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (c *countingBackend) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	c.note(ref)
 	return c.Backend.List(ctx, ref, q, fn)
 }
 
-func (c *countingBackend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+func (c *countingBackend) EachValue(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(int, backend.Blob) error) error {
 	c.note(ref)
 	return c.Backend.EachValue(ctx, ref, channel, ids, fn)
 }

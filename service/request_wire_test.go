@@ -27,6 +27,7 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -116,7 +117,7 @@ func timestampBytes(seconds, nanos uint64) []byte {
 // turn 1, and turn 1's state served; 2^63 would be turn 0).
 func TestIntegersPastTheirTypeOnTheWire(t *testing.T) {
 	m := storetest.NewMemory()
-	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "demo"}, demoTurns)
 	conn := serveWith(t, m, service.Options{}).conn(t, nil)
 	ctx := context.Background()
 	const (

@@ -16,6 +16,7 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/pagetoken"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Config configures a Server.
@@ -61,7 +62,7 @@ func New(cfg Config) *Server {
 	if s.watches == nil {
 		s.watches = NewWatches(WatchConfig{})
 	}
-	s.pollers = &pollers{st: s.store, w: s.watches, by: map[store.Ref]*poller{}}
+	s.pollers = &pollers{st: s.store, w: s.watches, by: map[backend.Ref]*poller{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

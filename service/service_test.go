@@ -21,12 +21,13 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
 // startServer serves b with historyd's server (server.New, every default)
 // in memory and returns a client connected to it.
-func startServer(t *testing.T, b store.Backend) historydv1.ThreadHistoryClient {
+func startServer(t *testing.T, b backend.Backend) historydv1.ThreadHistoryClient {
 	t.Helper()
 	return servertest.Start(t, server.Config{Store: store.Config{Backend: b}}).Client(t)
 }
@@ -40,7 +41,7 @@ var demoTurns = []storetest.Turn{
 
 func TestSnapshots(t *testing.T) {
 	m := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "demo"}
+	ref := backend.Ref{ThreadID: "demo"}
 	storetest.Build(m, ref, demoTurns)
 	c := startServer(t, m)
 	ctx := context.Background()
@@ -93,7 +94,7 @@ func keys[V any](m map[string]V) []string {
 
 func TestSnapshotOutcomes(t *testing.T) {
 	m := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "pruned"}
+	ref := backend.Ref{ThreadID: "pruned"}
 	written := storetest.Build(m, ref, demoTurns)
 	gone := map[string]bool{}
 	for _, w := range written[:2] {
@@ -142,7 +143,7 @@ func TestSnapshotOutcomes(t *testing.T) {
 
 func TestTurns(t *testing.T) {
 	m := storetest.NewMemory()
-	written := storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
+	written := storetest.Build(m, backend.Ref{ThreadID: "demo"}, demoTurns)
 	c := startServer(t, m)
 	resp, err := c.Turns(context.Background(), &historydv1.TurnsRequest{ThreadId: "demo", IncludeKeysWritten: true})
 	if err != nil {
@@ -238,7 +239,7 @@ func TestInvalidRequests(t *testing.T) {
 
 func TestStoreDown(t *testing.T) {
 	m := storetest.NewMemory()
-	m.SetErr(store.ErrUnavailable)
+	m.SetErr(backend.ErrUnavailable)
 	c := startServer(t, m)
 	_, err := c.Snapshot(context.Background(), &historydv1.SnapshotRequest{ThreadId: "t", Turn: 1})
 	if status.Code(err) != codes.Unavailable {
@@ -280,7 +281,7 @@ func TestHealthAndReflection(t *testing.T) {
 
 func TestStreamSnapshots(t *testing.T) {
 	m := storetest.NewMemory()
-	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "demo"}, demoTurns)
 	c := startServer(t, m)
 	ctx := context.Background()
 	read := func(req *historydv1.StreamSnapshotsRequest) ([]*historydv1.StreamSnapshotsResponse, error) {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
@@ -94,18 +95,18 @@ var statusRules = []statusRule{
 	// over an empty store, where no id is held).
 	{code: codes.InvalidArgument, match: is(store.ErrUnknownHead), field: "head_checkpoint_id", message: MessageUnknownHead},
 	// Where the store kept the call waiting, and anywhere else.
-	{code: codes.DeadlineExceeded, match: both(is(context.DeadlineExceeded), is(store.ErrNoAnswer)), message: MessageStoreTimeout},
+	{code: codes.DeadlineExceeded, match: both(is(context.DeadlineExceeded), is(backend.ErrNoAnswer)), message: MessageStoreTimeout},
 	{code: codes.DeadlineExceeded, match: is(context.DeadlineExceeded), message: MessageDeadline},
 	{code: codes.Canceled, match: is(context.Canceled), message: "call cancelled"},
 	// While the store is down every call fails so.
-	{code: codes.Unavailable, match: is(store.ErrUnavailable), message: MessageUnavailable, log: level(slog.LevelWarn), summarise: true},
+	{code: codes.Unavailable, match: is(backend.ErrUnavailable), message: MessageUnavailable, log: level(slog.LevelWarn), summarise: true},
 	// The thread changed twice while it was read; a retry reads it afresh.
 	{code: codes.Unavailable, match: is(store.ErrStale), message: "thread changed while it was read; retry"},
-	{code: codes.FailedPrecondition, match: is(store.ErrNotCheckpointStore), message: MessageMisconfigured, log: level(slog.LevelError)},
-	{code: codes.FailedPrecondition, match: is(store.ErrUnorderedPrefixes), message: MessageUnorderedPrefixes, log: level(slog.LevelWarn)},
+	{code: codes.FailedPrecondition, match: is(backend.ErrNotCheckpointStore), message: MessageMisconfigured, log: level(slog.LevelError)},
+	{code: codes.FailedPrecondition, match: is(backend.ErrUnorderedPrefixes), message: MessageUnorderedPrefixes, log: level(slog.LevelWarn)},
 	// Storage that reports its own files damaged: the caller reads which
 	// file it is to historyd, the log where it is and the driver's words.
-	{code: codes.DataLoss, match: as[*store.CorruptError](), describe: damaged, log: level(slog.LevelError)},
+	{code: codes.DataLoss, match: as[*backend.CorruptError](), describe: damaged, log: level(slog.LevelError)},
 	// A value historyd will not decode (pickle, encrypted, delta channels) is
 	// a deployment choice, not damage. The message names the caller's own
 	// thread, checkpoint and channel, and the format: nothing of the
@@ -130,7 +131,7 @@ var statusRules = []statusRule{
 
 // damaged is DATA_LOSS's message for storage that reports itself damaged.
 func damaged(err error) string {
-	var ce *store.CorruptError
+	var ce *backend.CorruptError
 	errors.As(err, &ce)
 	return "checkpoint store damaged: " + ce.Role + " reports itself malformed and must be restored; the server logged the cause"
 }

@@ -13,11 +13,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
 func TestToStatus(t *testing.T) {
-	where := store.Ref{ThreadID: "t1"}
+	where := backend.Ref{ThreadID: "t1"}
 	tests := []struct {
 		name string
 		err  error
@@ -27,13 +28,13 @@ func TestToStatus(t *testing.T) {
 		{"field", &FieldError{"thread_id", "is required"}, codes.InvalidArgument},
 		{"deadline", fmt.Errorf("list: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
 		{"canceled", fmt.Errorf("list: %w", context.Canceled), codes.Canceled},
-		{"unavailable", fmt.Errorf("list: %w", store.ErrUnavailable), codes.Unavailable},
-		{"no tables", fmt.Errorf("ping: %w", store.ErrNotCheckpointStore), codes.FailedPrecondition},
-		{"prefixes no index ranges over", fmt.Errorf("list threads: %w", store.ErrUnorderedPrefixes), codes.FailedPrecondition},
+		{"unavailable", fmt.Errorf("list: %w", backend.ErrUnavailable), codes.Unavailable},
+		{"no tables", fmt.Errorf("ping: %w", backend.ErrNotCheckpointStore), codes.FailedPrecondition},
+		{"prefixes no index ranges over", fmt.Errorf("list threads: %w", backend.ErrUnorderedPrefixes), codes.FailedPrecondition},
 		{"malformed", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.MalformedError{Reason: "truncated"}}, codes.DataLoss},
-		{"damaged storage", fmt.Errorf("list: %w", &store.CorruptError{Role: "the SQLite checkpoint database", Err: errors.New("database disk image is malformed")}), codes.DataLoss},
-		{"damaged PostgreSQL table", fmt.Errorf("list: %w", &store.CorruptError{Role: "the PostgreSQL checkpoint database", Err: errors.New("postgres: invalid page in block 7 of relation base/16384/24601 (SQLSTATE XX001)")}), codes.DataLoss},
-		{"damaged PostgreSQL index", fmt.Errorf("list: %w", &store.CorruptError{Role: "an index of the PostgreSQL checkpoint tables", Err: errors.New("postgres: index \"checkpoints_pkey\" contains unexpected zero page at block 3 (SQLSTATE XX002)")}), codes.DataLoss},
+		{"damaged storage", fmt.Errorf("list: %w", &backend.CorruptError{Role: "the SQLite checkpoint database", Err: errors.New("database disk image is malformed")}), codes.DataLoss},
+		{"damaged PostgreSQL table", fmt.Errorf("list: %w", &backend.CorruptError{Role: "the PostgreSQL checkpoint database", Err: errors.New("postgres: invalid page in block 7 of relation base/16384/24601 (SQLSTATE XX001)")}), codes.DataLoss},
+		{"damaged PostgreSQL index", fmt.Errorf("list: %w", &backend.CorruptError{Role: "an index of the PostgreSQL checkpoint tables", Err: errors.New("postgres: index \"checkpoints_pkey\" contains unexpected zero page at block 3 (SQLSTATE XX002)")}), codes.DataLoss},
 		{"unsupported", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.UnsupportedError{Format: "pickle"}}, codes.FailedPrecondition},
 		{"size limit", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxBytes"}}, codes.ResourceExhausted},
 		{"too deep", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxDepth"}}, codes.DataLoss},
@@ -83,7 +84,7 @@ func TestForeignValueNamesCheckpoint(t *testing.T) {
 }
 
 func TestDecodeErrorNamesWhere(t *testing.T) {
-	err := &store.DecodeError{Ref: store.Ref{ThreadID: "t1"}, CheckpointID: "1f0c-0003", Channel: "tool_state", Err: &lgcodec.MalformedError{Reason: "truncated"}}
+	err := &store.DecodeError{Ref: backend.Ref{ThreadID: "t1"}, CheckpointID: "1f0c-0003", Channel: "tool_state", Err: &lgcodec.MalformedError{Reason: "truncated"}}
 	msg := toStatus(err).Message()
 	for _, want := range []string{`"t1"`, "1f0c-0003", `"tool_state"`} {
 		if !strings.Contains(msg, want) {
@@ -101,9 +102,9 @@ func TestCycleErrorNamesWhere(t *testing.T) {
 		err  *store.CycleError
 		want string
 	}{
-		{&store.CycleError{Ref: store.Ref{ThreadID: "t1"}, Checkpoints: []string{"1f0c-0003"}},
+		{&store.CycleError{Ref: backend.Ref{ThreadID: "t1"}, Checkpoints: []string{"1f0c-0003"}},
 			`thread "t1": stored parent links loop: checkpoint 1f0c-0003 → 1f0c-0003, each the parent of the one before`},
-		{&store.CycleError{Ref: store.Ref{ThreadID: "t1", Namespace: "sub"}, Checkpoints: loop},
+		{&store.CycleError{Ref: backend.Ref{ThreadID: "t1", Namespace: "sub"}, Checkpoints: loop},
 			`thread "t1" namespace "sub": stored parent links loop: checkpoint 1f0c-0000 → 1f0c-0001 → 1f0c-0002 → 1f0c-0003 → 1f0c-0004 → 1f0c-0005 → 1f0c-0006 → 1f0c-0007 → … (12 checkpoints in all) → 1f0c-0000, each the parent of the one before`},
 	} {
 		if st := toStatus(tt.err); st.Code() != codes.DataLoss || st.Message() != tt.want {
@@ -122,17 +123,17 @@ func TestStatusHidesTheDatabase(t *testing.T) {
 		code codes.Code
 		log  string
 	}{
-		{fmt.Errorf("list: %w: %s", store.ErrUnavailable, secret), codes.Unavailable, "WARN"},
-		{fmt.Errorf("%w: role \"app_role\" may not SELECT from \"app_schema\".\"checkpoints\"", store.ErrNotCheckpointStore), codes.FailedPrecondition, "ERROR"},
+		{fmt.Errorf("list: %w: %s", backend.ErrUnavailable, secret), codes.Unavailable, "WARN"},
+		{fmt.Errorf("%w: role \"app_role\" may not SELECT from \"app_schema\".\"checkpoints\"", backend.ErrNotCheckpointStore), codes.FailedPrecondition, "ERROR"},
 		{errors.New("postgres: " + secret), codes.Internal, "ERROR"},
 		// The table and its collation are the operator's to read.
-		{fmt.Errorf("list threads: %w: in \"app_schema\".\"checkpoints\" of %s", store.ErrUnorderedPrefixes, secret), codes.FailedPrecondition, "WARN"},
+		{fmt.Errorf("list threads: %w: in \"app_schema\".\"checkpoints\" of %s", backend.ErrUnorderedPrefixes, secret), codes.FailedPrecondition, "WARN"},
 		{fmt.Errorf("%s: %w", secret, context.DeadlineExceeded), codes.DeadlineExceeded, ""},
 		{fmt.Errorf("%s: %w", secret, context.Canceled), codes.Canceled, ""},
 		{fmt.Errorf("%s: %w", secret, store.ErrStale), codes.Unavailable, ""},
-		{fmt.Errorf("list: %w", &store.CorruptError{Role: "the SQLite checkpoint database", Err: errors.New("sqlite: /srv/app_db/checkpoints\".db: " + secret)}), codes.DataLoss, "ERROR"},
-		{fmt.Errorf("list: %w", &store.CorruptError{Role: "the PostgreSQL checkpoint database", Err: errors.New("postgres: invalid page in block 7 of relation base/16384/24601 of app_db at " + secret + " (SQLSTATE XX001)")}), codes.DataLoss, "ERROR"},
-		{fmt.Errorf("list: %w", &store.CorruptError{Role: "an index of the PostgreSQL checkpoint tables", Err: errors.New("postgres: index \"app_schema\".\"checkpoints_pkey\" of " + secret + " contains unexpected zero page (SQLSTATE XX002)")}), codes.DataLoss, "ERROR"},
+		{fmt.Errorf("list: %w", &backend.CorruptError{Role: "the SQLite checkpoint database", Err: errors.New("sqlite: /srv/app_db/checkpoints\".db: " + secret)}), codes.DataLoss, "ERROR"},
+		{fmt.Errorf("list: %w", &backend.CorruptError{Role: "the PostgreSQL checkpoint database", Err: errors.New("postgres: invalid page in block 7 of relation base/16384/24601 of app_db at " + secret + " (SQLSTATE XX001)")}), codes.DataLoss, "ERROR"},
+		{fmt.Errorf("list: %w", &backend.CorruptError{Role: "an index of the PostgreSQL checkpoint tables", Err: errors.New("postgres: index \"app_schema\".\"checkpoints_pkey\" of " + secret + " contains unexpected zero page (SQLSTATE XX002)")}), codes.DataLoss, "ERROR"},
 	} {
 		st := toStatus(tt.err)
 		if st.Code() != tt.code {

@@ -6,6 +6,7 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // streamBatch is how many turns' state one store read fetches while
@@ -62,7 +63,7 @@ func (s *Server) StreamSnapshots(req *historydv1.StreamSnapshotsRequest, stream 
 // no longer on its lineage), the batch is read on head's lineage, so that
 // a stream never goes on with another branch's turns under the same
 // numbers. A head deleted since is read as the thread is.
-func (s *Server) streamBatch(ctx context.Context, ref store.Ref, head string, req *historydv1.StreamSnapshotsRequest, batch []store.Turn) ([]store.Turn, []store.EncodedState, error) {
+func (s *Server) streamBatch(ctx context.Context, ref backend.Ref, head string, req *historydv1.StreamSnapshotsRequest, batch []store.Turn) ([]store.Turn, []store.EncodedState, error) {
 	want := map[int]bool{}
 	for _, t := range batch {
 		want[t.N] = true

@@ -23,6 +23,7 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -98,7 +99,7 @@ func TestReloadReauthorizesStreams(t *testing.T) {
 	m := storetest.NewMemory()
 	runs := map[string]*runThread{}
 	for _, id := range []string{"a/1", "a/2", "b/1", "c/1"} {
-		r := &runThread{w: m, ref: store.Ref{ThreadID: id}}
+		r := &runThread{w: m, ref: backend.Ref{ThreadID: id}}
 		r.put("input", "__start__")
 		r.begin(1)
 		r.end(1, 1.0)
@@ -196,19 +197,19 @@ func TestReloadReauthorizesStreams(t *testing.T) {
 // until release is closed or the call's context ends, so that a stream
 // of it can be caught in flight.
 type blockingValues struct {
-	store.Backend
+	backend.Backend
 	block   atomic.Bool
 	release chan struct{}
 	blocked chan struct{}
 }
 
-func (b *blockingValues) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (b *blockingValues) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	if ref.ThreadID == "a/2" && b.block.Load() {
 		b.signal()
 		select {
 		case <-b.release:
 		case <-ctx.Done():
-			return store.Census{}, ctx.Err()
+			return backend.Census{}, ctx.Err()
 		}
 	}
 	return b.Backend.List(ctx, ref, q, fn)
@@ -235,7 +236,7 @@ func (b *blockingValues) waitBlocked(t *testing.T) {
 func TestReloadRevokesClientCertificateStreams(t *testing.T) {
 	ca, stls := mutualTLS(t)
 	m := storetest.NewMemory()
-	storetest.Build(m, store.Ref{ThreadID: "a/1"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "a/1"}, demoTurns)
 	path := filepath.Join(t.TempDir(), "tokens.json")
 	authtest.WriteFile(t, path, authtest.TokenFile(t, authtest.Tenant{Name: "a", Prefixes: []string{"a/"}, ClientCerts: []string{"cn:agent-a"}}))
 	a := newAuth(t, path)
@@ -257,7 +258,7 @@ func TestReloadRevokesClientCertificateStreams(t *testing.T) {
 // trailer; unary calls are not affected.
 func TestStreamMaxAge(t *testing.T) {
 	m := storetest.NewMemory()
-	storetest.Build(m, store.Ref{ThreadID: "t"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "t"}, demoTurns)
 	const age = 300 * time.Millisecond
 	s := watchServer(t, m, service.WatchConfig{}, service.Options{StreamMaxAge: age})
 	c := s.Client(t)
@@ -299,7 +300,7 @@ func TestResumeTrailerIsTheClients(t *testing.T) {
 // answer.
 func TestWatchDeadlineNotBlamedOnStore(t *testing.T) {
 	m := storetest.NewMemory()
-	storetest.Build(m, store.Ref{ThreadID: "t"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "t"}, demoTurns)
 	var buf syncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	// The deadline is set on the server's side, right before the handler,

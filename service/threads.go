@@ -17,6 +17,7 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/pagetoken"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Limits of Threads requests.
@@ -107,7 +108,7 @@ func (s *Server) Threads(ctx context.Context, req *historydv1.ThreadsRequest) (*
 func listedPrefixes(ctx context.Context, asked string) ([]string, bool) {
 	t, ok := auth.TenantFromContext(ctx)
 	if !ok || t.AllThreads {
-		return store.NormalizePrefixes([]string{asked}), true
+		return backend.NormalizePrefixes([]string{asked}), true
 	}
 	var out []string
 	for _, p := range t.ThreadPrefixes {
@@ -118,7 +119,7 @@ func listedPrefixes(ctx context.Context, asked string) ([]string, bool) {
 			out = append(out, p)
 		}
 	}
-	out = store.NormalizePrefixes(out)
+	out = backend.NormalizePrefixes(out)
 	return out, len(out) > 0
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -57,9 +58,9 @@ func listAll(t *testing.T, ctx context.Context, c historydv1.ThreadHistoryClient
 func TestThreads(t *testing.T) {
 	m := storetest.NewMemory()
 	for i := range 25 {
-		storetest.PutThread(m, store.Ref{ThreadID: fmt.Sprintf("t/%02d", i)}, storetest.Base.Add(time.Duration(i)*time.Minute), 1+i%4)
+		storetest.PutThread(m, backend.Ref{ThreadID: fmt.Sprintf("t/%02d", i)}, storetest.Base.Add(time.Duration(i)*time.Minute), 1+i%4)
 	}
-	storetest.Build(m, store.Ref{ThreadID: "demo"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "demo"}, demoTurns)
 	c := startServer(t, m)
 	ctx := context.Background()
 
@@ -152,12 +153,12 @@ func TestThreadsValidation(t *testing.T) {
 
 // recordingBackend records the prefixes every thread walk was asked for.
 type recordingBackend struct {
-	store.Backend
+	backend.Backend
 	mu    sync.Mutex
 	walks [][]string
 }
 
-func (r *recordingBackend) Threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
+func (r *recordingBackend) Threads(ctx context.Context, q backend.ThreadQuery, fn func(backend.ThreadRow) error) (backend.ThreadWalk, error) {
 	r.mu.Lock()
 	r.walks = append(r.walks, slices.Clone(q.Prefixes))
 	r.mu.Unlock()
@@ -170,7 +171,7 @@ func (r *recordingBackend) Threads(ctx context.Context, q store.ThreadQuery, fn 
 func TestThreadsTenants(t *testing.T) {
 	m := storetest.NewMemory()
 	for _, id := range []string{"a/1", "a/2", "a/x/1", "ab/1", "b/1", "c/1"} {
-		storetest.PutThread(m, store.Ref{ThreadID: id}, storetest.Base, 1)
+		storetest.PutThread(m, backend.Ref{ThreadID: id}, storetest.Base, 1)
 	}
 	rec := &recordingBackend{Backend: m}
 	path := filepath.Join(t.TempDir(), "tokens.json")
@@ -237,7 +238,7 @@ func TestThreadsTenants(t *testing.T) {
 func TestThreadsTooManyToSort(t *testing.T) {
 	m := storetest.NewMemory()
 	for i := range store.MaxThreadsSorted + 1 {
-		m.PutBlobs(store.Ref{ThreadID: fmt.Sprintf("t/%05d", i)}, fmt.Sprintf("c%d", i), storetest.Base, nil)
+		m.PutBlobs(backend.Ref{ThreadID: fmt.Sprintf("t/%05d", i)}, fmt.Sprintf("c%d", i), storetest.Base, nil)
 	}
 	c := startServer(t, m)
 	ctx := context.Background()
@@ -260,7 +261,7 @@ func TestThreadsTooManyToSort(t *testing.T) {
 func TestThreadsPageTokens(t *testing.T) {
 	m := storetest.NewMemory()
 	for _, id := range []string{"a/1", "a/2", "b/1", "s/1", "s/2", "s/3"} {
-		storetest.PutThread(m, store.Ref{ThreadID: id}, storetest.Base, 1)
+		storetest.PutThread(m, backend.Ref{ThreadID: id}, storetest.Base, 1)
 	}
 	path := filepath.Join(t.TempDir(), "tokens.json")
 	authtest.WriteFile(t, path, authtest.TokenFile(t,
@@ -366,14 +367,14 @@ func TestThreadsPageTokens(t *testing.T) {
 // failingList fails List of one thread with err; every other read passes
 // through.
 type failingList struct {
-	store.Backend
+	backend.Backend
 	thread string
 	err    error
 }
 
-func (f failingList) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (f failingList) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	if ref.ThreadID == f.thread {
-		return store.Census{}, f.err
+		return backend.Census{}, f.err
 	}
 	return f.Backend.List(ctx, ref, q, fn)
 }
@@ -385,10 +386,10 @@ func (f failingList) List(ctx context.Context, ref store.Ref, q store.Query, fn 
 func TestThreadsReportsEachThreadsError(t *testing.T) {
 	m := storetest.NewMemory()
 	for _, id := range []string{"acme/1", "acme/3"} {
-		storetest.PutThread(m, store.Ref{ThreadID: id}, storetest.Base, 2)
+		storetest.PutThread(m, backend.Ref{ThreadID: id}, storetest.Base, 2)
 	}
-	bad := store.Ref{ThreadID: "acme/../acme-evil/t2"}
-	m.PutBlobs(bad, "1f0d-000000", storetest.Base, map[string]store.Blob{"messages": {Type: "json", Data: []byte(`[{"not": "a message"`)}})
+	bad := backend.Ref{ThreadID: "acme/../acme-evil/t2"}
+	m.PutBlobs(bad, "1f0d-000000", storetest.Base, map[string]backend.Blob{"messages": {Type: "json", Data: []byte(`[{"not": "a message"`)}})
 	var buf syncBuffer
 	log := service.RedactThreadIDs(slog.New(slog.NewJSONHandler(&buf, nil)))
 	salt := []byte("test salt")
@@ -424,7 +425,7 @@ func TestThreadsReportsEachThreadsError(t *testing.T) {
 
 	// A store that fails for a listed thread fails the page, since the
 	// next one would fail as well.
-	down := serveWith(t, failingList{Backend: m, thread: "acme/3", err: store.ErrUnavailable}, service.Options{Logger: log, ThreadIDSalt: salt}).client(t)
+	down := serveWith(t, failingList{Backend: m, thread: "acme/3", err: backend.ErrUnavailable}, service.Options{Logger: log, ThreadIDSalt: salt}).client(t)
 	if _, err := down.Threads(ctx, &historydv1.ThreadsRequest{IncludeTurns: true}); status.Code(err) != codes.Unavailable {
 		t.Errorf("store unavailable for one listed thread: %v, want UNAVAILABLE", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Request limits. They keep one request's cost bounded and every value safe
@@ -67,9 +67,9 @@ func checkHead(head string) *FieldError {
 	return checkText("head_checkpoint_id", head, MaxCheckpointIDBytes, false)
 }
 
-// refOf is the store.Ref a reading request names.
-func refOf(threadID, ns, head string) store.Ref {
-	return store.Ref{ThreadID: threadID, Namespace: ns, Head: head}
+// refOf is the backend.Ref a reading request names.
+func refOf(threadID, ns, head string) backend.Ref {
+	return backend.Ref{ThreadID: threadID, Namespace: ns, Head: head}
 }
 
 func checkKeys(keys []string) *FieldError {

@@ -14,6 +14,7 @@ import (
 	"github.com/historyd/historyd/auth"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Defaults of WatchConfig.
@@ -127,7 +128,7 @@ type pollers struct {
 	st *store.Store
 	w  *Watches
 	mu sync.Mutex
-	by map[store.Ref]*poller
+	by map[backend.Ref]*poller
 }
 
 // poller reads one thread's history every interval (longer while nothing
@@ -135,7 +136,7 @@ type pollers struct {
 // changed. Watchers read what changed themselves: the poller only signals.
 type poller struct {
 	ps     *pollers
-	ref    store.Ref
+	ref    backend.Ref
 	cancel context.CancelFunc
 	// Guarded by ps.mu.
 	subs map[chan struct{}]bool
@@ -153,7 +154,7 @@ type poller struct {
 // changed, and once at the start; after retry, also after the poller's
 // next successful read. unsubscribe stops the poller with its last
 // watcher.
-func (ps *pollers) subscribe(ref store.Ref) (ch chan struct{}, failed func() error, retry func(), unsubscribe func()) {
+func (ps *pollers) subscribe(ref backend.Ref) (ch chan struct{}, failed func() error, retry func(), unsubscribe func()) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	p, ok := ps.by[ref]
@@ -208,7 +209,7 @@ func (p *poller) notify(retriesOnly bool) {
 
 // transient reports whether an error of a store read may clear by itself.
 func transient(err error) bool {
-	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrStale) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, backend.ErrUnavailable) || errors.Is(err, store.ErrStale) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func (p *poller) run(ctx context.Context) {
@@ -341,7 +342,7 @@ func (s *Server) WatchTurns(req *historydv1.WatchTurnsRequest, stream historydv1
 type watcher struct {
 	s      *Server
 	req    *historydv1.WatchTurnsRequest
-	ref    store.Ref
+	ref    backend.Ref
 	stream historydv1.ThreadHistory_WatchTurnsServer
 	// sent maps each turn sent to the end it was sent with: an end that
 	// moves to a checkpoint with the same state (the next run's input
@@ -366,36 +367,6 @@ type sentTurn struct {
 	state string
 	// end is its last checkpoint.
 	end string
-}
-
-// ended reports whether turn t has ended: its last checkpoint is at rest,
-// or was made between runs after the turn's own (the next input, an
-// update_state: no run of the turn goes on), or a question came after it
-// (and after those asked with it). turnOf gives the turn of each listed
-// checkpoint.
-//
-// A checkpoint made between runs that asks the turn's question itself (an
-// update_state adding it, followed by invoke(None); an input whose
-// messages already hold it) is where the turn starts, not where it ends:
-// the run that answers it is still to come. Taken for an end, a poll that
-// lands just after it would send the turn with the state before its run,
-// and again once the run is done.
-func ended(h *store.History, t store.Turn, turnOf map[string]int) bool {
-	last := t.N
-	for _, n := range t.AnsweredWith {
-		last = max(last, n)
-	}
-	if last < h.Total || t.End.Rest == store.AtRest {
-		return true
-	}
-	if !t.End.Between {
-		return false
-	}
-	// A parent that is not listed (pruned) leaves the question open: the
-	// checkpoint is taken for an end, as before it was known.
-	parentTurn, listed := turnOf[t.End.Parent]
-	asks := t.End.Parent == "" || (listed && parentTurn < t.N)
-	return !asks
 }
 
 // send reads and sends what is new: history_rewound if the thread's
@@ -444,7 +415,7 @@ func (w *watcher) send(ctx context.Context) error {
 		}
 		for _, t := range h.Turns {
 			st, done := sent[t.N]
-			if t.N > after && t.Retained && ended(h, t, turnOf) && (!done || st.state != t.End.State(w.channel)) {
+			if t.N > after && t.Retained && h.Ended(t, turnOf) && (!done || st.state != t.End.State(w.channel)) {
 				out = append(out, t)
 				isCheckpoint = append(isCheckpoint, false)
 			}

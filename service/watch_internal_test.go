@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -13,7 +14,7 @@ import (
 // no change; a new checkpoint or a deleted one is.
 func TestSameHistory(t *testing.T) {
 	mem := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "t"}
+	ref := backend.Ref{ThreadID: "t"}
 	b := storetest.NewBuilder(mem, ref)
 	w := b.Turn(storetest.Demo[0])
 	uncached := store.New(store.Config{Backend: mem, CacheBytes: -1})
@@ -45,7 +46,7 @@ func TestSameHistory(t *testing.T) {
 // adding a question does) has not ended: its run is still to come. Once a
 // later question is asked, it has.
 func TestNotEndedAtItsOwnQuestion(t *testing.T) {
-	ended := func(mem *storetest.Memory, ref store.Ref, n int) bool {
+	ended := func(mem *storetest.Memory, ref backend.Ref, n int) bool {
 		t.Helper()
 		h, err := store.New(store.Config{Backend: mem, CacheBytes: -1}).History(context.Background(), ref)
 		if err != nil {
@@ -58,10 +59,10 @@ func TestNotEndedAtItsOwnQuestion(t *testing.T) {
 		if h.Total < n || !h.Turns[n-1].Retained {
 			t.Fatalf("turn %d not retained: %+v", n, h.Turns)
 		}
-		return ended(h, h.Turns[n-1], turnOf)
+		return h.Ended(h.Turns[n-1], turnOf)
 	}
 	mem := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "asked"}
+	ref := backend.Ref{ThreadID: "asked"}
 	b := storetest.NewBuilder(mem, ref)
 	w := b.Turn(storetest.Demo[0])
 	mem.Delete(ref, w.IDs[1:]) // what a poll between the turn's first two writes sees

@@ -23,6 +23,7 @@ import (
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -32,7 +33,7 @@ import (
 // turn's tool_state.
 type runThread struct {
 	w      storetest.Writer
-	ref    store.Ref
+	ref    backend.Ref
 	step   int
 	parent string
 	msgs   []any
@@ -128,7 +129,7 @@ func (e events) quiet(t *testing.T, d time.Duration) {
 	}
 }
 
-func watchServer(t *testing.T, b store.Backend, cfg service.WatchConfig, o service.Options) *servertest.Server {
+func watchServer(t *testing.T, b backend.Backend, cfg service.WatchConfig, o service.Options) *servertest.Server {
 	t.Helper()
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 10 * time.Millisecond
@@ -138,7 +139,7 @@ func watchServer(t *testing.T, b store.Backend, cfg service.WatchConfig, o servi
 
 func TestWatchTurns(t *testing.T) {
 	m := storetest.NewMemory()
-	r := &runThread{w: m, ref: store.Ref{ThreadID: "w"}}
+	r := &runThread{w: m, ref: backend.Ref{ThreadID: "w"}}
 	r.put("input", "__start__")
 	r.begin(1)
 	end1 := r.end(1, 1.0)
@@ -209,7 +210,7 @@ func TestWatchTurns(t *testing.T) {
 // branch's turn 2 as it ends; every message names the head it was read on.
 func TestWatchTurnsRewound(t *testing.T) {
 	m := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "fork"}
+	ref := backend.Ref{ThreadID: "fork"}
 	r := &runThread{w: m, ref: ref}
 	r.put("input", "__start__")
 	r.begin(1)
@@ -260,7 +261,7 @@ func TestWatchTurnsRewound(t *testing.T) {
 // when the next question is asked.
 func TestWatchTurnsWithoutUpdatedChannels(t *testing.T) {
 	m := storetest.NewMemory()
-	r := &runThread{w: m, ref: store.Ref{ThreadID: "js"}, noUpdated: true}
+	r := &runThread{w: m, ref: backend.Ref{ThreadID: "js"}, noUpdated: true}
 	r.put("input")
 	c := watchServer(t, m, service.WatchConfig{}, service.Options{}).Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -286,7 +287,7 @@ func TestWatchTurnsUnknownThread(t *testing.T) {
 	defer cancel()
 	e := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "later"})
 	e.quiet(t, 50*time.Millisecond)
-	r := &runThread{w: m, ref: store.Ref{ThreadID: "later"}}
+	r := &runThread{w: m, ref: backend.Ref{ThreadID: "later"}}
 	r.put("input", "__start__")
 	r.begin(1)
 	r.end(1, "v")
@@ -397,19 +398,19 @@ func TestWatchTurnsLimits(t *testing.T) {
 // countingLists counts the reads of each thread: its listings and its
 // freshness probes.
 type countingLists struct {
-	store.Backend
+	backend.Backend
 	mu sync.Mutex
 	n  map[string]int
 }
 
-func (c *countingLists) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (c *countingLists) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	c.mu.Lock()
 	c.n[ref.ThreadID]++
 	c.mu.Unlock()
 	return c.Backend.List(ctx, ref, q, fn)
 }
 
-func (c *countingLists) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
+func (c *countingLists) Probe(ctx context.Context, ps []backend.Probe) ([]backend.ProbeResult, error) {
 	c.mu.Lock()
 	for _, p := range ps {
 		c.n[p.Ref.ThreadID]++
@@ -427,8 +428,8 @@ func (c *countingLists) count(thread string) int {
 // However many watch a thread, one poller reads it.
 func TestWatchTurnsSharedPoller(t *testing.T) {
 	m := storetest.NewMemory()
-	storetest.Build(m, store.Ref{ThreadID: "one"}, demoTurns)
-	storetest.Build(m, store.Ref{ThreadID: "many"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "one"}, demoTurns)
+	storetest.Build(m, backend.Ref{ThreadID: "many"}, demoTurns)
 	b := &countingLists{Backend: m, n: map[string]int{}}
 	c := watchServer(t, b, service.WatchConfig{PollInterval: 20 * time.Millisecond}, service.Options{}).Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -453,7 +454,7 @@ func TestWatchTurnsSharedPoller(t *testing.T) {
 // without waiting for the thread to change.
 func TestWatchTurnsOpenedDuringOutage(t *testing.T) {
 	m := storetest.NewMemory()
-	r := &runThread{w: m, ref: store.Ref{ThreadID: "quiet"}}
+	r := &runThread{w: m, ref: backend.Ref{ThreadID: "quiet"}}
 	r.put("input", "__start__")
 	r.begin(1)
 	end1 := r.end(1, 1.0)
@@ -465,7 +466,7 @@ func TestWatchTurnsOpenedDuringOutage(t *testing.T) {
 		t.Fatalf("the first watch: %v", te)
 	}
 
-	m.SetErr(fmt.Errorf("%w: connection refused", store.ErrUnavailable))
+	m.SetErr(fmt.Errorf("%w: connection refused", backend.ErrUnavailable))
 	late := watch(t, ctx, c, &historydv1.WatchTurnsRequest{ThreadId: "quiet"})
 	late.quiet(t, 100*time.Millisecond)
 	m.SetErr(nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -19,7 +20,7 @@ import (
 // LangGraph's super-steps that write other channels leave them. Only the
 // first checkpoint of a version stores its value, which is the one the
 // store reads.
-func longThread(mem *storetest.Memory, ref store.Ref, n, per, statePer int) {
+func longThread(mem *storetest.Memory, ref backend.Ref, n, per, statePer int) {
 	var msgs []any
 	for i := range n {
 		cp := lgsaver.Checkpoint{ID: fmt.Sprintf("1f0c-%07d", i), TS: storetest.Base.Add(time.Duration(i) * time.Second),
@@ -60,7 +61,7 @@ func TestIndexSizeIsTheHeap(t *testing.T) {
 	for _, c := range []struct{ n, per, statePer int }{{10000, 50, 50}, {10000, 50, 1}, {1000, 4, 4}} {
 		t.Run(fmt.Sprintf("%d checkpoints, messages every %d, state every %d", c.n, c.per, c.statePer), func(t *testing.T) {
 			mem := storetest.NewMemory()
-			ref := store.Ref{ThreadID: "long"}
+			ref := backend.Ref{ThreadID: "long"}
 			longThread(mem, ref, c.n, c.per, c.statePer)
 			st := store.New(store.Config{Backend: mem, CacheBytes: 1 << 30, CacheStateBytes: -1})
 			before := heapInUse()
@@ -88,12 +89,12 @@ func TestIndexSizeIsTheHeap(t *testing.T) {
 // first, and a thread too large for a quarter of it is served, not kept.
 func TestCacheBoundedInBytes(t *testing.T) {
 	mem := storetest.NewMemory()
-	refs := make([]store.Ref, 6)
+	refs := make([]backend.Ref, 6)
 	for i := range refs {
-		refs[i] = store.Ref{ThreadID: fmt.Sprintf("t%d", i)}
+		refs[i] = backend.Ref{ThreadID: fmt.Sprintf("t%d", i)}
 		longThread(mem, refs[i], 2000, 10, 10)
 	}
-	huge := store.Ref{ThreadID: "huge"}
+	huge := backend.Ref{ThreadID: "huge"}
 	longThread(mem, huge, 20000, 100, 100)
 	one := func() int64 {
 		st := store.New(store.Config{Backend: mem, CacheStateBytes: -1})

@@ -9,6 +9,8 @@ import (
 
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/reduce"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Encoder turns one entry into the bytes the layer above serves. The store
@@ -76,7 +78,7 @@ func (st EncodedState) project(keys []string) EncodedState {
 // index the version was read through, which a new lineage never shares.
 type stateKey struct {
 	enc     Encoder
-	ref     Ref
+	ref     backend.Ref
 	channel string
 	lineage string
 	version string
@@ -98,7 +100,7 @@ var ErrUnknownChannel = errors.New("not a state channel historyd serves")
 // checkpoint was deleted: when one turns out to be gone (a deletion that
 // spared the thread's oldest checkpoint), it derives the history afresh and
 // reads again, once.
-func (s *Store) ReadEncoded(ctx context.Context, ref Ref, channel string, pick func(*History) []Turn, keys []string, enc Encoder) (*History, []Turn, []EncodedState, error) {
+func (s *Store) ReadEncoded(ctx context.Context, ref backend.Ref, channel string, pick func(*History) []Turn, keys []string, enc Encoder) (*History, []Turn, []EncodedState, error) {
 	if channel == "" {
 		channel = s.states[0]
 	}
@@ -106,14 +108,14 @@ func (s *Store) ReadEncoded(ctx context.Context, ref Ref, channel string, pick f
 		return nil, nil, nil, fmt.Errorf("channel %q: %w (it serves %s)", channel, ErrUnknownChannel, strings.Join(s.states, ", "))
 	}
 	return readFresh(ctx, s, ref, pick, func(ix *index, turns []Turn, sn seen) ([]EncodedState, error) {
-		return s.encodedStates(ctx, ref.thread(), channel, ix, turns, keys, enc, sn)
+		return s.encodedStates(ctx, threadKey(ref), channel, ix, turns, keys, enc, sn)
 	})
 }
 
 // encodedStates reads the turns' states from the cache when the refresh
 // that derived them saw their last checkpoints (sn), and from the backend
 // otherwise, which is also what notices a last checkpoint since deleted.
-func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *index, turns []Turn, keys []string, enc Encoder, sn seen) (_ []EncodedState, err error) {
+func (s *Store) encodedStates(ctx context.Context, ref backend.Ref, channel string, ix *index, turns []Turn, keys []string, enc Encoder, sn seen) (_ []EncodedState, err error) {
 	ctx, sp := s.startSpan(ctx, SpanReadState)
 	defer func() { endSpan(sp, err) }()
 	lineage := ix.minID
@@ -166,8 +168,8 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 	bytesDecoded := 0
 	// each reads the values of the turns of miss from the channel from:
 	// the channel itself, or the saved value it is a key of.
-	each := func(from string, miss []int) func(j int, b Blob) error {
-		return func(j int, b Blob) error {
+	each := func(from string, miss []int) func(j int, b backend.Blob) error {
+		return func(j int, b backend.Blob) error {
 			i := miss[j]
 			t := turns[i]
 			v := t.End.State(channel)
@@ -244,7 +246,7 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 // rebuildStates rebuilds, from writes, channel's value at the ends of the
 // turns whose versions are in unstored, encodes and caches each, and
 // fills out.
-func (s *Store) rebuildStates(ctx context.Context, ref Ref, channel string, ix *index, turns []Turn, unstored map[string][]int, keys []string, enc Encoder, out []EncodedState) error {
+func (s *Store) rebuildStates(ctx context.Context, ref backend.Ref, channel string, ix *index, turns []Turn, unstored map[string][]int, keys []string, enc Encoder, out []EncodedState) error {
 	reducer, ok := reduce.Named(s.reducers[channel])
 	if !ok {
 		return fmt.Errorf("channel %q of thread %q is rebuilt from writes, but %q is not a reducer historyd has", channel, ref.ThreadID, s.reducers[channel])
@@ -261,7 +263,7 @@ func (s *Store) rebuildStates(ctx context.Context, ref Ref, channel string, ix *
 		at[id] = is
 	}
 	slices.Sort(targets)
-	decode := func(id string, b Blob) (any, error) {
+	decode := func(id string, b backend.Blob) (any, error) {
 		v, _, err := lgcodec.Decode(b.Type, b.Data, s.limits)
 		if err != nil {
 			return nil, &DecodeError{Ref: ref, CheckpointID: id, Channel: channel, Err: err}
@@ -271,7 +273,7 @@ func (s *Store) rebuildStates(ctx context.Context, ref Ref, channel string, ix *
 	broken, err := rebuild(ctx, s, ref, channel, nodes, targets, folder[any]{
 		seed:  decode,
 		empty: func() any { return nil },
-		apply: func(id string, base any, writes []Write) (any, error) {
+		apply: func(id string, base any, writes []backend.Write) (any, error) {
 			vals := make([]any, len(writes))
 			for i, w := range writes {
 				v, err := decode(id, w.Value)
@@ -330,7 +332,7 @@ func (st *EncodedState) appendEncoded(enc Encoder) func(string, Entry) error {
 // each before the next is decoded. Entry values stay encoded
 // (lgcodec.EachEntry) until the encoder re-encodes them, so no state value
 // is ever built in memory.
-func (s *Store) encodeState(b Blob, channel string, keep map[string]bool, enc Encoder) (EncodedState, error) {
+func (s *Store) encodeState(b backend.Blob, channel string, keep map[string]bool, enc Encoder) (EncodedState, error) {
 	var st EncodedState
 	if err := eachEntry(b, channel, keep, s.limits, st.appendEncoded(enc)); err != nil {
 		return EncodedState{}, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Derive numbers a thread's turns from its checkpoints: a question is asked
@@ -18,7 +19,7 @@ func ExampleDerive() {
 		{ID: "h2", Text: "now the Thames"},
 		{ID: "h3", Text: "compare them"},
 	}
-	h := store.Derive(store.Ref{ThreadID: "demo"}, []store.Checkpoint{
+	h := store.Derive(backend.Ref{ThreadID: "demo"}, []store.Checkpoint{
 		// Given in any order: derivation does not depend on it. Asks are
 		// the questions each one's messages hold, by index in questions.
 		{ID: "1f0c-05", Parent: "1f0c-04", Messages: 5, Asks: []int32{0, 1, 2}},            // question 3 asked

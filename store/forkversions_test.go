@@ -10,6 +10,7 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -23,7 +24,7 @@ type sharedBlobs struct {
 
 func (b sharedBlobs) SharesBlobs() bool { return true }
 
-func (b sharedBlobs) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+func (b sharedBlobs) EachValue(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(int, backend.Blob) error) error {
 	owners := make([]string, len(ids))
 	for i, id := range ids {
 		owners[i] = id
@@ -40,7 +41,7 @@ func (b sharedBlobs) EachValue(ctx context.Context, ref store.Ref, channel strin
 // lineage: turn 1 (c1), turn 2 (c2), then a fork from c1 whose first
 // checkpoint (c3) produces versions 3 of messages and 2 of tool_state
 // again, and c4 after it a new messages version.
-func forkedJS(mem *storetest.Memory, ref store.Ref) map[string]map[string]int {
+func forkedJS(mem *storetest.Memory, ref backend.Ref) map[string]map[string]int {
 	h1, h2, h3, a := lgwrite.Human("h1", "one"), lgwrite.Human("h2", "two"), lgwrite.Human("h3", "three"), lgwrite.AI("a", "answer")
 	ts := func(v string) map[string]any {
 		return map[string]any{"k": map[string]any{"value": v, "tool": "t", "seq": 1, "turn": 1, "turns_written": 1}}
@@ -79,11 +80,11 @@ func forkedJS(mem *storetest.Memory, ref store.Ref) map[string]map[string]int {
 // never the other branch's served.
 func TestForkReproducingVersions(t *testing.T) {
 	ctx := context.Background()
-	ref := store.Ref{ThreadID: "js-fork"}
+	ref := backend.Ref{ThreadID: "js-fork"}
 	for _, shared := range []bool{false, true} {
 		mem := storetest.NewMemory()
 		versions := forkedJS(mem, ref)
-		var b store.Backend = mem
+		var b backend.Backend = mem
 		if shared {
 			b = sharedBlobs{Memory: mem, versions: versions}
 		}
@@ -114,7 +115,7 @@ func TestForkReproducingVersions(t *testing.T) {
 			t.Errorf("inline values: turn 2 read %+v, %v", states, err)
 		}
 		// The abandoned branch stored its values first: its own either way.
-		_, _, states, err = st.ReadEncoded(ctx, store.Ref{ThreadID: ref.ThreadID, Head: "c2"}, "", storetest.Only(2), nil, storetest.EntryEncoder{})
+		_, _, states, err = st.ReadEncoded(ctx, backend.Ref{ThreadID: ref.ThreadID, Head: "c2"}, "", storetest.Only(2), nil, storetest.EntryEncoder{})
 		if err != nil || !strings.Contains(string(states[0].Entries[0].Data), `"two"`) {
 			t.Errorf("shared %v: abandoned turn 2 read %+v, %v", shared, states, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestHeadsShareOneIndex(t *testing.T) {
 	ctx := context.Background()
 	mem := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "heads"}
+	ref := backend.Ref{ThreadID: "heads"}
 	written := storetest.Build(mem, ref, storetest.Demo)
 	st := store.New(store.Config{Backend: mem})
 	if _, err := st.History(ctx, ref); err != nil {
@@ -30,7 +31,7 @@ func TestHeadsShareOneIndex(t *testing.T) {
 	}
 	first := map[string]*store.History{}
 	for _, id := range ids {
-		h, err := st.History(ctx, store.Ref{ThreadID: ref.ThreadID, Head: id})
+		h, err := st.History(ctx, backend.Ref{ThreadID: ref.ThreadID, Head: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,11 +48,11 @@ func TestHeadsShareOneIndex(t *testing.T) {
 	}
 	// The most recent heads are kept: read again, the same History.
 	last := ids[len(ids)-2]
-	if h, _ := st.History(ctx, store.Ref{ThreadID: ref.ThreadID, Head: last}); h != first[last] {
+	if h, _ := st.History(ctx, backend.Ref{ThreadID: ref.ThreadID, Head: last}); h != first[last] {
 		t.Errorf("head %s derived again", last)
 	}
 	// The oldest head read is no longer kept: derived again, equal.
-	h, err := st.History(ctx, store.Ref{ThreadID: ref.ThreadID, Head: ids[0]})
+	h, err := st.History(ctx, backend.Ref{ThreadID: ref.ThreadID, Head: ids[0]})
 	if err != nil || h == first[ids[0]] || h.Total != first[ids[0]].Total {
 		t.Errorf("head %s: %p %v, first %p", ids[0], h, err, first[ids[0]])
 	}
@@ -63,7 +64,7 @@ func TestHeadsShareOneIndex(t *testing.T) {
 func TestRefreshReadsAfreshForAnUnknownParent(t *testing.T) {
 	ctx := context.Background()
 	mem := storetest.NewMemory()
-	ref := store.Ref{ThreadID: "late"}
+	ref := backend.Ref{ThreadID: "late"}
 	written := storetest.Build(mem, ref, storetest.Demo[:2])
 	// No count on the refresh: only the parent link shows what was missed.
 	st := store.New(store.Config{Backend: mem, RecountEvery: time.Hour})
@@ -96,11 +97,11 @@ func TestRefreshReadsAfreshForAnUnknownParent(t *testing.T) {
 func TestNamespacesFollowTheirOwnLineage(t *testing.T) {
 	ctx := context.Background()
 	mem := storetest.NewMemory()
-	root := store.Ref{ThreadID: "sub"}
+	root := backend.Ref{ThreadID: "sub"}
 	rb := storetest.NewBuilder(mem, root)
 	w1 := rb.Turn(storetest.Demo[0])
 	rb.Turn(storetest.Demo[1])
-	sub1 := store.Ref{ThreadID: "sub", Namespace: "tools:1"}
+	sub1 := backend.Ref{ThreadID: "sub", Namespace: "tools:1"}
 	sb := storetest.NewBuilderWithPrefix(mem, sub1, "1f0d")
 	s1 := sb.Turn(storetest.Demo[0])
 	sb.Turn(storetest.Demo[1])
@@ -108,11 +109,11 @@ func TestNamespacesFollowTheirOwnLineage(t *testing.T) {
 	// new namespace.
 	rb.From(w1.End)
 	rb.Turn(storetest.Demo[2])
-	sub2 := store.Ref{ThreadID: "sub", Namespace: "tools:2"}
+	sub2 := backend.Ref{ThreadID: "sub", Namespace: "tools:2"}
 	storetest.NewBuilderWithPrefix(mem, sub2, "1f0e").Turn(storetest.Demo[3])
 	st := store.New(store.Config{Backend: mem})
 	for _, c := range []struct {
-		ref   store.Ref
+		ref   backend.Ref
 		total int
 		forks int
 	}{{root, 2, 1}, {sub1, 2, 0}, {sub2, 1, 0}} {
@@ -122,7 +123,7 @@ func TestNamespacesFollowTheirOwnLineage(t *testing.T) {
 		}
 	}
 	// The first subgraph namespace's checkpoints are no head of the root.
-	if _, err := st.History(ctx, store.Ref{ThreadID: "sub", Head: s1.End}); !errors.Is(err, store.ErrUnknownHead) {
+	if _, err := st.History(ctx, backend.Ref{ThreadID: "sub", Head: s1.End}); !errors.Is(err, store.ErrUnknownHead) {
 		t.Errorf("a subgraph checkpoint as the root's head: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -19,7 +20,7 @@ type counterVersions struct {
 	last map[string]string
 }
 
-func (c *counterVersions) version(ref store.Ref, ch string, data []byte) string {
+func (c *counterVersions) version(ref backend.Ref, ch string, data []byte) string {
 	k := ref.ThreadID + "\x00" + ch
 	if c.last[k] != string(data) {
 		c.n[k]++
@@ -49,7 +50,7 @@ func TestThreadWrittenAgain(t *testing.T) {
 	versions := &counterVersions{n: map[string]int{}, last: map[string]string{}}
 	mem := storetest.NewMemory()
 	mem.Versions = versions.version
-	ref := store.Ref{ThreadID: "again"}
+	ref := backend.Ref{ThreadID: "again"}
 	first := storetest.Build(mem, ref, storetest.Demo[:2])
 	st := store.New(store.Config{Backend: mem})
 	all := func(h *store.History) []store.Turn { return h.Turns }

@@ -12,6 +12,7 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -129,7 +130,7 @@ func FuzzParentGraphs(f *testing.F) {
 		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		cps := parentGraph(data)
 		mem := storetest.NewMemory()
-		ref := store.Ref{ThreadID: "fuzz"}
+		ref := backend.Ref{ThreadID: "fuzz"}
 		st := store.New(store.Config{Backend: mem, StateChannels: []string{"tool_state", "files"}, RecountEvery: -1})
 		read := func(written []lgsaver.Checkpoint) {
 			looped := loops(written)

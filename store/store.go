@@ -15,13 +15,15 @@ import (
 
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/reduce"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Config configures a Store. The zero value of every field but Backend is a
 // usable default.
 type Config struct {
 	// Backend reads the checkpoints. Required.
-	Backend Backend
+	Backend backend.Backend
 	// MessagesChannel is the channel holding the conversation's messages.
 	// Default "messages".
 	MessagesChannel string
@@ -113,13 +115,13 @@ func (c Config) Validate() error {
 // Store derives turns from a backend's checkpoints and reads the state each
 // turn ended on. It is safe for concurrent use.
 type Store struct {
-	b        Backend
+	b        backend.Backend
 	messages string
 	states   []string
 	reducers map[string]string
 	limits   lgcodec.Limits
 	caches   *cache
-	indexes  *shelf[Ref, *index]
+	indexes  *shelf[backend.Ref, *index]
 	recount  time.Duration
 	// refreshes shares refreshes of a thread that no turn's check ties to
 	// the asking read (see indexChecking).
@@ -144,7 +146,7 @@ type Store struct {
 // that need it.
 func New(cfg Config) *Store {
 	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, states: slices.Clone(cfg.StateChannels), limits: cfg.Limits,
-		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider), shares: SharesBlobs(cfg.Backend)}
+		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider), shares: backend.SharesBlobs(cfg.Backend)}
 	if s.messages == "" {
 		s.messages = DefaultMessagesChannel
 	}
@@ -168,7 +170,7 @@ func New(cfg Config) *Store {
 		budget = DefaultCacheBytes()
 	}
 	s.caches = newCache(budget)
-	s.indexes = newShelf[Ref, *index](s.caches, cfg.CacheThreads < 0, s.caches.capacity/4, max(cfg.CacheThreads, 0), 0)
+	s.indexes = newShelf[backend.Ref, *index](s.caches, cfg.CacheThreads < 0, s.caches.capacity/4, max(cfg.CacheThreads, 0), 0)
 	states := s.caches.capacity
 	if cfg.CacheStateBytes > 0 {
 		states = min(states, int64(cfg.CacheStateBytes))
@@ -213,7 +215,7 @@ func (s *Store) CacheStats() CacheStats {
 }
 
 // Backend returns the backend the store reads through.
-func (s *Store) Backend() Backend { return s.b }
+func (s *Store) Backend() backend.Backend { return s.b }
 
 // Ping reports whether the backend can be reached and holds checkpoint
 // tables the store can read; health probes ask the store, not its backend.
@@ -241,9 +243,9 @@ func (s *Store) readsChannel(channel string) bool {
 // shared with other callers and must not be modified.
 //
 // With ref.Head set the turns are those of the lineage ending there (see
-// Ref.Head), derived from the same cached index as the thread's own.
-func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
-	ix, _, err := s.indexChecking(ctx, ref.thread(), nil)
+// backend.Ref.Head), derived from the same cached index as the thread's own.
+func (s *Store) History(ctx context.Context, ref backend.Ref) (*History, error) {
+	ix, _, err := s.indexChecking(ctx, threadKey(ref), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +256,7 @@ func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
 // which of the checkpoints in verify still exist; seen says which
 // checkpoints the read saw. Concurrent calls with nothing to verify share
 // one read.
-func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (_ *index, _ seen, err error) {
+func (s *Store) indexChecking(ctx context.Context, ref backend.Ref, verify []string) (_ *index, _ seen, err error) {
 	ctx, sp := s.startSpan(ctx, SpanIndex)
 	defer func() { endSpan(sp, err) }()
 	if len(verify) > 0 {
@@ -319,10 +321,10 @@ func restOf(cp lgcodec.Checkpoint) Rest {
 // list reads the thread's checkpoints through the backend and parses each
 // row as it comes, keeping only the versions of the channels the store
 // reads, as th shares them (see threadData.shareVersions).
-func (s *Store) list(ctx context.Context, ref Ref, q Query, th *threadData) (Census, []listed, error) {
+func (s *Store) list(ctx context.Context, ref backend.Ref, q backend.Query, th *threadData) (backend.Census, []listed, error) {
 	var out []listed
 	rows := steps{ctx: ctx}
-	census, err := s.b.List(ctx, ref, q, func(r Row) error {
+	census, err := s.b.List(ctx, ref, q, func(r backend.Row) error {
 		if err := rows.next(); err != nil {
 			return err
 		}
@@ -341,9 +343,9 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query, th *threadData) (Cen
 	if err != nil {
 		var de *DecodeError
 		if errors.As(err, &de) {
-			return Census{}, nil, err
+			return backend.Census{}, nil, err
 		}
-		return Census{}, nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
+		return backend.Census{}, nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
 	}
 	return census, out, nil
 }
@@ -352,21 +354,21 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query, th *threadData) (Cen
 // date: the census and the checkpoints newer than after. Without a count,
 // a shared probe asks first (the warm path's common case is that nothing is
 // new), and the rows are listed only when it finds newer ones.
-func (s *Store) since(ctx context.Context, ref Ref, th *threadData, after string, count bool, verify []string) (Census, []listed, error) {
+func (s *Store) since(ctx context.Context, ref backend.Ref, th *threadData, after string, count bool, verify []string) (backend.Census, []listed, error) {
 	if count {
-		return s.list(ctx, ref, Query{After: after, Count: true, Verify: verify}, th)
+		return s.list(ctx, ref, backend.Query{After: after, Count: true, Verify: verify}, th)
 	}
-	pr, err := s.probes.probe(ctx, Probe{Ref: ref, After: after, Verify: verify})
+	pr, err := s.probes.probe(ctx, backend.Probe{Ref: ref, After: after, Verify: verify})
 	if err != nil {
-		return Census{}, nil, fmt.Errorf("probe thread %q: %w", ref.ThreadID, err)
+		return backend.Census{}, nil, fmt.Errorf("probe thread %q: %w", ref.ThreadID, err)
 	}
 	if !pr.Newer {
-		return Census{Count: -1, MinID: pr.MinID, Present: pr.Present}, nil, nil
+		return backend.Census{Count: -1, MinID: pr.MinID, Present: pr.Present}, nil, nil
 	}
-	return s.list(ctx, ref, Query{After: after, Verify: verify}, th)
+	return s.list(ctx, ref, backend.Query{After: after, Verify: verify}, th)
 }
 
-func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, seen, error) {
+func (s *Store) refresh(ctx context.Context, ref backend.Ref, verify []string) (*index, seen, error) {
 	old, cached := s.indexes.get(ref)
 	if cached {
 		s.indexes.count(1, 0)
@@ -429,7 +431,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 	// (a DeltaChannel's list read at a checkpoint since deleted may be
 	// beyond what the checkpoints left can show).
 	th := newThreadData()
-	_, cps, err := s.list(ctx, ref, Query{}, th)
+	_, cps, err := s.list(ctx, ref, backend.Query{}, th)
 	if err != nil {
 		return nil, seen{}, err
 	}
@@ -453,7 +455,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 
 // build derives the history of cps and caches the index, unless it is
 // too large to: the read is then served from it all the same.
-func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, th *threadData, counted time.Time) (*index, error) {
+func (s *Store) build(ctx context.Context, ref backend.Ref, cps []Checkpoint, th *threadData, counted time.Time) (*index, error) {
 	// Derivation walks every checkpoint without looking at the context:
 	// a read whose caller has gone stops before it.
 	if err := ctx.Err(); err != nil {
@@ -488,9 +490,9 @@ func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, th *thread
 // eachValue hands fn each of channel's values at the checkpoints in ids,
 // straight from the driver's buffer (the blob is only valid during fn).
 // Errors other than fn's own are wrapped with what was being read.
-func (s *Store) eachValue(ctx context.Context, ref Ref, channel string, ids []string, fn func(int, Blob) error) error {
+func (s *Store) eachValue(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(int, backend.Blob) error) error {
 	var fnErr error
-	call := func(i int, b Blob) error {
+	call := func(i int, b backend.Blob) error {
 		fnErr = fn(i, b)
 		return fnErr
 	}
@@ -665,7 +667,7 @@ func (th *threadData) lookup(version string) (held, bool) {
 // snapshots) is rebuilt from writes, along parent links through earlier
 // (known) and new checkpoints alike. Checkpoints whose messages cannot be
 // rebuilt are Unplaced.
-func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Checkpoint, cps []listed) ([]Checkpoint, error) {
+func (s *Store) place(ctx context.Context, ref backend.Ref, th *threadData, known []Checkpoint, cps []listed) ([]Checkpoint, error) {
 	// Every walk below, and derivation's, follows parent links.
 	if err := checkLinks(ref, known, cps); err != nil {
 		return nil, err
@@ -717,7 +719,7 @@ func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Chec
 		// them: they are read a batch at a time, never all at once.
 		for start := 0; start < len(read); start += scanBatch {
 			end := min(start+scanBatch, len(read))
-			err := s.eachValue(ctx, ref, s.messages, read[start:end], func(j int, b Blob) error {
+			err := s.eachValue(ctx, ref, s.messages, read[start:end], func(j int, b backend.Blob) error {
 				i := start + j
 				tried[read[i]] = true
 				switch {
@@ -801,7 +803,7 @@ type rebuiltList struct {
 
 // rebuildMessages rebuilds, from writes, the messages versions of cps that
 // have no stored value, and records what each holds.
-func (s *Store) rebuildMessages(ctx context.Context, ref Ref, th *threadData, known []Checkpoint, cps []listed, unstored map[string]bool) error {
+func (s *Store) rebuildMessages(ctx context.Context, ref backend.Ref, th *threadData, known []Checkpoint, cps []listed, unstored map[string]bool) error {
 	nodes := make(map[string]listed, len(known)+len(cps))
 	for _, c := range known {
 		nodes[c.ID] = listed{id: c.ID, parent: c.Parent, versions: c.States, between: c.Between}
@@ -816,7 +818,7 @@ func (s *Store) rebuildMessages(ctx context.Context, ref Ref, th *threadData, kn
 		}
 	}
 	_, err := rebuild(ctx, s, ref, s.messages, nodes, targets, folder[rebuiltList]{
-		seed: func(id string, b Blob) (rebuiltList, error) {
+		seed: func(id string, b backend.Blob) (rebuiltList, error) {
 			m, err := lgcodec.ReadMessages(b.Type, b.Data, s.limits, lgcodec.All)
 			if err != nil {
 				return rebuiltList{}, &DecodeError{Ref: ref, CheckpointID: id, Channel: s.messages, Err: err}
@@ -827,7 +829,7 @@ func (s *Store) rebuildMessages(ctx context.Context, ref Ref, th *threadData, kn
 		// Past a deleted checkpoint the list starts over, unknown: what is
 		// written since still shows which questions were asked since.
 		orphan: func() rebuiltList { return rebuiltList{partial: true} },
-		apply: func(id string, base rebuiltList, writes []Write) (rebuiltList, error) {
+		apply: func(id string, base rebuiltList, writes []backend.Write) (rebuiltList, error) {
 			ws := make([]lgcodec.MessageWrite, 0, len(writes))
 			for _, w := range writes {
 				mw, err := lgcodec.ReadMessageWrite(w.Value.Type, w.Value.Data, s.limits)
@@ -859,9 +861,9 @@ const staleReads = 4
 // deleted since the history was derived is never answered from the cache. The turns pick selects from the cached
 // history are checked to still exist in the same read that refreshes the
 // history, and read learns which checkpoints that read saw.
-func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History) []Turn, read func(*index, []Turn, seen) (T, error)) (*History, []Turn, T, error) {
+func readFresh[T any](ctx context.Context, s *Store, ref backend.Ref, pick func(*History) []Turn, read func(*index, []Turn, seen) (T, error)) (*History, []Turn, T, error) {
 	var zero T
-	thread := ref.thread()
+	thread := threadKey(ref)
 	for attempt := 0; ; attempt++ {
 		var verify []string
 		if old, ok := s.indexes.get(thread); ok {

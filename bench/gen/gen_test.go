@@ -18,6 +18,7 @@ import (
 	"github.com/historyd/historyd/bench/gen"
 	"github.com/historyd/historyd/bench/py"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/postgres"
 )
 
@@ -271,7 +272,7 @@ func TestManyThreads(t *testing.T) {
 		t.Errorf("tenant 7, newest first: %d threads, %v; want 10", len(page.Threads), err)
 	}
 	// The last checkpoint of each thread ends its run.
-	h, err := st.History(ctx, store.Ref{ThreadID: page.Threads[0].ThreadID})
+	h, err := st.History(ctx, backend.Ref{ThreadID: page.Threads[0].ThreadID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
@@ -114,7 +115,7 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 					t.Errorf("checkpoint %s (step %d): tool_state decodes differently from what the generator recorded", id, want.Step)
 				}
 			}
-			h := store.Derive(store.Ref{ThreadID: "plan"}, placed, questions)
+			h := store.Derive(backend.Ref{ThreadID: "plan"}, placed, questions)
 			if h.Total != p.Turns || len(h.Forks) != p.Forks {
 				t.Fatalf("historyd derives %d turns and %d forks, want %d and %d", h.Total, len(h.Forks), p.Turns, p.Forks)
 			}

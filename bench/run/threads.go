@@ -16,7 +16,7 @@ import (
 	"github.com/historyd/historyd/bench/gen"
 	"github.com/historyd/historyd/bench/load"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/postgres"
 )
 
@@ -62,7 +62,7 @@ func (r *runner) threadsList(ctx context.Context) error {
 		return err
 	}
 	plans := map[string]string{}
-	for name, q := range map[string]store.ThreadQuery{
+	for name, q := range map[string]backend.ThreadQuery{
 		"page of 100, by thread id":  {Limit: 100},
 		"page of 100 under a prefix": {Prefixes: []string{m.Prefix(7)}, Limit: 100},
 	} {

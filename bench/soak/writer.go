@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -142,11 +142,11 @@ func (w *writer) err() error {
 
 // Put and Delete make the writer a storetest.Writer, so that storetest's
 // Builder writes the conversations.
-func (w *writer) Put(ref store.Ref, cp lgsaver.Checkpoint) {
+func (w *writer) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
 	w.fail(w.lg.Put(context.Background(), ref.ThreadID, ref.Namespace, cp))
 }
 
-func (w *writer) Delete(ref store.Ref, ids []string) {
+func (w *writer) Delete(ref backend.Ref, ids []string) {
 	w.fail(w.lg.Delete(context.Background(), ref.ThreadID, ref.Namespace, ids...))
 }
 
@@ -154,7 +154,7 @@ func (w *writer) Delete(ref store.Ref, ids []string) {
 func (w *writer) newThread(t, slot int) *thread {
 	w.gen++
 	th := &thread{id: fmt.Sprintf("%schat-%04d-%d", tenants[t].prefix, w.gen, slot), tenant: t, pruned: -1}
-	th.b = storetest.NewBuilder(w, store.Ref{ThreadID: th.id})
+	th.b = storetest.NewBuilder(w, backend.Ref{ThreadID: th.id})
 	th.ids = [][]string{{"1f0c-000000"}}
 	w.reg.mu.Lock()
 	w.reg.all = append(w.reg.all, th)
@@ -303,7 +303,7 @@ func (r *retention) prune(ctx context.Context, th *thread) error {
 		r.archive[th.id][id] = f
 	}
 	r.mu.Unlock()
-	r.w.Delete(store.Ref{ThreadID: th.id}, ids)
+	r.w.Delete(backend.Ref{ThreadID: th.id}, ids)
 	if err := r.w.err(); err != nil {
 		return err
 	}

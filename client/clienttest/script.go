@@ -16,7 +16,7 @@ import (
 
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -50,7 +50,7 @@ type Input struct {
 // answer — storetest.Builder's layout of a turn.
 type Script struct {
 	w        storetest.Writer
-	ref      store.Ref
+	ref      backend.Ref
 	prefix   string
 	step     int
 	parent   string
@@ -67,7 +67,7 @@ type Script struct {
 // its inputs. Checkpoint ids are prefix-000000, prefix-000001, …, so a
 // prefix that sorts later makes later ids, as LangGraph's time-ordered ones
 // are.
-func NewScript(w storetest.Writer, ref store.Ref, prefix string) *Script {
+func NewScript(w storetest.Writer, ref backend.Ref, prefix string) *Script {
 	s := &Script{w: w, ref: ref, prefix: prefix, msgs: []any{}, state: map[string]map[string]any{}, channels: map[string]any{}}
 	s.put("input")
 	return s

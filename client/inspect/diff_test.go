@@ -12,6 +12,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -21,11 +22,11 @@ import (
 func diffInspector(t *testing.T, maxChars int) *inspect.Inspector {
 	t.Helper()
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "demo"}, storetest.Demo)
-	pruned := store.Ref{ThreadID: "pruned"}
+	storetest.Build(mem, backend.Ref{ThreadID: "demo"}, storetest.Demo)
+	pruned := backend.Ref{ThreadID: "pruned"}
 	written := storetest.Build(mem, pruned, storetest.Demo)
 	mem.Delete(pruned, written[0].IDs)
-	big := store.Ref{ThreadID: "big"}
+	big := backend.Ref{ThreadID: "big"}
 	b := storetest.NewBuilder(mem, big)
 	ring := func(n int) []any {
 		var out []any

@@ -14,7 +14,7 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/syncbuf"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -44,7 +44,7 @@ func TestServeCacheSettings(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			mem := storetest.NewMemory()
-			storetest.Build(mem, store.Ref{ThreadID: "t"}, storetest.Demo)
+			storetest.Build(mem, backend.Ref{ThreadID: "t"}, storetest.Demo)
 			useMemory(t, mem)
 			var log syncbuf.Buffer
 			old := logOutput

@@ -15,6 +15,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -120,8 +121,8 @@ func TestCLIJSON(t *testing.T) {
 // on stderr beside the table, under "error" in JSON.
 func TestCLIThreadsWithAnError(t *testing.T) {
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "fine"}, storetest.Demo)
-	mem.PutBlobs(store.Ref{ThreadID: "broken"}, "1f0d-000000", storetest.Base, map[string]store.Blob{"messages": {Type: "json", Data: []byte(`[{`)}})
+	storetest.Build(mem, backend.Ref{ThreadID: "fine"}, storetest.Demo)
+	mem.PutBlobs(backend.Ref{ThreadID: "broken"}, "1f0d-000000", storetest.Base, map[string]backend.Blob{"messages": {Type: "json", Data: []byte(`[{`)}})
 	addr := servertest.Start(t, server.Config{Store: store.Config{Backend: mem}}, servertest.WithTCP()).Addr()
 	code, out, errs := cli(t, addr, "threads", "--turns")
 	if code != exitOK || !strings.Contains(out, "fine ") || !strings.Contains(out, "broken ") ||
@@ -144,7 +145,7 @@ func TestCLIThreadsWithAnError(t *testing.T) {
 // historyd watch prints each turn as it ends, as JSON lines for scripts.
 func TestCLIWatch(t *testing.T) {
 	mem := storetest.NewMemory()
-	b := storetest.NewBuilder(mem, store.Ref{ThreadID: "w"})
+	b := storetest.NewBuilder(mem, backend.Ref{ThreadID: "w"})
 	cfg := server.Config{Store: store.Config{Backend: mem}}
 	cfg.Watch.PollInterval = 10 * time.Millisecond
 	srv := servertest.Start(t, cfg, servertest.WithTCP())

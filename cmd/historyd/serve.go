@@ -25,6 +25,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/postgres"
 	"github.com/historyd/historyd/tracing"
 )
@@ -203,7 +204,7 @@ func (c serveConfig) run(ctx context.Context) error {
 	}
 	defer tr.Close(log)
 	cfg.TracerProvider = tr.TracerProvider()
-	backend, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels(), server.WithTracing(cfg.TracerProvider), server.WithPooler(pooler), server.WithLogger(log))
+	b, err := newBackend(ctx, *c.dsn, *c.schema, cfg.Channels(), server.WithTracing(cfg.TracerProvider), server.WithPooler(pooler), server.WithLogger(log))
 	if err != nil {
 		return err
 	}
@@ -212,14 +213,14 @@ func (c serveConfig) run(ctx context.Context) error {
 		// in the driver would hold for ever: as long as Shutdown waits
 		// for such calls, and no longer.
 		closed := make(chan struct{})
-		go func() { backend.Close(); close(closed) }()
+		go func() { b.Close(); close(closed) }()
 		select {
 		case <-closed:
 		case <-time.After(server.StopWait):
 			log.Warn("checkpoint store connections still in use; exiting without closing them", "waited", server.StopWait)
 		}
 	}()
-	cfg.Store.Backend = backend
+	cfg.Store.Backend = b
 
 	var reload []func() error
 	var policy *auth.Policy
@@ -260,14 +261,14 @@ func (c serveConfig) run(ctx context.Context) error {
 
 	cfg.Service = opts
 	srv, err := server.New(ctx, cfg)
-	if errors.Is(err, store.ErrNotCheckpointStore) {
+	if errors.Is(err, backend.ErrNotCheckpointStore) {
 		// Each such error says what to fix; waiting would not help.
 		return fmt.Errorf("store %s: %v", server.RedactDSN(*c.dsn), err)
 	}
 	if err != nil {
 		return err
 	}
-	warnUnorderedPrefixes(ctx, backend, policy, log)
+	warnUnorderedPrefixes(ctx, b, policy, log)
 
 	lis, err := net.Listen("tcp", *c.listen)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/historyd/historyd/auth"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Settings that parse but would be ignored, or would lock every caller
@@ -74,11 +74,11 @@ const prefixCheckTimeout = 5 * time.Second
 
 // warnUnorderedPrefixes warns once, at start, when tenants are confined to
 // thread-id prefixes and the store would refuse their Threads listings
-// FAILED_PRECONDITION (store.ErrUnorderedPrefixes): PostgreSQL whose
+// FAILED_PRECONDITION (backend.ErrUnorderedPrefixes): PostgreSQL whose
 // thread_id collation does not sort bytewise, without the index
 // docs/deploy.md ("Listing threads") describes. A store that does not
 // answer is left to the checks that report that.
-func warnUnorderedPrefixes(ctx context.Context, b store.Backend, p *auth.Policy, log *slog.Logger) {
+func warnUnorderedPrefixes(ctx context.Context, b backend.Backend, p *auth.Policy, log *slog.Logger) {
 	pl, ok := b.(prefixListing)
 	if !ok || p == nil {
 		return
@@ -92,7 +92,7 @@ func warnUnorderedPrefixes(ctx context.Context, b store.Backend, p *auth.Policy,
 	}
 	ctx, cancel := context.WithTimeout(ctx, prefixCheckTimeout)
 	defer cancel()
-	if err := pl.PrefixListing(ctx); errors.Is(err, store.ErrUnorderedPrefixes) {
+	if err := pl.PrefixListing(ctx); errors.Is(err, backend.ErrUnorderedPrefixes) {
 		log.Warn("tenants are confined to thread-id prefixes, and their Threads listings will be refused FAILED_PRECONDITION until thread_id has an index that sorts it bytewise: run the migration docs/deploy.md (\"Listing threads\") gives", "err", err)
 	} else if err != nil {
 		log.Debug("could not check whether listings under thread-id prefixes can be walked", "err", err)

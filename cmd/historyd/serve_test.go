@@ -25,7 +25,7 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/server"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -119,10 +119,10 @@ func TestByteSize(t *testing.T) {
 }
 
 // useMemory makes serve read from m instead of opening --dsn.
-func useMemory(t *testing.T, m store.Backend) {
+func useMemory(t *testing.T, m backend.Backend) {
 	t.Helper()
 	old := newBackend
-	newBackend = func(context.Context, string, string, []string, ...server.BackendOption) (store.Backend, error) {
+	newBackend = func(context.Context, string, string, []string, ...server.BackendOption) (backend.Backend, error) {
 		return m, nil
 	}
 	t.Cleanup(func() { newBackend = old })
@@ -132,7 +132,7 @@ func useMemory(t *testing.T, m store.Backend) {
 // metrics listener, and SIGHUP rereading the token file and certificate.
 func TestServeReloadsOnSIGHUP(t *testing.T) {
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: "a/1"}, storetest.Demo)
+	storetest.Build(mem, backend.Ref{ThreadID: "a/1"}, storetest.Demo)
 	useMemory(t, mem)
 	dir := t.TempDir()
 	ca := authtest.NewCA(t, "test")
@@ -261,7 +261,7 @@ func startPlainServe(t *testing.T, args ...string) historydv1.ThreadHistoryClien
 func TestServePageTokenKeyFile(t *testing.T) {
 	mem := storetest.NewMemory()
 	for _, id := range []string{"t/1", "t/2", "t/3"} {
-		storetest.PutThread(mem, store.Ref{ThreadID: id}, storetest.Base, 1)
+		storetest.PutThread(mem, backend.Ref{ThreadID: id}, storetest.Base, 1)
 	}
 	useMemory(t, mem)
 	keyFile := filepath.Join(t.TempDir(), "key")

@@ -25,7 +25,7 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/server"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Target is the gRPC target to dial with Dialer: any name does, since the
@@ -63,8 +63,8 @@ type Server struct {
 
 	lis     *bufconn.Listener
 	addr    string
-	backend store.Backend // opened by WithDSN, closed by Close
-	served  chan error    // one result per listener
+	backend backend.Backend // opened by WithDSN, closed by Close
+	served  chan error      // one result per listener
 	n       int
 	once    sync.Once
 	err     error

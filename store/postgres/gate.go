@@ -70,8 +70,8 @@ func newGate(cfg *pgx.ConnConfig, classify func(error) error) *gate {
 // NotConnectedError is what the backend's queries fail with while its
 // last connection attempt failed: no connection is attempted for them.
 // It wraps the error of that attempt, so errors.Is tells
-// store.ErrUnavailable (a database down, or out of connections) from
-// store.ErrNotCheckpointStore (a login refused).
+// backend.ErrUnavailable (a database down, or out of connections) from
+// backend.ErrNotCheckpointStore (a login refused).
 type NotConnectedError struct {
 	// Since is when the first attempt of the outage failed.
 	Since time.Time

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/historyd/historyd/internal/tcpproxy"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // While the database refuses connections, the backend's reads fail at
-// once with a NotConnectedError (store.ErrUnavailable) without dialling,
+// once with a NotConnectedError (backend.ErrUnavailable) without dialling,
 // one attempt at a time reconnects, backing off, and once the database
 // answers again reads succeed within about ReconnectMax.
 func TestGateStopsDialling(t *testing.T) {
@@ -42,7 +42,7 @@ func TestGateStopsDialling(t *testing.T) {
 		wg.Go(func() {
 			for range each {
 				err := b.Ping(ctx)
-				if errors.Is(err, store.ErrUnavailable) {
+				if errors.Is(err, backend.ErrUnavailable) {
 					failed.Add(1)
 				}
 				var nc *NotConnectedError

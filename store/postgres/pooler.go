@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // A transaction pooler (PgBouncer's pool_mode = transaction or statement)
@@ -211,7 +211,7 @@ func (b *Backend) movedByPooler(pgErr *pgconn.PgError) error {
 		b.pool.Reset()
 	}
 	return &poolerMoved{fmt.Errorf("%w: a transaction pooler moved a statement to another server connection (%s, SQLSTATE %s); reading pooler-safe from now on",
-		store.ErrUnavailable, oneLine(pgErr.Message), pgErr.Code)}
+		backend.ErrUnavailable, oneLine(pgErr.Message), pgErr.Code)}
 }
 
 // retried runs read and, should it fail with a transaction pooler's sign
@@ -229,18 +229,18 @@ func retried(handed *bool, read func() error) error {
 	return err
 }
 
-// List implements store.Backend: list, through retried.
-func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (c store.Census, err error) {
+// List implements backend.Backend: list, through retried.
+func (b *Backend) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (c backend.Census, err error) {
 	var handed bool
 	err = retried(&handed, func() (err error) {
-		c, err = b.list(ctx, ref, q, func(r store.Row) error { handed = true; return fn(r) })
+		c, err = b.list(ctx, ref, q, func(r backend.Row) error { handed = true; return fn(r) })
 		return err
 	})
 	return c, err
 }
 
-// Probe implements store.Backend: probe, through retried.
-func (b *Backend) Probe(ctx context.Context, ps []store.Probe) (res []store.ProbeResult, err error) {
+// Probe implements backend.Backend: probe, through retried.
+func (b *Backend) Probe(ctx context.Context, ps []backend.Probe) (res []backend.ProbeResult, err error) {
 	err = retried(nil, func() (err error) {
 		res, err = b.probe(ctx, ps)
 		return err
@@ -248,35 +248,35 @@ func (b *Backend) Probe(ctx context.Context, ps []store.Probe) (res []store.Prob
 	return res, err
 }
 
-// EachValue implements store.Backend: eachValue, through retried.
-func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+// EachValue implements backend.Backend: eachValue, through retried.
+func (b *Backend) EachValue(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(int, backend.Blob) error) error {
 	var handed bool
 	return retried(&handed, func() error {
-		return b.eachValue(ctx, ref, channel, ids, func(i int, v store.Blob) error { handed = true; return fn(i, v) })
+		return b.eachValue(ctx, ref, channel, ids, func(i int, v backend.Blob) error { handed = true; return fn(i, v) })
 	})
 }
 
-// EachWrite implements store.Backend: eachWrite, through retried.
-func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
+// EachWrite implements backend.Backend: eachWrite, through retried.
+func (b *Backend) EachWrite(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(backend.Write) error) error {
 	var handed bool
 	return retried(&handed, func() error {
-		return b.eachWrite(ctx, ref, channel, ids, func(w store.Write) error { handed = true; return fn(w) })
+		return b.eachWrite(ctx, ref, channel, ids, func(w backend.Write) error { handed = true; return fn(w) })
 	})
 }
 
-// Newest implements store.Backend: newest, through retried.
-func (b *Backend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+// Newest implements backend.Backend: newest, through retried.
+func (b *Backend) Newest(ctx context.Context, ref *backend.Ref, limit int, fn func(backend.Row) error) error {
 	var handed bool
 	return retried(&handed, func() error {
-		return b.newest(ctx, ref, limit, func(r store.Row) error { handed = true; return fn(r) })
+		return b.newest(ctx, ref, limit, func(r backend.Row) error { handed = true; return fn(r) })
 	})
 }
 
-// Threads implements store.Backend: threads, through retried.
-func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (w store.ThreadWalk, err error) {
+// Threads implements backend.Backend: threads, through retried.
+func (b *Backend) Threads(ctx context.Context, q backend.ThreadQuery, fn func(backend.ThreadRow) error) (w backend.ThreadWalk, err error) {
 	var handed bool
 	err = retried(&handed, func() (err error) {
-		w, err = b.threads(ctx, q, func(r store.ThreadRow) error { handed = true; return fn(r) })
+		w, err = b.threads(ctx, q, func(r backend.ThreadRow) error { handed = true; return fn(r) })
 		return err
 	})
 	return w, err
@@ -284,7 +284,7 @@ func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(stor
 
 // ExplainThreads returns PostgreSQL's EXPLAIN (ANALYZE, BUFFERS) of the
 // first statement a listing q runs (see explainThreads), through retried.
-func (b *Backend) ExplainThreads(ctx context.Context, q store.ThreadQuery) (plan string, err error) {
+func (b *Backend) ExplainThreads(ctx context.Context, q backend.ThreadQuery) (plan string, err error) {
 	err = retried(nil, func() (err error) {
 		plan, err = b.explainThreads(ctx, q)
 		return err
@@ -292,7 +292,7 @@ func (b *Backend) ExplainThreads(ctx context.Context, q store.ThreadQuery) (plan
 	return plan, err
 }
 
-// Ping implements store.Backend: ping, through retried.
+// Ping implements backend.Backend: ping, through retried.
 func (b *Backend) Ping(ctx context.Context) error {
 	return retried(nil, func() error { return b.ping(ctx) })
 }

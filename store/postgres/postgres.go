@@ -24,7 +24,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
@@ -99,7 +99,7 @@ func ParsePooler(s string) (Pooler, error) {
 	return "", fmt.Errorf("%q: want none, session or transaction", s)
 }
 
-// Backend is a store.Backend over a pgx connection pool.
+// Backend is a backend.Backend over a pgx connection pool.
 type Backend struct {
 	pool *pgxpool.Pool
 	// gate stops the pool dialling while the database is unreachable.
@@ -125,13 +125,13 @@ type Backend struct {
 	taskPath atomic.Int32
 }
 
-var _ store.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // Open parses cfg and creates the pool. It does not wait for the database:
 // connections are made on first use, so a database that is down at start is
-// reported by Ping and by each query as store.ErrUnavailable, and one that
+// reported by Ping and by each query as backend.ErrUnavailable, and one that
 // refuses historyd for good (no such database, a login refused, a missing
-// grant) as store.ErrNotCheckpointStore.
+// grant) as backend.ErrNotCheckpointStore.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.DSN == "" {
 		return nil, errors.New("postgres: empty DSN")
@@ -326,16 +326,16 @@ func table(schema, name string) string {
 
 // list hands fn the thread's checkpoints, all of them or those newer than
 // q.After, with the census q asks for, from one statement.
-func (b *Backend) list(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+func (b *Backend) list(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	if q.After == "" {
 		// Planned with the thread's own statistics (the simple protocol),
 		// like the incremental listing.
 		rows, err := b.pool.Query(ctx, b.listSQL, pgx.QueryExecModeSimpleProtocol, ref.ThreadID, ref.Namespace)
 		if err != nil {
-			return store.Census{}, b.classify(ctx, err)
+			return backend.Census{}, b.classify(ctx, err)
 		}
 		defer rows.Close()
-		census := store.Census{Count: 0}
+		census := backend.Census{Count: 0}
 		want := make(map[string]bool, len(q.Verify))
 		for _, id := range q.Verify {
 			want[id] = true
@@ -343,7 +343,7 @@ func (b *Backend) list(ctx context.Context, ref store.Ref, q store.Query, fn fun
 		for rows.Next() {
 			var r rowCols
 			if err := rows.Scan(&r.id, &r.parent, nil, nil); err != nil {
-				return store.Census{}, b.classify(ctx, err)
+				return backend.Census{}, b.classify(ctx, err)
 			}
 			r.rawJSON(rows, 2)
 			census.Count++
@@ -354,11 +354,11 @@ func (b *Backend) list(ctx context.Context, ref store.Ref, q store.Query, fn fun
 				census.Present = append(census.Present, r.id)
 			}
 			if err := fn(r.row()); err != nil {
-				return store.Census{}, err
+				return backend.Census{}, err
 			}
 		}
 		if err := rows.Err(); err != nil {
-			return store.Census{}, b.classify(ctx, err)
+			return backend.Census{}, b.classify(ctx, err)
 		}
 		return census, nil
 	}
@@ -371,10 +371,10 @@ func (b *Backend) list(ctx context.Context, ref store.Ref, q store.Query, fn fun
 		var found []string
 		err := b.pool.QueryRow(ctx, b.probeSQL, ref.ThreadID, ref.Namespace, verify).Scan(&lo, &hi, &found)
 		if err != nil {
-			return store.Census{}, b.classify(ctx, err)
+			return backend.Census{}, b.classify(ctx, err)
 		}
 		if hi == nil || *hi <= q.After {
-			census := store.Census{Count: -1, Present: found}
+			census := backend.Census{Count: -1, Present: found}
 			if lo != nil {
 				census.MinID = *lo
 			}
@@ -392,10 +392,10 @@ func (b *Backend) list(ctx context.Context, ref store.Ref, q store.Query, fn fun
 	// thread's length.
 	rows, err := b.pool.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol, ref.ThreadID, ref.Namespace, q.After, verify)
 	if err != nil {
-		return store.Census{}, b.classify(ctx, err)
+		return backend.Census{}, b.classify(ctx, err)
 	}
 	defer rows.Close()
-	var census store.Census
+	var census backend.Census
 	for rows.Next() {
 		var (
 			n     int
@@ -405,7 +405,7 @@ func (b *Backend) list(ctx context.Context, ref store.Ref, q store.Query, fn fun
 			id    *string
 		)
 		if err := rows.Scan(&n, &lo, &found, &id, &r.parent, nil, nil); err != nil {
-			return store.Census{}, b.classify(ctx, err)
+			return backend.Census{}, b.classify(ctx, err)
 		}
 		r.rawJSON(rows, 5)
 		census.Count = n
@@ -420,11 +420,11 @@ func (b *Backend) list(ctx context.Context, ref store.Ref, q store.Query, fn fun
 		}
 		r.id = *id
 		if err := fn(r.row()); err != nil {
-			return store.Census{}, err
+			return backend.Census{}, err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return store.Census{}, b.classify(ctx, err)
+		return backend.Census{}, b.classify(ctx, err)
 	}
 	return census, nil
 }
@@ -445,11 +445,11 @@ func (r *rowCols) rawJSON(rows pgx.Rows, i int) {
 	r.checkpoint, r.metadata = raw[i], raw[i+1]
 }
 
-func (r rowCols) row() store.Row {
-	out := store.Row{
+func (r rowCols) row() backend.Row {
+	out := backend.Row{
 		ID:         r.id,
-		Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: r.checkpoint},
-		Metadata:   store.Blob{Type: lgcodec.TypeJSON, Data: r.metadata},
+		Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: r.checkpoint},
+		Metadata:   backend.Blob{Type: lgcodec.TypeJSON, Data: r.metadata},
 	}
 	if r.parent != nil {
 		out.Parent = *r.parent
@@ -459,7 +459,7 @@ func (r rowCols) row() store.Row {
 
 // eachValue reads channel's value at each checkpoint in ids, handing each
 // blob over straight from the row buffer.
-func (b *Backend) eachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+func (b *Backend) eachValue(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(int, backend.Blob) error) error {
 	at := make(map[string][]int, len(ids))
 	for i, id := range ids {
 		at[id] = append(at[id], i)
@@ -485,18 +485,18 @@ func (b *Backend) eachValue(ctx context.Context, ref store.Ref, channel string, 
 			continue
 		}
 		seen[id] = true
-		var blob store.Blob
+		var blob backend.Blob
 		switch {
 		case typ != nil && *typ != lgcodec.TypeEmpty:
 			data, err := bytea(rows, 2)
 			if err != nil {
 				return b.classify(ctx, err)
 			}
-			blob = store.Blob{Type: *typ, Data: data}
+			blob = backend.Blob{Type: *typ, Data: data}
 		case inline != nil:
-			blob = store.Blob{Type: lgcodec.TypeJSON, Data: inline}
+			blob = backend.Blob{Type: lgcodec.TypeJSON, Data: inline}
 		default:
-			blob = store.Blob{Type: lgcodec.TypeEmpty}
+			blob = backend.Blob{Type: lgcodec.TypeEmpty}
 		}
 		for _, i := range at[id] {
 			if err := fn(i, blob); err != nil {
@@ -509,7 +509,7 @@ func (b *Backend) eachValue(ctx context.Context, ref store.Ref, channel string, 
 	}
 	for i, id := range ids {
 		if !seen[id] {
-			if err := fn(i, store.Blob{Missing: true}); err != nil {
+			if err := fn(i, backend.Blob{Missing: true}); err != nil {
 				return err
 			}
 		}
@@ -519,7 +519,7 @@ func (b *Backend) eachValue(ctx context.Context, ref store.Ref, channel string, 
 
 // eachWrite hands fn channel's writes attached to the checkpoints of ids,
 // each value straight from the row buffer.
-func (b *Backend) eachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
+func (b *Backend) eachWrite(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(backend.Write) error) error {
 	withPath, err := b.hasTaskPath(ctx)
 	if err != nil {
 		return err
@@ -535,7 +535,7 @@ func (b *Backend) eachWrite(ctx context.Context, ref store.Ref, channel string, 
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			w   store.Write
+			w   backend.Write
 			typ string
 		)
 		// The blob column is read raw below: bytea's binary format is the
@@ -547,7 +547,7 @@ func (b *Backend) eachWrite(ctx context.Context, ref store.Ref, channel string, 
 		if err != nil {
 			return b.classify(ctx, err)
 		}
-		w.Value = store.Blob{Type: typ, Data: data}
+		w.Value = backend.Blob{Type: typ, Data: data}
 		if err := fn(w); err != nil {
 			return err
 		}
@@ -560,7 +560,7 @@ func (b *Backend) eachWrite(ctx context.Context, ref store.Ref, channel string, 
 
 // newest hands fn up to limit of the newest checkpoints, of the thread or
 // of any thread, with every channel's version.
-func (b *Backend) newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+func (b *Backend) newest(ctx context.Context, ref *backend.Ref, limit int, fn func(backend.Row) error) error {
 	if limit <= 0 {
 		return nil
 	}
@@ -621,7 +621,7 @@ func (b *Backend) hasTaskPath(ctx context.Context) (bool, error) {
 	err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'task_path' AND NOT attisdropped)
  WHERE to_regclass($1) IS NOT NULL`, b.name("checkpoint_writes")).Scan(&exists)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, fmt.Errorf("%w: no checkpoint_writes table in %s; LangGraph's savers create it with the others", store.ErrNotCheckpointStore, b.where())
+		return false, fmt.Errorf("%w: no checkpoint_writes table in %s; LangGraph's savers create it with the others", backend.ErrNotCheckpointStore, b.where())
 	}
 	if err != nil {
 		return false, b.classify(ctx, err)
@@ -651,10 +651,10 @@ func (b *Backend) ping(ctx context.Context) error {
 		return b.classify(ctx, err)
 	}
 	if !ok {
-		return fmt.Errorf("%w: no checkpoints and checkpoint_blobs tables in %s; point --dsn/--schema at the database and schema LangGraph's checkpointer writes", store.ErrNotCheckpointStore, b.where())
+		return fmt.Errorf("%w: no checkpoints and checkpoint_blobs tables in %s; point --dsn/--schema at the database and schema LangGraph's checkpointer writes", backend.ErrNotCheckpointStore, b.where())
 	}
 	if !canRead {
-		return fmt.Errorf("%w: role %q may not SELECT from %s and %s; GRANT SELECT ON %[3]s, %[4]s TO %s", store.ErrNotCheckpointStore,
+		return fmt.Errorf("%w: role %q may not SELECT from %s and %s; GRANT SELECT ON %[3]s, %[4]s TO %s", backend.ErrNotCheckpointStore,
 			role, name, blobs, pgx.Identifier{role}.Sanitize())
 	}
 	// An index probe for a thread that cannot exist: it costs nothing
@@ -689,8 +689,8 @@ func (b *Backend) Close() {
 
 // classify sorts a query error into what the layers above act on: the
 // caller's own deadline or cancellation; the database being unreachable,
-// which may heal (store.ErrUnavailable); or a configuration that never
-// will (store.ErrNotCheckpointStore): no such database, a login the
+// which may heal (backend.ErrUnavailable); or a configuration that never
+// will (backend.ErrNotCheckpointStore): no such database, a login the
 // server refuses, a missing grant, no checkpoint tables. Each message is
 // one line and says what to fix.
 //
@@ -699,7 +699,7 @@ func (b *Backend) Close() {
 // NotConnectedError wrapping the attempt's error, classified.
 func (b *Backend) classify(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("postgres: %w: %w", store.ErrNoAnswer, ctxErr)
+		return fmt.Errorf("postgres: %w: %w", backend.ErrNoAnswer, ctxErr)
 	}
 	if isNotConnected(err) {
 		return fmt.Errorf("postgres: %w", err)
@@ -717,7 +717,7 @@ func (b *Backend) classify(ctx context.Context, err error) error {
 }
 
 // dataRole and indexRole are what a damaged part of PostgreSQL is to
-// historyd (store.CorruptError.Role), as a caller may read it: they name
+// historyd (backend.CorruptError.Role), as a caller may read it: they name
 // no host, database, schema or role.
 const (
 	dataRole  = "the PostgreSQL checkpoint database"
@@ -732,33 +732,33 @@ func sortError(err error) error {
 		msg := oneLine(pgErr.Message)
 		switch {
 		case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined_table, invalid_schema_name
-			return fmt.Errorf("%w: %s; point --dsn/--schema at the database and schema LangGraph's checkpointer writes", store.ErrNotCheckpointStore, msg)
+			return fmt.Errorf("%w: %s; point --dsn/--schema at the database and schema LangGraph's checkpointer writes", backend.ErrNotCheckpointStore, msg)
 		case pgErr.Code == "42501": // insufficient_privilege: the role lacks a grant
-			return fmt.Errorf("%w: %s; grant historyd's role CONNECT on the database, USAGE on the schema and SELECT on the checkpoint tables", store.ErrNotCheckpointStore, msg)
+			return fmt.Errorf("%w: %s; grant historyd's role CONNECT on the database, USAGE on the schema and SELECT on the checkpoint tables", backend.ErrNotCheckpointStore, msg)
 		case pgErr.Code == "3D000", // invalid_catalog_name
 			pgErr.Code == "08P01" && strings.HasPrefix(pgErr.Message, "no such database"): // PgBouncer's
-			return fmt.Errorf("%w: %s; point --dsn at the database LangGraph's checkpointer writes", store.ErrNotCheckpointStore, msg)
+			return fmt.Errorf("%w: %s; point --dsn at the database LangGraph's checkpointer writes", backend.ErrNotCheckpointStore, msg)
 		case pgErr.Code == "28P01": // invalid_password
-			return fmt.Errorf("%w: %s; check the password in --dsn (or PGPASSWORD, ~/.pgpass)", store.ErrNotCheckpointStore, msg)
+			return fmt.Errorf("%w: %s; check the password in --dsn (or PGPASSWORD, ~/.pgpass)", backend.ErrNotCheckpointStore, msg)
 		case pgErr.Code == "28000", // invalid_authorization_specification
 			pgErr.Code == "08P01" && (strings.Contains(pgErr.Message, "authentication failed") || strings.HasPrefix(pgErr.Message, "no such user")): // PgBouncer's
-			return fmt.Errorf("%w: the server refused the login: %s; check the user in --dsn, that the role exists and may log in, and the server's pg_hba.conf", store.ErrNotCheckpointStore, msg)
+			return fmt.Errorf("%w: the server refused the login: %s; check the user in --dsn, that the role exists and may log in, and the server's pg_hba.conf", backend.ErrNotCheckpointStore, msg)
 		case pgErr.Code == "08P01" && strings.HasPrefix(pgErr.Message, "unsupported startup parameter"):
 			// A pooler refusing a parameter the DSN sets: it will refuse it
 			// every time.
-			return fmt.Errorf("%w: the pooler refused the connection: %s; remove that parameter from --dsn, or list it in the pooler's ignore_startup_parameters", store.ErrNotCheckpointStore, msg)
+			return fmt.Errorf("%w: the pooler refused the connection: %s; remove that parameter from --dsn, or list it in the pooler's ignore_startup_parameters", backend.ErrNotCheckpointStore, msg)
 		case pgErr.Code == "XX001": // data_corrupted: a page of a table fails its checks
 			// Damage, not a bug nor an outage: the log gets PostgreSQL's
 			// words, which name the relation's file; a caller only what
 			// the damaged part is to historyd.
-			return &store.CorruptError{Role: dataRole, Err: fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)}
+			return &backend.CorruptError{Role: dataRole, Err: fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)}
 		case pgErr.Code == "XX002": // index_corrupted
-			return &store.CorruptError{Role: indexRole, Err: fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)}
+			return &backend.CorruptError{Role: indexRole, Err: fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)}
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
 			strings.HasPrefix(pgErr.Code, "57"), // operator intervention (shutdown, cancel, starting up)
 			pgErr.Code == "40001", pgErr.Code == "40P01":
-			return fmt.Errorf("%w: %s (SQLSTATE %s)", store.ErrUnavailable, msg, pgErr.Code)
+			return fmt.Errorf("%w: %s (SQLSTATE %s)", backend.ErrUnavailable, msg, pgErr.Code)
 		}
 		return fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)
 	}
@@ -769,7 +769,7 @@ func sortError(err error) error {
 	// stopping) and may come back.
 	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: %s", store.ErrUnavailable, oneLine(redact(err).Error()))
+		return fmt.Errorf("%w: %s", backend.ErrUnavailable, oneLine(redact(err).Error()))
 	}
 	if msg := err.Error(); oneLine(msg) != msg {
 		return fmt.Errorf("postgres: %s", oneLine(msg))
@@ -797,6 +797,6 @@ func redact(err error) error {
 	return err
 }
 
-// SharesBlobs implements store.BlobSharer: checkpoint_blobs keeps one value
+// SharesBlobs implements backend.BlobSharer: checkpoint_blobs keeps one value
 // per (thread, namespace, channel, version).
 func (b *Backend) SharesBlobs() bool { return true }

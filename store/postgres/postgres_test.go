@@ -21,6 +21,7 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -66,7 +67,7 @@ func TestSuite(t *testing.T) {
 	for _, saver := range []lgsaver.Saver{lgsaver.PostgresPython, lgsaver.PostgresJS} {
 		for name, channels := range map[string][]string{"the channels read": {"messages", "tool_state", "files", store.SavedValueChannel}, "all channels": nil} {
 			t.Run(saver.String()+"/"+name, func(t *testing.T) {
-				storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
+				storetest.Run(t, func(t *testing.T) (backend.Backend, storetest.Writer) {
 					admin, schema, ro := newSchemaFor(t, saver)
 					return openBackend(t, ro, schema, channels...), newWriter(t, admin, schema, saver)
 				})
@@ -74,7 +75,7 @@ func TestSuite(t *testing.T) {
 		}
 		for _, via := range pooled {
 			t.Run(saver.String()+"/"+via.name, func(t *testing.T) {
-				storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
+				storetest.Run(t, func(t *testing.T) (backend.Backend, storetest.Writer) {
 					admin, schema, _ := newSchemaFor(t, saver)
 					dsn := pooledDSN(t, admin, schema, via.env, via.query)
 					return openPooled(t, dsn, schema, via.pooler, "messages", "tool_state", "files", store.SavedValueChannel), newWriter(t, admin, schema, saver)
@@ -146,7 +147,7 @@ func openPooled(t *testing.T, dsn, schema string, pooler Pooler, channels ...str
 func TestPoolerUnderConcurrency(t *testing.T) {
 	admin, schema, ro := newSchema(t)
 	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
-	ref := store.Ref{ThreadID: "pooled"}
+	ref := backend.Ref{ThreadID: "pooled"}
 	written := storetest.Build(w, ref, storetest.Demo)
 	var ids []string
 	for _, wr := range written {
@@ -234,7 +235,7 @@ func TestPoolerUnderConcurrency(t *testing.T) {
 func TestPoolerSignOnThreads(t *testing.T) {
 	admin, schema, _ := newSchema(t)
 	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
-	storetest.Build(w, store.Ref{ThreadID: "listed"}, storetest.Demo[:1])
+	storetest.Build(w, backend.Ref{ThreadID: "listed"}, storetest.Demo[:1])
 	ctx := context.Background()
 	for _, read := range []struct {
 		name string
@@ -242,14 +243,14 @@ func TestPoolerSignOnThreads(t *testing.T) {
 	}{
 		{"Threads", func(b *Backend) error {
 			var got []string
-			_, err := b.Threads(ctx, store.ThreadQuery{Limit: 10}, func(r store.ThreadRow) error { got = append(got, r.ThreadID); return nil })
+			_, err := b.Threads(ctx, backend.ThreadQuery{Limit: 10}, func(r backend.ThreadRow) error { got = append(got, r.ThreadID); return nil })
 			if err == nil && !slices.Equal(got, []string{"listed"}) {
 				err = fmt.Errorf("listed %q, want [listed]", got)
 			}
 			return err
 		}},
 		{"ExplainThreads", func(b *Backend) error {
-			_, err := b.ExplainThreads(ctx, store.ThreadQuery{Limit: 10})
+			_, err := b.ExplainThreads(ctx, backend.ThreadQuery{Limit: 10})
 			return err
 		}},
 	} {
@@ -290,7 +291,7 @@ func TestPoolerSignOnThreads(t *testing.T) {
 }
 
 // readAll is readAllErr failing t on error.
-func readAll(t *testing.T, b *Backend, ref store.Ref, ids []string) string {
+func readAll(t *testing.T, b *Backend, ref backend.Ref, ids []string) string {
 	t.Helper()
 	s, err := readAllErr(b, ref, ids)
 	if err != nil {
@@ -301,13 +302,13 @@ func readAll(t *testing.T, b *Backend, ref store.Ref, ids []string) string {
 
 // readAllErr calls every read the backend offers once, and returns what
 // they answered as text.
-func readAllErr(b *Backend, ref store.Ref, ids []string) (string, error) {
+func readAllErr(b *Backend, ref backend.Ref, ids []string) (string, error) {
 	ctx := context.Background()
 	var out strings.Builder
 	if err := b.Ping(ctx); err != nil {
 		return "", err
 	}
-	census, err := b.List(ctx, ref, store.Query{}, func(r store.Row) error {
+	census, err := b.List(ctx, ref, backend.Query{}, func(r backend.Row) error {
 		fmt.Fprintf(&out, "row %s %s %s %s\n", r.ID, r.Parent, r.Checkpoint.Data, r.Metadata.Data)
 		return nil
 	})
@@ -316,7 +317,7 @@ func readAllErr(b *Backend, ref store.Ref, ids []string) (string, error) {
 	}
 	fmt.Fprintf(&out, "census %+v\n", census)
 	// The warm path: nothing new since the newest, its ids checked.
-	census, err = b.List(ctx, ref, store.Query{After: ids[len(ids)-1], Verify: ids[:1]}, func(r store.Row) error {
+	census, err = b.List(ctx, ref, backend.Query{After: ids[len(ids)-1], Verify: ids[:1]}, func(r backend.Row) error {
 		return fmt.Errorf("row %s listed after the newest", r.ID)
 	})
 	if err != nil {
@@ -325,7 +326,7 @@ func readAllErr(b *Backend, ref store.Ref, ids []string) (string, error) {
 	fmt.Fprintf(&out, "probe %+v\n", census)
 	for _, ch := range []string{"messages", "tool_state"} {
 		vals := make([]string, len(ids))
-		if err := b.EachValue(ctx, ref, ch, ids, func(i int, v store.Blob) error {
+		if err := b.EachValue(ctx, ref, ch, ids, func(i int, v backend.Blob) error {
 			vals[i] = fmt.Sprintf("%s %x", v.Type, v.Data)
 			return nil
 		}); err != nil {
@@ -334,7 +335,7 @@ func readAllErr(b *Backend, ref store.Ref, ids []string) (string, error) {
 		fmt.Fprintf(&out, "%s %v\n", ch, vals)
 	}
 	var writes []string
-	if err := b.EachWrite(ctx, ref, "tool_state", ids, func(w store.Write) error {
+	if err := b.EachWrite(ctx, ref, "tool_state", ids, func(w backend.Write) error {
 		writes = append(writes, fmt.Sprintf("%s/%s/%d %s %x", w.CheckpointID, w.TaskID, w.Idx, w.Value.Type, w.Value.Data))
 		return nil
 	}); err != nil {
@@ -350,11 +351,11 @@ func readAllErr(b *Backend, ref store.Ref, ids []string) (string, error) {
 func TestChannelNames(t *testing.T) {
 	admin, schema, ro := newSchema(t)
 	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
-	ref := store.Ref{ThreadID: "quoted"}
+	ref := backend.Ref{ThreadID: "quoted"}
 	storetest.Build(w, ref, storetest.Demo[:1])
 	b := openBackend(t, ro, schema, "it's", "messages")
 	n := 0
-	_, err := b.List(context.Background(), ref, store.Query{}, func(r store.Row) error {
+	_, err := b.List(context.Background(), ref, backend.Query{}, func(r backend.Row) error {
 		n++
 		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 		if err != nil {
@@ -379,7 +380,7 @@ func TestInlineAndEmptyValues(t *testing.T) {
 	admin, schema, ro := newSchema(t)
 	b := openBackend(t, ro, schema)
 	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
-	ref := store.Ref{ThreadID: "inline"}
+	ref := backend.Ref{ThreadID: "inline"}
 	w.Put(ref, lgsaver.Checkpoint{ID: "c1", TS: time.Now(), Values: lgwrite.Map{
 		{Key: "title", Value: "Severn"}, {Key: "count", Value: 3.5}, {Key: "tool_state", Value: map[string]any{"a": 1.0}},
 		{Key: "snapshot", Value: lgwrite.DeltaSnapshot{Value: []any{"x"}}},
@@ -402,7 +403,7 @@ func TestInlineAndEmptyValues(t *testing.T) {
 		{"snapshot", "msgpack", string(snap)},
 		{"absent", "empty", ``},
 	} {
-		blobs, err := store.Values(ctx, b, ref, tt.channel, []string{"c1"})
+		blobs, err := backend.Values(ctx, b, ref, tt.channel, []string{"c1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -416,21 +417,21 @@ func TestWrongSchemaAndDownDatabase(t *testing.T) {
 	_, _, ro := newSchema(t)
 	ctx := context.Background()
 	b := openBackend(t, ro, "no_such_schema")
-	if err := b.Ping(ctx); !errors.Is(err, store.ErrNotCheckpointStore) {
+	if err := b.Ping(ctx); !errors.Is(err, backend.ErrNotCheckpointStore) {
 		t.Errorf("Ping with a wrong schema = %v, want ErrNotCheckpointStore", err)
 	}
-	if _, err := b.List(ctx, store.Ref{ThreadID: "t"}, store.Query{}, func(store.Row) error { return nil }); !errors.Is(err, store.ErrNotCheckpointStore) {
+	if _, err := b.List(ctx, backend.Ref{ThreadID: "t"}, backend.Query{}, func(backend.Row) error { return nil }); !errors.Is(err, backend.ErrNotCheckpointStore) {
 		t.Errorf("List with a wrong schema = %v, want ErrNotCheckpointStore", err)
 	}
-	if err := b.EachWrite(ctx, store.Ref{ThreadID: "t"}, "messages", []string{"x"}, func(store.Write) error { return nil }); !errors.Is(err, store.ErrNotCheckpointStore) {
+	if err := b.EachWrite(ctx, backend.Ref{ThreadID: "t"}, "messages", []string{"x"}, func(backend.Write) error { return nil }); !errors.Is(err, backend.ErrNotCheckpointStore) {
 		t.Errorf("EachWrite with a wrong schema = %v, want ErrNotCheckpointStore", err)
 	}
 	// Nothing listens on port 1.
 	down := openBackend(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", "")
-	if err := down.Ping(ctx); !errors.Is(err, store.ErrUnavailable) {
+	if err := down.Ping(ctx); !errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("Ping of a down database = %v, want ErrUnavailable", err)
 	}
-	if _, err := down.List(ctx, store.Ref{ThreadID: "t"}, store.Query{}, func(store.Row) error { return nil }); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := down.List(ctx, backend.Ref{ThreadID: "t"}, backend.Query{}, func(backend.Row) error { return nil }); !errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("List of a down database = %v, want ErrUnavailable", err)
 	}
 }
@@ -452,13 +453,13 @@ func TestPingWithoutGrants(t *testing.T) {
 	}
 	b := openBackend(t, ro, schema)
 	err := b.Ping(context.Background())
-	if !errors.Is(err, store.ErrNotCheckpointStore) || !strings.Contains(err.Error(), "SELECT") {
+	if !errors.Is(err, backend.ErrNotCheckpointStore) || !strings.Contains(err.Error(), "SELECT") {
 		t.Errorf("Ping without SELECT on checkpoint_blobs = %v; want ErrNotCheckpointStore saying to grant SELECT", err)
 	}
 	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
-	storetest.Build(w, store.Ref{ThreadID: "t"}, storetest.Demo[:1])
-	_, err = store.New(store.Config{Backend: b}).History(context.Background(), store.Ref{ThreadID: "t"})
-	if !errors.Is(err, store.ErrNotCheckpointStore) {
+	storetest.Build(w, backend.Ref{ThreadID: "t"}, storetest.Demo[:1])
+	_, err = store.New(store.Config{Backend: b}).History(context.Background(), backend.Ref{ThreadID: "t"})
+	if !errors.Is(err, backend.ErrNotCheckpointStore) {
 		t.Errorf("History without SELECT on checkpoint_blobs = %v; want ErrNotCheckpointStore", err)
 	}
 }
@@ -476,7 +477,7 @@ func TestHostileThreadIDs(t *testing.T) {
 		"ümlaut-🌊", strings.Repeat("x", 10<<10), `t'1"; --`,
 	}
 	for i, id := range ids {
-		ref := store.Ref{ThreadID: id, Namespace: id}
+		ref := backend.Ref{ThreadID: id, Namespace: id}
 		if i%2 == 0 {
 			storetest.Build(w, ref, storetest.Demo[:1])
 		}
@@ -549,7 +550,7 @@ func TestOwnSessionIsReadOnly(t *testing.T) {
 }
 
 // TestCorruptionIsDataLoss: PostgreSQL reporting a damaged page of a table
-// (XX001) or of an index (XX002) is a store.CorruptError naming the part
+// (XX001) or of an index (XX002) is a backend.CorruptError naming the part
 // by what it is to historyd, whatever names the server's words hold, and
 // neither an outage nor a misconfiguration. The server's words, which
 // name the relation, stay in the error for the operator's log.
@@ -561,7 +562,7 @@ func TestCorruptionIsDataLoss(t *testing.T) {
 		{"XX002", `index "checkpoints_pkey" contains unexpected zero page at block 3`, "an index of the PostgreSQL checkpoint tables"},
 	} {
 		err := sortError(fmt.Errorf("list: %w", &pgconn.PgError{Code: tt.code, Message: tt.message}))
-		var ce *store.CorruptError
+		var ce *backend.CorruptError
 		if !errors.As(err, &ce) || ce.Role != tt.role {
 			t.Errorf("SQLSTATE %s: %v; want a CorruptError for %s", tt.code, err, tt.role)
 			continue
@@ -569,7 +570,7 @@ func TestCorruptionIsDataLoss(t *testing.T) {
 		if !strings.Contains(err.Error(), tt.message) || !strings.Contains(err.Error(), tt.code) {
 			t.Errorf("SQLSTATE %s: %q leaves out the server's words", tt.code, err)
 		}
-		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotCheckpointStore) {
+		if errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrNotCheckpointStore) {
 			t.Errorf("SQLSTATE %s: damage reported as an outage or a misconfiguration: %v", tt.code, err)
 		}
 	}

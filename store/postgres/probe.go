@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // probeManySQL answers many threads' freshness probes in one statement, hence
@@ -25,9 +25,9 @@ func (b *Backend) probeManySQL() string {
 FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(thread, ns, after, i)`
 }
 
-// probe answers store.Backend.Probe: every probe of the batch in one
+// probe answers backend.Backend.Probe: every probe of the batch in one
 // statement, one round trip however many reads share it.
-func (b *Backend) probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
+func (b *Backend) probe(ctx context.Context, ps []backend.Probe) ([]backend.ProbeResult, error) {
 	threads := make([]string, len(ps))
 	namespaces := make([]string, len(ps))
 	after := make([]string, len(ps))
@@ -48,7 +48,7 @@ func (b *Backend) probe(ctx context.Context, ps []store.Probe) ([]store.ProbeRes
 		return nil, b.classify(ctx, err)
 	}
 	defer rows.Close()
-	out := make([]store.ProbeResult, len(ps))
+	out := make([]backend.ProbeResult, len(ps))
 	seen := 0
 	for rows.Next() {
 		var (

@@ -23,7 +23,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -47,9 +47,9 @@ func TestThreadsOfOneTenantAmongAnother(t *testing.T) {
 			admin, schema, ro := storetest.PostgresSchema(t, dsn, lgsaver.PostgresPython)
 			w := storetest.NewPostgresWriter(t, admin, schema, lgsaver.PostgresPython)
 			for i, id := range []string{"acme/alpha", "acme/beta", "acme/gamma"} {
-				storetest.PutThread(w, store.Ref{ThreadID: id}, storetest.Base.Add(time.Duration(i)*time.Hour), 2)
+				storetest.PutThread(w, backend.Ref{ThreadID: id}, storetest.Base.Add(time.Duration(i)*time.Hour), 2)
 			}
-			storetest.PutThread(w, store.Ref{ThreadID: victimID(0)}, storetest.Base.Add(30*time.Minute), 1)
+			storetest.PutThread(w, backend.Ref{ThreadID: victimID(0)}, storetest.Base.Add(30*time.Minute), 1)
 
 			path := filepath.Join(t.TempDir(), "tokens.json")
 			authtest.WriteFile(t, path, authtest.TokenFile(t, authtest.Tenant{Name: "acme", Prefixes: []string{"acme/"}, Tokens: []string{"token-acme"}}))

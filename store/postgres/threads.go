@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
@@ -35,7 +35,7 @@ import (
 // grow with them. There the walk ranges over an index an operator created
 // on thread_id COLLATE "C" (docs/deploy.md, "Listing threads"), in byte
 // order; without one, a listing under prefixes is refused
-// (store.ErrUnorderedPrefixes), and only a listing of every thread, which
+// (backend.ErrUnorderedPrefixes), and only a listing of every thread, which
 // has no one else's to visit, walks the primary key in its own order.
 
 // bytewiseNames are the collations that sort text by its bytes in UTF-8:
@@ -110,7 +110,7 @@ func (b *Backend) walkOrder(ctx context.Context) (walkOrder, error) {
 	var column, db, indexes string
 	err := b.pool.QueryRow(ctx, walkOrderSQL, b.name("checkpoints")).Scan(&column, &db, &indexes)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return walkOrder{}, fmt.Errorf("%w: no checkpoints table with a thread_id column in %s", store.ErrNotCheckpointStore, b.where())
+		return walkOrder{}, fmt.Errorf("%w: no checkpoints table with a thread_id column in %s", backend.ErrNotCheckpointStore, b.where())
 	}
 	if err != nil {
 		return walkOrder{}, b.classify(ctx, err)
@@ -179,16 +179,16 @@ type walk struct {
 func (w walk) with(limit int) []any { return []any{w.args[0], w.args[1], limit, w.args[2]} }
 
 // walks returns the statements a listing runs, in order: one per range of
-// thread ids the listing covers (store.PrefixRanges), each confined to its
+// thread ids the listing covers (backend.PrefixRanges), each confined to its
 // prefix. Without an order in which a prefix is a range, only a listing of
 // every thread can be walked.
-func (b *Backend) walks(q store.ThreadQuery, o walkOrder) ([]walk, error) {
+func (b *Backend) walks(q backend.ThreadQuery, o walkOrder) ([]walk, error) {
 	if !o.bytewise && len(q.Prefixes) > 0 {
 		return nil, b.unordered(o)
 	}
 	cp := table(b.schema, "checkpoints")
 	var out []walk
-	for _, r := range store.PrefixRanges(q.Prefixes, q.After) {
+	for _, r := range backend.PrefixRanges(q.Prefixes, q.After) {
 		op := ">"
 		if r.Inclusive {
 			op = ">="
@@ -202,13 +202,13 @@ func (b *Backend) walks(q store.ThreadQuery, o walkOrder) ([]walk, error) {
 // o is no byte order: it names the index that would make it one.
 func (b *Backend) unordered(o walkOrder) error {
 	return fmt.Errorf("%w: the collation of thread_id in %s (%s) does not sort bytewise, and no index sorts it so; create one, e.g. CREATE INDEX CONCURRENTLY ON %s (thread_id COLLATE \"C\"), as docs/deploy.md (\"Listing threads\") describes",
-		store.ErrUnorderedPrefixes, b.name("checkpoints"), o.column, b.name("checkpoints"))
+		backend.ErrUnorderedPrefixes, b.name("checkpoints"), o.column, b.name("checkpoints"))
 }
 
 // PrefixListing reports whether a listing under thread-id prefixes can be
 // walked now: nil when thread_id sorts bytewise or an index sorts it so,
 // else the error such a listing is refused with (wrapping
-// store.ErrUnorderedPrefixes), which names the index to create. historyd
+// backend.ErrUnorderedPrefixes), which names the index to create. historyd
 // serve asks at start, so that an operator whose tenants are confined to
 // prefixes learns of the missing index before a caller does.
 func (b *Backend) PrefixListing(ctx context.Context) error {
@@ -222,16 +222,16 @@ func (b *Backend) PrefixListing(ctx context.Context) error {
 }
 
 // threads lists threads with a loose index scan; see above.
-func (b *Backend) threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
+func (b *Backend) threads(ctx context.Context, q backend.ThreadQuery, fn func(backend.ThreadRow) error) (backend.ThreadWalk, error) {
 	o, err := b.walkOrder(ctx)
 	if err != nil {
-		return store.ThreadWalk{}, err
+		return backend.ThreadWalk{}, err
 	}
 	ws, err := b.walks(q, o)
 	if err != nil {
-		return store.ThreadWalk{}, err
+		return backend.ThreadWalk{}, err
 	}
-	var tw store.ThreadWalk
+	var tw backend.ThreadWalk
 	left := q.Limit
 	for _, w := range ws {
 		if left == 0 {
@@ -249,7 +249,7 @@ func (b *Backend) threads(ctx context.Context, q store.ThreadQuery, fn func(stor
 // first statement a listing q runs: what the benchmark records, and what
 // an operator can ask for on their own database. EXPLAIN ANALYZE runs the
 // statement, which only reads.
-func (b *Backend) explainThreads(ctx context.Context, q store.ThreadQuery) (string, error) {
+func (b *Backend) explainThreads(ctx context.Context, q backend.ThreadQuery) (string, error) {
 	o, err := b.walkOrder(ctx)
 	if err != nil {
 		return "", err
@@ -282,7 +282,7 @@ func (b *Backend) explainThreads(ctx context.Context, q store.ThreadQuery) (stri
 
 // walkThreads runs one walk, handing fn the threads with checkpoints in
 // the namespace and counting the visited ones off left.
-func (b *Backend) walkThreads(ctx context.Context, stmt string, args []any, w *store.ThreadWalk, left *int, fn func(store.ThreadRow) error) error {
+func (b *Backend) walkThreads(ctx context.Context, stmt string, args []any, w *backend.ThreadWalk, left *int, fn func(backend.ThreadRow) error) error {
 	// Planned with its values (the simple protocol): the start and the
 	// prefix decide which index range the first step reads.
 	rows, err := b.pool.Query(ctx, stmt, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
@@ -305,9 +305,9 @@ func (b *Backend) walkThreads(ctx context.Context, stmt string, args []any, w *s
 		if n == 0 || firstID == nil || lastID == nil {
 			continue
 		}
-		err := fn(store.ThreadRow{ThreadID: tid, Count: n,
-			First: store.Row{ID: *firstID, Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: first}},
-			Last:  store.Row{ID: *lastID, Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: last}},
+		err := fn(backend.ThreadRow{ThreadID: tid, Count: n,
+			First: backend.Row{ID: *firstID, Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: first}},
+			Last:  backend.Row{ID: *lastID, Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: last}},
 		})
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -47,7 +48,7 @@ func TestThreadsUnderOtherCollations(t *testing.T) {
 			exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN thread_id TYPE text COLLATE %s`, cp, pgx.Identifier{coll.name}.Sanitize()))
 			w := newWriter(t, admin, schema, lgsaver.PostgresPython)
 			for i, id := range ids {
-				storetest.PutThread(w, store.Ref{ThreadID: id}, storetest.Base.Add(time.Duration(i)*time.Minute), 1+i%2)
+				storetest.PutThread(w, backend.Ref{ThreadID: id}, storetest.Base.Add(time.Duration(i)*time.Minute), 1+i%2)
 			}
 			b := openBackend(t, ro, schema)
 			st := store.New(store.Config{Backend: b})
@@ -81,7 +82,7 @@ func TestThreadsUnderOtherCollations(t *testing.T) {
 					t.Fatalf("walk order %+v, %v; want the primary key's, bytewise", o, err)
 				}
 				listings(t, byteOrder)
-				plan, err := b.ExplainThreads(ctx, store.ThreadQuery{Prefixes: []string{"a/"}, Limit: 2})
+				plan, err := b.ExplainThreads(ctx, backend.ThreadQuery{Prefixes: []string{"a/"}, Limit: 2})
 				if err != nil || !strings.Contains(plan, "Recursive Union") || !strings.Contains(plan, "Index Only Scan") {
 					t.Errorf("plan:\n%s\n%v", plan, err)
 				}
@@ -100,7 +101,7 @@ func TestThreadsUnderOtherCollations(t *testing.T) {
 				for _, prefixes := range prefixSets {
 					for _, by := range []store.ThreadOrder{store.ByThreadID, store.ByLastActivity} {
 						_, err := st.Threads(ctx, store.ThreadsQuery{Prefixes: prefixes, Order: by, Limit: 10})
-						if !errors.Is(err, store.ErrUnorderedPrefixes) || !strings.Contains(err.Error(), `COLLATE "C"`) {
+						if !errors.Is(err, backend.ErrUnorderedPrefixes) || !strings.Contains(err.Error(), `COLLATE "C"`) {
 							t.Errorf("prefixes %q, %v: %v; want ErrUnorderedPrefixes naming the index to create", prefixes, by, err)
 						}
 					}
@@ -124,7 +125,7 @@ func TestThreadsUnderOtherCollations(t *testing.T) {
 				exec(fmt.Sprintf(`INSERT INTO %s (thread_id, checkpoint_ns, checkpoint_id, checkpoint)
   SELECT 'x/' || i, '', '1f0d-000000', '{}' FROM generate_series(1, 5000) i`, cp))
 				exec("ANALYZE " + cp)
-				plan, err := b.ExplainThreads(ctx, store.ThreadQuery{Prefixes: []string{"x/"}, Limit: 3})
+				plan, err := b.ExplainThreads(ctx, backend.ThreadQuery{Prefixes: []string{"x/"}, Limit: 3})
 				if err != nil || strings.Count(plan, "Index Only Scan using thread_id_bytewise") != 2 || strings.Contains(plan, "Seq Scan") {
 					t.Errorf("plan:\n%s\n%v", plan, err)
 				}
@@ -141,7 +142,7 @@ func TestThreadsSuiteUnderCollations(t *testing.T) {
 	for _, l := range storetest.PostgresLocales {
 		t.Run(l.Name, func(t *testing.T) {
 			dsn := storetest.PostgresDatabase(t, l)
-			storetest.RunThreads(t, func(t *testing.T) (store.Backend, storetest.Writer) {
+			storetest.RunThreads(t, func(t *testing.T) (backend.Backend, storetest.Writer) {
 				admin, schema, ro := storetest.PostgresSchema(t, dsn, lgsaver.PostgresPython)
 				if !l.Bytewise {
 					// The optional migration docs/deploy.md describes,

@@ -7,7 +7,7 @@
 // column: Python's JsonPlusSerializer writes msgpack (type "msgpack"),
 // LangChain.js writes JSON text (type "json"). There is no blob table, so a
 // channel's value is cut out of the checkpoint it belongs to, still encoded,
-// and handed to the layers above as a store.Blob of the checkpoint's type.
+// and handed to the layers above as a backend.Blob of the checkpoint's type.
 //
 // The file is opened read-only: historyd never creates it, never writes to
 // it, never checkpoints its write-ahead log, and reads consistent snapshots
@@ -16,7 +16,7 @@
 // and has removed them, SQLite creates them empty beside the database and,
 // being read-only, leaves them for the saver's next start. A directory
 // historyd cannot write to therefore works only while the saver runs;
-// otherwise every read reports store.ErrUnavailable.
+// otherwise every read reports backend.ErrUnavailable.
 package sqlite
 
 import (
@@ -39,6 +39,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
@@ -59,7 +60,7 @@ type Config struct {
 	// The file must already exist: historyd never creates it.
 	Path string
 	// BusyTimeout is how long a query waits for a lock held by the writer
-	// before failing with store.ErrUnavailable. In WAL mode readers are
+	// before failing with backend.ErrUnavailable. In WAL mode readers are
 	// rarely blocked; a database left in rollback-journal mode blocks them
 	// for every write. Zero means 5 seconds.
 	BusyTimeout time.Duration
@@ -79,7 +80,7 @@ const (
 	idsPerQuery = 500
 )
 
-// Backend is a store.Backend over a read-only SQLite connection pool.
+// Backend is a backend.Backend over a read-only SQLite connection pool.
 type Backend struct {
 	path     string
 	dsn      string
@@ -97,7 +98,7 @@ type Backend struct {
 	tracer trace.Tracer
 }
 
-var _ store.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 const (
 	// rowSQL are the columns of one listed checkpoint.
@@ -142,9 +143,9 @@ WHERE c.thread_id = ? AND c.checkpoint_ns = ? ORDER BY c.checkpoint_id DESC LIMI
 // Open opens cfg.Path read-only and checks that it holds a checkpoints
 // table. A missing file is an error wrapping fs.ErrNotExist, and a file
 // without the table (or not an SQLite database) an error wrapping
-// store.ErrNotCheckpointStore: both mean the configuration points at the
+// backend.ErrNotCheckpointStore: both mean the configuration points at the
 // wrong place. A database that is merely locked at the moment is not an
-// error here; Ping and each query report it as store.ErrUnavailable.
+// error here; Ping and each query report it as backend.ErrUnavailable.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("sqlite: empty path")
@@ -171,7 +172,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 		b.maxConns = defaultMaxConns
 	}
 	b.db = b.openPool()
-	if err := b.check(ctx, b.db); err != nil && !errors.Is(err, store.ErrUnavailable) {
+	if err := b.check(ctx, b.db); err != nil && !errors.Is(err, backend.ErrUnavailable) {
 		b.db.Close()
 		// classify has named the file.
 		return nil, err
@@ -228,18 +229,18 @@ func ParseDSN(dsn string) (path string, ok bool) {
 }
 
 // pool returns the connection pool for the file now at the path. A file
-// that is gone is store.ErrUnavailable: the writer may be recreating it.
+// that is gone is backend.ErrUnavailable: the writer may be recreating it.
 func (b *Backend) pool() (*sql.DB, error) {
 	// Stat first: open connections keep reading a deleted file's old
 	// contents, and would hide that it is gone.
 	fi, err := os.Stat(b.path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sqlite: %v", store.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: sqlite: %v", backend.ErrUnavailable, err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, fmt.Errorf("%w: sqlite: backend closed", store.ErrUnavailable)
+		return nil, fmt.Errorf("%w: sqlite: backend closed", backend.ErrUnavailable)
 	}
 	if !os.SameFile(fi, b.file) {
 		old := b.db
@@ -262,10 +263,10 @@ func (b *Backend) check(ctx context.Context, db *sql.DB) (err error) {
 	return b.classify(ctx, rows.Close())
 }
 
-// Probe implements store.Backend, thread by thread: a statement on an
+// Probe implements backend.Backend, thread by thread: a statement on an
 // embedded database costs no round trip.
-func (b *Backend) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
-	return store.ProbeEach(ctx, b, ps)
+func (b *Backend) Probe(ctx context.Context, ps []backend.Probe) ([]backend.ProbeResult, error) {
+	return backend.ProbeEach(ctx, b, ps)
 }
 
 // List hands fn the thread's checkpoint rows, each row's checkpoint
@@ -273,10 +274,10 @@ func (b *Backend) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeRes
 // whole checkpoint, channel values included, in one column, so listing only
 // the new ones is what keeps refreshing a long thread cheap. The census
 // and the rows come from one statement, so from one snapshot of the file.
-func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (_ store.Census, err error) {
+func (b *Backend) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (_ backend.Census, err error) {
 	db, err := b.pool()
 	if err != nil {
-		return store.Census{}, err
+		return backend.Census{}, err
 	}
 	stmt := listSQL
 	switch {
@@ -293,16 +294,16 @@ func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn fun
 	} else {
 		verify, jerr := json.Marshal(nonNil(q.Verify))
 		if jerr != nil {
-			return store.Census{}, fmt.Errorf("sqlite: encode checkpoint ids: %w", jerr)
+			return backend.Census{}, fmt.Errorf("sqlite: encode checkpoint ids: %w", jerr)
 		}
 		rows, err = db.QueryContext(ctx, stmt, ref.ThreadID, ref.Namespace, string(verify), ref.ThreadID, ref.Namespace,
 			ref.ThreadID, ref.Namespace, q.After)
 	}
 	if err != nil {
-		return store.Census{}, b.classify(ctx, err)
+		return backend.Census{}, b.classify(ctx, err)
 	}
 	defer rows.Close()
-	census := store.Census{Count: -1}
+	census := backend.Census{Count: -1}
 	want := map[string]bool{}
 	if q.After == "" {
 		census.Count = 0
@@ -312,7 +313,7 @@ func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn fun
 	}
 	for rows.Next() {
 		var (
-			r        store.Row
+			r        backend.Row
 			id       *string
 			parent   *string
 			typ      *string
@@ -330,7 +331,7 @@ func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn fun
 			census.Count = n
 			if present != nil && census.Present == nil {
 				if err := json.Unmarshal([]byte(*present), &census.Present); err != nil {
-					return store.Census{}, fmt.Errorf("sqlite: read checked checkpoint ids: %w", err)
+					return backend.Census{}, fmt.Errorf("sqlite: read checked checkpoint ids: %w", err)
 				}
 				if len(census.Present) == 0 {
 					census.Present = nil
@@ -341,7 +342,7 @@ func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn fun
 			}
 		}
 		if err != nil {
-			return store.Census{}, b.classify(ctx, err)
+			return backend.Census{}, b.classify(ctx, err)
 		}
 		if id == nil { // the census alone: nothing newer
 			continue
@@ -361,14 +362,14 @@ func (b *Backend) List(ctx context.Context, ref store.Ref, q store.Query, fn fun
 		}
 		// The metadata column does not name its serializer; lgcodec tells
 		// JSON from msgpack by its first byte.
-		r.Checkpoint = store.Blob{Type: blobType(typ), Data: data}
-		r.Metadata = store.Blob{Data: md}
+		r.Checkpoint = backend.Blob{Type: blobType(typ), Data: data}
+		r.Metadata = backend.Blob{Data: md}
 		if err := fn(r); err != nil {
-			return store.Census{}, err
+			return backend.Census{}, err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return store.Census{}, b.classify(ctx, err)
+		return backend.Census{}, b.classify(ctx, err)
 	}
 	return census, nil
 }
@@ -384,7 +385,7 @@ func nonNil(ids []string) []string {
 // encoded, with the checkpoint's own type, and hands it to fn straight
 // from the driver's buffer. Checkpoints are read in batches, one statement
 // per batch.
-func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+func (b *Backend) EachValue(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(int, backend.Blob) error) error {
 	at, uniq := positions(ids)
 	db, err := b.pool()
 	if err != nil {
@@ -409,9 +410,9 @@ func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, 
 		if err != nil {
 			return &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "checkpoint", Err: err}
 		}
-		blob := store.Blob{Type: t, Data: val}
+		blob := backend.Blob{Type: t, Data: val}
 		if !ok {
-			blob = store.Blob{Type: lgcodec.TypeEmpty}
+			blob = backend.Blob{Type: lgcodec.TypeEmpty}
 		}
 		for _, i := range at[id] {
 			if err := fn(i, blob); err != nil {
@@ -426,7 +427,7 @@ func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, 
 	for _, id := range uniq {
 		if !seen[id] {
 			for _, i := range at[id] {
-				if err := fn(i, store.Blob{Missing: true}); err != nil {
+				if err := fn(i, backend.Blob{Missing: true}); err != nil {
 					return err
 				}
 			}
@@ -437,7 +438,7 @@ func (b *Backend) EachValue(ctx context.Context, ref store.Ref, channel string, 
 
 // EachWrite hands fn channel's writes attached to the checkpoints of ids,
 // straight from the driver's buffer.
-func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
+func (b *Backend) EachWrite(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(backend.Write) error) error {
 	_, uniq := positions(ids)
 	db, err := b.pool()
 	if err != nil {
@@ -449,14 +450,14 @@ func (b *Backend) EachWrite(ctx context.Context, ref store.Ref, channel string, 
 	}
 	return b.batches(ctx, db, fmt.Sprintf(writesSQL, path), []any{ref.ThreadID, ref.Namespace, channel}, uniq, func(rows *sql.Rows) error {
 		var (
-			w    store.Write
+			w    backend.Write
 			typ  *string
 			data sql.RawBytes
 		)
 		if err := rows.Scan(&w.CheckpointID, &w.TaskID, &w.TaskPath, &w.Idx, &typ, &data); err != nil {
 			return b.classify(ctx, err)
 		}
-		w.Value = store.Blob{Type: blobType(typ), Data: data}
+		w.Value = backend.Blob{Type: blobType(typ), Data: data}
 		return fn(w)
 	})
 }
@@ -485,7 +486,7 @@ func (b *Backend) taskPathColumn(ctx context.Context, db *sql.DB) (_ string, err
 		return "", b.classify(ctx, err)
 	}
 	if !found {
-		return "", fmt.Errorf("%w: no SqliteSaver writes table in %s", store.ErrNotCheckpointStore, b.path)
+		return "", fmt.Errorf("%w: no SqliteSaver writes table in %s", backend.ErrNotCheckpointStore, b.path)
 	}
 	if path {
 		return "task_path", nil
@@ -542,7 +543,7 @@ func (b *Backend) query(ctx context.Context, db *sql.DB, q string, args []any, e
 
 // Newest hands fn up to limit of the newest checkpoints, of the thread or
 // of any thread, each whole, straight from the driver's buffer.
-func (b *Backend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+func (b *Backend) Newest(ctx context.Context, ref *backend.Ref, limit int, fn func(backend.Row) error) error {
 	if limit <= 0 {
 		return nil
 	}
@@ -564,7 +565,7 @@ func (b *Backend) Newest(ctx context.Context, ref *store.Ref, limit int, fn func
 		if err := rows.Scan(&id, &parent, &typ, &data, &md); err != nil {
 			return b.classify(ctx, err)
 		}
-		r := store.Row{ID: id, Checkpoint: store.Blob{Type: blobType(typ), Data: data}, Metadata: store.Blob{Data: md}}
+		r := backend.Row{ID: id, Checkpoint: backend.Blob{Type: blobType(typ), Data: data}, Metadata: backend.Blob{Data: md}}
 		if parent != nil {
 			r.Parent = *parent
 		}
@@ -583,7 +584,7 @@ func (b *Backend) Ping(ctx context.Context) error {
 }
 
 // Close closes the connections. Calls after Close fail with
-// store.ErrUnavailable.
+// backend.ErrUnavailable.
 func (b *Backend) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -605,25 +606,25 @@ func (b *Backend) classify(ctx context.Context, err error) error {
 		return nil
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("sqlite: %w: %w", store.ErrNoAnswer, ctxErr)
+		return fmt.Errorf("sqlite: %w: %w", backend.ErrNoAnswer, ctxErr)
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		msg := se.Error()
 		switch se.Code() & 0xff { // primary result code
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return fmt.Errorf("%w: sqlite: %s still locked by its writer after the busy timeout: %s", store.ErrUnavailable, b.path, msg)
+			return fmt.Errorf("%w: sqlite: %s still locked by its writer after the busy timeout: %s", backend.ErrUnavailable, b.path, msg)
 		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOTFOUND, sqlite3.SQLITE_PROTOCOL:
-			return fmt.Errorf("%w: sqlite: %s: %s", store.ErrUnavailable, b.path, msg)
+			return fmt.Errorf("%w: sqlite: %s: %s", backend.ErrUnavailable, b.path, msg)
 		case sqlite3.SQLITE_CORRUPT:
 			// Damage, not a bug nor an outage: the log gets the file and
 			// SQLite's words, a caller only which file it is to historyd.
-			return &store.CorruptError{Role: fileRole, Err: fmt.Errorf("sqlite: %s: %s", b.path, msg)}
+			return &backend.CorruptError{Role: fileRole, Err: fmt.Errorf("sqlite: %s: %s", b.path, msg)}
 		case sqlite3.SQLITE_NOTADB:
-			return fmt.Errorf("%w: %s is not an SQLite database: %s", store.ErrNotCheckpointStore, b.path, msg)
+			return fmt.Errorf("%w: %s is not an SQLite database: %s", backend.ErrNotCheckpointStore, b.path, msg)
 		case sqlite3.SQLITE_ERROR:
 			if strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column") {
-				return fmt.Errorf("%w: no SqliteSaver checkpoints table in %s: %s", store.ErrNotCheckpointStore, b.path, msg)
+				return fmt.Errorf("%w: no SqliteSaver checkpoints table in %s: %s", backend.ErrNotCheckpointStore, b.path, msg)
 			}
 		}
 		return fmt.Errorf("sqlite: %s: %s", b.path, msg)
@@ -631,7 +632,7 @@ func (b *Backend) classify(ctx context.Context, err error) error {
 	if strings.Contains(err.Error(), "sql: database is closed") {
 		// A pool closed under a query, by Close or by the file being
 		// replaced; a retry gets the current one.
-		return fmt.Errorf("%w: sqlite: %v", store.ErrUnavailable, err)
+		return fmt.Errorf("%w: sqlite: %v", backend.ErrUnavailable, err)
 	}
 	return fmt.Errorf("sqlite: %w", err)
 }

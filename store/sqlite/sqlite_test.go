@@ -25,6 +25,7 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -39,7 +40,7 @@ type saverFile struct {
 	saver lgsaver.Saver
 
 	mu     sync.Mutex
-	parent map[store.Ref]string
+	parent map[backend.Ref]string
 }
 
 // newSaverFile creates a checkpoint file in a fresh directory with saver's
@@ -65,7 +66,7 @@ func openSaverFile(t testing.TB, uri string, saver lgsaver.Saver) *saverFile {
 		return err
 	}
 	f := &saverFile{SaverWriter: storetest.NewSaverWriter(t, lgsaver.NewWriter(saver, exec, "")), t: t, db: db, saver: saver,
-		parent: map[store.Ref]string{}}
+		parent: map[backend.Ref]string{}}
 	t.Cleanup(func() {
 		f.Close()
 		db.Close()
@@ -80,7 +81,7 @@ func openSaverFile(t testing.TB, uri string, saver lgsaver.Saver) *saverFile {
 
 // put stores a checkpoint holding values (in key order), the child of the
 // thread's last one put.
-func (f *saverFile) put(ref store.Ref, id string, ts time.Time, values map[string]any) {
+func (f *saverFile) put(ref backend.Ref, id string, ts time.Time, values map[string]any) {
 	f.mu.Lock()
 	parent := f.parent[ref]
 	f.parent[ref] = id
@@ -93,7 +94,7 @@ func (f *saverFile) put(ref store.Ref, id string, ts time.Time, values map[strin
 }
 
 // insert stores a raw checkpoint row.
-func (f *saverFile) insert(ref store.Ref, id string, parent any, typ any, data []byte) {
+func (f *saverFile) insert(ref backend.Ref, id string, parent any, typ any, data []byte) {
 	f.t.Helper()
 	_, err := f.db.Exec(`INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		ref.ThreadID, ref.Namespace, id, parent, typ, data, []byte(`{"source":"loop","step":1}`))
@@ -120,7 +121,7 @@ func openBackend(t testing.TB, path string) *Backend {
 func TestSuite(t *testing.T) {
 	for _, saver := range savers {
 		t.Run(saver.Serializer(), func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T) (store.Backend, storetest.Writer) {
+			storetest.Run(t, func(t *testing.T) (backend.Backend, storetest.Writer) {
 				path, w := newSaverFile(t, saver)
 				return openBackend(t, path), w
 			})
@@ -138,7 +139,7 @@ func TestValuesAreRawSubValues(t *testing.T) {
 		format := saver.Serializer()
 		t.Run(format, func(t *testing.T) {
 			path, w := newSaverFile(t, saver)
-			ref := store.Ref{ThreadID: "raw"}
+			ref := backend.Ref{ThreadID: "raw"}
 			state := map[string]any{"k": map[string]any{"value": 1.5, "turn": 1, "turns_written": 1}}
 			var ids []string
 			for i := range idsPerQuery + 20 {
@@ -148,7 +149,7 @@ func TestValuesAreRawSubValues(t *testing.T) {
 			}
 			b := openBackend(t, path)
 			ask := append([]string{"missing", ids[3], ids[3]}, ids...)
-			blobs, err := store.Values(ctx, b, ref, "tool_state", ask)
+			blobs, err := backend.Values(ctx, b, ref, "tool_state", ask)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,12 +183,12 @@ func TestValuesAreRawSubValues(t *testing.T) {
 			if got, _ := json.Marshal(v); string(got) != `{"k":{"turn":1,"turns_written":1,"value":1.5}}` {
 				t.Errorf("decoded %s", got)
 			}
-			blobs, err = store.Values(ctx, b, ref, "no_such_channel", ids[:2])
+			blobs, err = backend.Values(ctx, b, ref, "no_such_channel", ids[:2])
 			if err != nil || blobs[0].Type != lgcodec.TypeEmpty || blobs[1].Type != lgcodec.TypeEmpty {
 				t.Errorf("unknown channel: %+v, %v", blobs, err)
 			}
 			// The null branch channel is a value, not an absence.
-			blobs, err = store.Values(ctx, b, ref, "branch:to:agent", ids[:1])
+			blobs, err = backend.Values(ctx, b, ref, "branch:to:agent", ids[:1])
 			if err != nil || blobs[0].Type != format {
 				t.Errorf("null channel: %+v, %v", blobs, err)
 			}
@@ -202,15 +203,15 @@ func TestValuesAreRawSubValues(t *testing.T) {
 
 // listed is one listed checkpoint row, parsed.
 type listed struct {
-	store.Row
+	backend.Row
 	lgcodec.Checkpoint
 }
 
 // list lists the thread's checkpoints in id order, parsing each row.
-func list(t *testing.T, b *Backend, ref store.Ref) []listed {
+func list(t *testing.T, b *Backend, ref backend.Ref) []listed {
 	t.Helper()
 	var out []listed
-	_, err := b.List(context.Background(), ref, store.Query{}, func(r store.Row) error {
+	_, err := b.List(context.Background(), ref, backend.Query{}, func(r backend.Row) error {
 		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 		if err != nil {
 			return err
@@ -273,7 +274,7 @@ func TestOpenWithoutCheckpointTable(t *testing.T) {
 				db.Close()
 			}
 			_, err := Open(context.Background(), Config{Path: path})
-			if !errors.Is(err, store.ErrNotCheckpointStore) || !strings.Contains(err.Error(), path) {
+			if !errors.Is(err, backend.ErrNotCheckpointStore) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("Open = %v; want ErrNotCheckpointStore naming the file", err)
 			}
 		})
@@ -286,7 +287,7 @@ func TestReadWhileWriting(t *testing.T) {
 	for _, saver := range savers {
 		t.Run(saver.Serializer(), func(t *testing.T) {
 			path, w := newSaverFile(t, saver)
-			ref := store.Ref{ThreadID: "busy"}
+			ref := backend.Ref{ThreadID: "busy"}
 			storetest.Build(w, ref, storetest.Demo[:1])
 			st := store.New(store.Config{Backend: openBackend(t, path)})
 			ctx := context.Background()
@@ -305,7 +306,7 @@ func TestReadWhileWriting(t *testing.T) {
 					default:
 					}
 					turns := slices.Repeat(storetest.Demo, n/len(storetest.Demo)+1)[:n]
-					storetest.Build(w, store.Ref{ThreadID: fmt.Sprintf("other-%d", n%3)}, storetest.Demo[:2])
+					storetest.Build(w, backend.Ref{ThreadID: fmt.Sprintf("other-%d", n%3)}, storetest.Demo[:2])
 					storetest.Build(w, ref, turns)
 				}
 			}()
@@ -346,7 +347,7 @@ func fileSum(t *testing.T, path string) [32]byte {
 func TestReadOnly(t *testing.T) {
 	ctx := context.Background()
 	path, w := newSaverFile(t, lgsaver.SQLiteJS)
-	ref := store.Ref{ThreadID: "ro"}
+	ref := backend.Ref{ThreadID: "ro"}
 	storetest.Build(w, ref, storetest.Demo)
 	// Fold the writer's log into the file, so that the file alone holds
 	// every page and a change by the reader would show in its bytes.
@@ -425,8 +426,8 @@ func TestCorruptCheckpoint(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			path, w := newSaverFile(t, lgsaver.SQLiteJS)
-			storetest.Build(w, store.Ref{ThreadID: "fine"}, storetest.Demo[:1])
-			ref := store.Ref{ThreadID: "broken", Namespace: "ns"}
+			storetest.Build(w, backend.Ref{ThreadID: "fine"}, storetest.Demo[:1])
+			ref := backend.Ref{ThreadID: "broken", Namespace: "ns"}
 			storetest.Build(w, ref, storetest.Demo[:1])
 			var typ any = c.typ
 			if c.typ == "" {
@@ -437,17 +438,17 @@ func TestCorruptCheckpoint(t *testing.T) {
 			_, err := store.New(store.Config{Backend: b}).History(ctx, ref)
 			checkDecodeError(t, "History", err, ref, c.unsupported)
 			if !c.listOnly {
-				_, err = store.Values(ctx, b, ref, "tool_state", []string{"1f0c-0001", "1f0c-9999"})
+				_, err = backend.Values(ctx, b, ref, "tool_state", []string{"1f0c-0001", "1f0c-9999"})
 				checkDecodeError(t, "Values", err, ref, c.unsupported)
 			}
-			if h, err := store.New(store.Config{Backend: b}).History(ctx, store.Ref{ThreadID: "fine"}); err != nil || h.Total != 1 {
+			if h, err := store.New(store.Config{Backend: b}).History(ctx, backend.Ref{ThreadID: "fine"}); err != nil || h.Total != 1 {
 				t.Errorf("other thread: %+v, %v", h, err)
 			}
 		})
 	}
 }
 
-func checkDecodeError(t *testing.T, what string, err error, ref store.Ref, unsupported bool) {
+func checkDecodeError(t *testing.T, what string, err error, ref backend.Ref, unsupported bool) {
 	t.Helper()
 	var de *store.DecodeError
 	if !errors.As(err, &de) || de.CheckpointID != "1f0c-9999" || de.Channel != "checkpoint" || de.Ref != ref {
@@ -464,13 +465,13 @@ func checkDecodeError(t *testing.T, what string, err error, ref store.Ref, unsup
 }
 
 // TestCorruptFile damages the b-tree pages of the checkpoints table and
-// its index: reads fail with a store.CorruptError whose role names the
+// its index: reads fail with a backend.CorruptError whose role names the
 // file by what it is, and whose error names the path and SQLite's words for
 // the log; it is neither unavailability nor a wrong configuration.
 func TestCorruptFile(t *testing.T) {
 	ctx := context.Background()
 	path, w := newSaverFile(t, lgsaver.SQLitePython)
-	ref := store.Ref{ThreadID: "damaged"}
+	ref := backend.Ref{ThreadID: "damaged"}
 	storetest.Build(w, ref, storetest.Demo[:2])
 	// Everything into the database file itself, where the damage goes.
 	if _, err := w.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
@@ -508,15 +509,15 @@ func TestCorruptFile(t *testing.T) {
 	}
 	f.Close()
 
-	_, err = b.List(ctx, ref, store.Query{}, func(store.Row) error { return nil })
-	var ce *store.CorruptError
+	_, err = b.List(ctx, ref, backend.Query{}, func(backend.Row) error { return nil })
+	var ce *backend.CorruptError
 	if !errors.As(err, &ce) || ce.Role != "the SQLite checkpoint database" {
 		t.Fatalf("List of a damaged file = %v; want a CorruptError for the SQLite checkpoint database", err)
 	}
 	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "malformed") {
 		t.Errorf("error %q names neither the file nor the damage", err)
 	}
-	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotCheckpointStore) {
+	if errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrNotCheckpointStore) {
 		t.Errorf("damage reported as an outage or a misconfiguration: %v", err)
 	}
 	if err := b.Ping(ctx); err != nil {
@@ -530,33 +531,33 @@ func TestCorruptFile(t *testing.T) {
 func TestFileGoneAndBack(t *testing.T) {
 	ctx := context.Background()
 	path, w := newSaverFile(t, lgsaver.SQLiteJS)
-	storetest.Build(w, store.Ref{ThreadID: "old"}, storetest.Demo[:1])
+	storetest.Build(w, backend.Ref{ThreadID: "old"}, storetest.Demo[:1])
 	b := openBackend(t, path)
 	st := store.New(store.Config{Backend: b})
-	if h, err := st.History(ctx, store.Ref{ThreadID: "old"}); err != nil || h.Total != 1 {
+	if h, err := st.History(ctx, backend.Ref{ThreadID: "old"}); err != nil || h.Total != 1 {
 		t.Fatalf("History = %+v, %v", h, err)
 	}
 	w.db.Close()
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		os.Remove(path + suffix)
 	}
-	if err := b.Ping(ctx); !errors.Is(err, store.ErrUnavailable) {
+	if err := b.Ping(ctx); !errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("Ping after delete = %v; want ErrUnavailable", err)
 	}
-	if _, err := b.List(ctx, store.Ref{ThreadID: "old"}, store.Query{}, func(store.Row) error { return nil }); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := b.List(ctx, backend.Ref{ThreadID: "old"}, backend.Query{}, func(backend.Row) error { return nil }); !errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("List after delete = %v; want ErrUnavailable", err)
 	}
 
 	// The agent host starts again on a fresh file at the same path.
 	w2 := openSaverFile(t, (&url.URL{Scheme: "file", Path: path}).String(), lgsaver.SQLiteJS)
-	storetest.Build(w2, store.Ref{ThreadID: "new"}, storetest.Demo[:2])
+	storetest.Build(w2, backend.Ref{ThreadID: "new"}, storetest.Demo[:2])
 	if err := b.Ping(ctx); err != nil {
 		t.Fatalf("Ping after recreate = %v", err)
 	}
-	if h, err := st.History(ctx, store.Ref{ThreadID: "new"}); err != nil || h.Total != 2 {
+	if h, err := st.History(ctx, backend.Ref{ThreadID: "new"}); err != nil || h.Total != 2 {
 		t.Errorf("new thread = %+v, %v", h, err)
 	}
-	if h, err := st.History(ctx, store.Ref{ThreadID: "old"}); err != nil || h.Total != 0 {
+	if h, err := st.History(ctx, backend.Ref{ThreadID: "old"}); err != nil || h.Total != 0 {
 		t.Errorf("old thread after recreate = %+v, %v", h, err)
 	}
 }
@@ -591,14 +592,14 @@ func TestLockedIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = b.List(ctx, store.Ref{ThreadID: "t"}, store.Query{}, func(store.Row) error { return nil })
-	if !errors.Is(err, store.ErrUnavailable) {
+	_, err = b.List(ctx, backend.Ref{ThreadID: "t"}, backend.Query{}, func(backend.Row) error { return nil })
+	if !errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("Checkpoints under an exclusive lock = %v; want ErrUnavailable", err)
 	}
 	if waited := time.Since(start); waited < 80*time.Millisecond {
 		t.Errorf("gave up after %v, before the busy timeout", waited)
 	}
-	if err := b.Ping(ctx); !errors.Is(err, store.ErrUnavailable) {
+	if err := b.Ping(ctx); !errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("Ping under an exclusive lock = %v; want ErrUnavailable", err)
 	}
 	if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
@@ -614,7 +615,7 @@ func TestClosed(t *testing.T) {
 	b := openBackend(t, path)
 	b.Close()
 	b.Close()
-	if _, err := b.List(context.Background(), store.Ref{ThreadID: "t"}, store.Query{}, func(store.Row) error { return nil }); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := b.List(context.Background(), backend.Ref{ThreadID: "t"}, backend.Query{}, func(backend.Row) error { return nil }); !errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("Checkpoints after Close = %v; want ErrUnavailable", err)
 	}
 }
@@ -665,14 +666,14 @@ func TestOpenRelativePathAndOddNames(t *testing.T) {
 	}
 	// The writer needs a URI too: a bare name would be cut at the "?".
 	w := openSaverFile(t, (&url.URL{Scheme: "file", Path: odd}).String(), lgsaver.SQLiteJS)
-	storetest.Build(w, store.Ref{ThreadID: "t"}, storetest.Demo[:1])
+	storetest.Build(w, backend.Ref{ThreadID: "t"}, storetest.Demo[:1])
 	w.db.Close()
 	t.Chdir(filepath.Dir(odd))
 	b := openBackend(t, "check points.db")
 	if b.path != odd {
 		t.Errorf("path = %q, want %q", b.path, odd)
 	}
-	if h, err := store.New(store.Config{Backend: b}).History(context.Background(), store.Ref{ThreadID: "t"}); err != nil || h.Total != 1 {
+	if h, err := store.New(store.Config{Backend: b}).History(context.Background(), backend.Ref{ThreadID: "t"}); err != nil || h.Total != 1 {
 		t.Errorf("History = %+v, %v", h, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "a dir")); !errors.Is(err, fs.ErrNotExist) {
@@ -701,7 +702,7 @@ func TestRealSaverFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := openBackend(t, path)
-			ref := store.Ref{ThreadID: "demo"}
+			ref := backend.Ref{ThreadID: "demo"}
 			cps := list(t, b, ref)
 			if len(cps) != 6 || cps[0].TS.IsZero() || cps[5].Versions["messages"] == "" || cps[5].Versions["tool_state"] == "" {
 				t.Fatalf("checkpoints = %+v", cps)
@@ -722,7 +723,7 @@ func TestRealSaverFiles(t *testing.T) {
 					t.Errorf("turn %d state = %+v", i+1, s)
 				}
 			}
-			blobs, err := store.Values(ctx, b, ref, "messages", []string{cps[5].ID})
+			blobs, err := backend.Values(ctx, b, ref, "messages", []string{cps[5].ID})
 			if err != nil || blobs[0].Type != c.typ {
 				t.Errorf("messages blob = %+v, %v; want type %s", blobs, err, c.typ)
 			}
@@ -735,9 +736,9 @@ func TestListSince(t *testing.T) {
 	for _, saver := range savers {
 		t.Run(saver.Serializer(), func(t *testing.T) {
 			path, w := newSaverFile(t, saver)
-			ref := store.Ref{ThreadID: "since", Namespace: "ns"}
+			ref := backend.Ref{ThreadID: "since", Namespace: "ns"}
 			written := storetest.Build(w, ref, storetest.Demo[:2])
-			storetest.Build(w, store.Ref{ThreadID: "since"}, storetest.Demo)
+			storetest.Build(w, backend.Ref{ThreadID: "since"}, storetest.Demo)
 			b := openBackend(t, path)
 			all := list(t, b, ref)
 			ids := func(cps []listed) []string {
@@ -757,12 +758,12 @@ func TestListSince(t *testing.T) {
 				{"zzzz", nil},
 			} {
 				for _, count := range []bool{true, false} {
-					want := store.Census{Count: len(all), MinID: all[0].ID}
+					want := backend.Census{Count: len(all), MinID: all[0].ID}
 					if !count {
 						want.Count = -1
 					}
 					var newer []string
-					census, err := b.List(ctx, ref, store.Query{After: c.after, Count: count}, func(r store.Row) error {
+					census, err := b.List(ctx, ref, backend.Query{After: c.after, Count: count}, func(r backend.Row) error {
 						newer = append(newer, r.ID)
 						return nil
 					})
@@ -773,15 +774,15 @@ func TestListSince(t *testing.T) {
 			}
 			// Which checkpoints still exist is told in the same read.
 			verify := []string{written[1].End, "1f0c-nope", all[0].ID}
-			census, err := b.List(ctx, ref, store.Query{After: all[len(all)-1].ID, Verify: verify}, func(store.Row) error { return nil })
+			census, err := b.List(ctx, ref, backend.Query{After: all[len(all)-1].ID, Verify: verify}, func(backend.Row) error { return nil })
 			slices.Sort(census.Present)
 			if want := []string{all[0].ID, written[1].End}; err != nil || !reflect.DeepEqual(census.Present, want) {
 				t.Errorf("verify %v: present %v, %v; want %v", verify, census.Present, err, want)
 			}
-			if census, err := b.List(ctx, store.Ref{ThreadID: "none"}, store.Query{After: "x", Count: true}, func(store.Row) error {
+			if census, err := b.List(ctx, backend.Ref{ThreadID: "none"}, backend.Query{After: "x", Count: true}, func(backend.Row) error {
 				t.Error("a row of an unknown thread")
 				return nil
-			}); !reflect.DeepEqual(census, store.Census{}) || err != nil {
+			}); !reflect.DeepEqual(census, backend.Census{}) || err != nil {
 				t.Errorf("unknown thread: %+v, %v", census, err)
 			}
 			w.insert(ref, "1f0c-9999", nil, saver.Serializer(), []byte("{broken"))

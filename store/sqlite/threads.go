@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // threadsSQL walks one range of thread ids with a loose scan of the
@@ -35,18 +35,18 @@ LEFT JOIN checkpoints f ON f.thread_id = v.tid AND f.checkpoint_ns = ?5 AND f.ch
 LEFT JOIN checkpoints l ON l.thread_id = v.tid AND l.checkpoint_ns = ?5 AND l.checkpoint_id = v.hi
 ORDER BY v.k`
 
-// Threads implements store.Backend. The oldest and newest checkpoints are
+// Threads implements backend.Backend. The oldest and newest checkpoints are
 // handed over whole, as List hands rows, straight from the driver's
 // buffer: SqliteSaver keeps a checkpoint's time inside its serialized
 // checkpoint, with its channel values.
-func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
+func (b *Backend) Threads(ctx context.Context, q backend.ThreadQuery, fn func(backend.ThreadRow) error) (backend.ThreadWalk, error) {
 	db, err := b.pool()
 	if err != nil {
-		return store.ThreadWalk{}, err
+		return backend.ThreadWalk{}, err
 	}
-	var w store.ThreadWalk
+	var w backend.ThreadWalk
 	left := q.Limit
-	for _, r := range store.PrefixRanges(q.Prefixes, q.After) {
+	for _, r := range backend.PrefixRanges(q.Prefixes, q.After) {
 		if left == 0 {
 			w.More = true
 			break
@@ -72,9 +72,9 @@ func (b *Backend) Threads(ctx context.Context, q store.ThreadQuery, fn func(stor
 			if n == 0 || firstID == nil || lastID == nil {
 				return nil
 			}
-			return fn(store.ThreadRow{ThreadID: tid, Count: n,
-				First: store.Row{ID: *firstID, Checkpoint: store.Blob{Type: blobType(firstType), Data: first}, Metadata: store.Blob{Data: firstMD}},
-				Last:  store.Row{ID: *lastID, Checkpoint: store.Blob{Type: blobType(lastType), Data: last}, Metadata: store.Blob{Data: lastMD}},
+			return fn(backend.ThreadRow{ThreadID: tid, Count: n,
+				First: backend.Row{ID: *firstID, Checkpoint: backend.Blob{Type: blobType(firstType), Data: first}, Metadata: backend.Blob{Data: firstMD}},
+				Last:  backend.Row{ID: *lastID, Checkpoint: backend.Blob{Type: blobType(lastType), Data: last}, Metadata: backend.Blob{Data: lastMD}},
 			})
 		})
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // cycleCases hold the store to stored parent links that loop, which no
@@ -114,7 +115,7 @@ func parentCycles(t *testing.T, open Open) {
 	b, w := open(t)
 	for _, c := range cycleThreads() {
 		t.Run(c.name, func(t *testing.T) {
-			ref := store.Ref{ThreadID: "suite-cycle-" + c.name}
+			ref := backend.Ref{ThreadID: "suite-cycle-" + c.name}
 			for _, cp := range c.cps {
 				w.Put(ref, cp)
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // forkCases hold time travel: a run started from an older checkpoint, or
@@ -35,9 +36,9 @@ var forkTurns = []Turn{
 // writer numbers versions per lineage, as LangGraph.js PostgresSaver does: a
 // branch's values that re-produce the abandoned branch's versions were never
 // stored (store.ErrForeignValue).
-func reusesVersions(b store.Backend, w Writer) bool {
+func reusesVersions(b backend.Backend, w Writer) bool {
 	sw, ok := w.(*SaverWriter)
-	return store.SharesBlobs(b) && ok && !sw.Saver().Python()
+	return backend.SharesBlobs(b) && ok && !sw.Saver().Python()
 }
 
 // checkLineage checks h's turns against the questions and turn ends the
@@ -48,7 +49,7 @@ func reusesVersions(b store.Backend, w Writer) bool {
 // may be fewer, and then the numbering must not say complete; a turn's
 // question is still never another branch's, and its state is the one
 // written or refused with ErrForeignValue, never the other branch's.
-func checkLineage(t *testing.T, st *store.Store, ref store.Ref, h *store.History, questions []string, ends []Written, reused bool) {
+func checkLineage(t *testing.T, st *store.Store, ref backend.Ref, h *store.History, questions []string, ends []Written, reused bool) {
 	t.Helper()
 	if h.Total != len(questions) && !reused || h.Total > len(questions) {
 		t.Fatalf("%+v: total %d, want %d (%+v)", ref, h.Total, len(questions), h.Turns)
@@ -114,7 +115,7 @@ func questionsOf(turns ...[]Turn) []string {
 
 // writeForked writes Demo, then forkTurns from turn 2's end: it returns
 // Demo's turns and the branch's.
-func writeForked(w Writer, ref store.Ref) (demo, branch []Written, b *Builder) {
+func writeForked(w Writer, ref backend.Ref) (demo, branch []Written, b *Builder) {
 	b = NewBuilder(w, ref)
 	for _, t := range Demo {
 		demo = append(demo, b.Turn(t))
@@ -128,7 +129,7 @@ func writeForked(w Writer, ref store.Ref) (demo, branch []Written, b *Builder) {
 
 func forkQuestion(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "fork-question"}
+	ref := backend.Ref{ThreadID: "fork-question"}
 	demo, branch, _ := writeForked(w, ref)
 	st := store.New(store.Config{Backend: b})
 	h, err := st.History(context.Background(), ref)
@@ -153,7 +154,7 @@ func forkQuestion(t *testing.T, open Open) {
 
 func forkUpdate(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "fork-update"}
+	ref := backend.Ref{ThreadID: "fork-update"}
 	bl := NewBuilder(w, ref)
 	var demo []Written
 	for _, turn := range Demo[:2] {
@@ -175,7 +176,7 @@ func forkUpdate(t *testing.T, open Open) {
 
 func forkOfAFork(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "fork-of-fork"}
+	ref := backend.Ref{ThreadID: "fork-of-fork"}
 	demo, branch, bl := writeForked(w, ref)
 	// From the abandoned branch's turn 3: the newest branch, the head.
 	bl.From(demo[2].End)
@@ -193,7 +194,7 @@ func forkOfAFork(t *testing.T, open Open) {
 	}, reused)
 	// Read from the first branch, the rest of the tree is one branch,
 	// leaving at turn 2: its newest is the head's.
-	hb, err := st.History(context.Background(), store.Ref{ThreadID: ref.ThreadID, Head: branch[1].End})
+	hb, err := st.History(context.Background(), backend.Ref{ThreadID: ref.ThreadID, Head: branch[1].End})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func forkOfAFork(t *testing.T, open Open) {
 
 func forkRetained(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "fork-retained"}
+	ref := backend.Ref{ThreadID: "fork-retained"}
 	demo, branch, _ := writeForked(w, ref)
 	w.Delete(ref, []string{demo[1].End})
 	st := store.New(store.Config{Backend: b})
@@ -226,7 +227,7 @@ func forkRetained(t *testing.T, open Open) {
 
 func forkHeadRead(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "fork-head-read"}
+	ref := backend.Ref{ThreadID: "fork-head-read"}
 	demo, branch, _ := writeForked(w, ref)
 	st := store.New(store.Config{Backend: b})
 	// The thread's head first, so that the branch is read from the index
@@ -234,7 +235,7 @@ func forkHeadRead(t *testing.T, open Open) {
 	if _, err := st.History(context.Background(), ref); err != nil {
 		t.Fatal(err)
 	}
-	head := store.Ref{ThreadID: ref.ThreadID, Head: demo[3].End}
+	head := backend.Ref{ThreadID: ref.ThreadID, Head: demo[3].End}
 	h, err := st.History(context.Background(), head)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +248,7 @@ func forkHeadRead(t *testing.T, open Open) {
 	}
 	checkForks(t, "the abandoned branch", h.Forks, []store.Fork{{From: demo[1].End, Turn: 2, Questions: 4, Newest: branch[1].End}}, reusesVersions(b, w))
 	// Any checkpoint is a head: the lineage ending mid-turn 3.
-	mid := store.Ref{ThreadID: ref.ThreadID, Head: demo[2].IDs[0]}
+	mid := backend.Ref{ThreadID: ref.ThreadID, Head: demo[2].IDs[0]}
 	hm, err := st.History(context.Background(), mid)
 	if err != nil || hm.Total != 3 || hm.Head != demo[2].IDs[0] {
 		t.Errorf("head %s: %+v, %v", mid.Head, hm, err)
@@ -259,15 +260,15 @@ func forkHeadRead(t *testing.T, open Open) {
 
 func forkUnknownHead(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "fork-unknown-head"}
+	ref := backend.Ref{ThreadID: "fork-unknown-head"}
 	Build(w, ref, Demo[:1])
-	Build(w, store.Ref{ThreadID: "fork-unknown-head-other"}, Demo[:1])
+	Build(w, backend.Ref{ThreadID: "fork-unknown-head-other"}, Demo[:1])
 	st := store.New(store.Config{Backend: b})
 	for _, head := range []string{"1f0c-999999", ""} {
-		r := store.Ref{ThreadID: ref.ThreadID, Head: head}
+		r := backend.Ref{ThreadID: ref.ThreadID, Head: head}
 		if head == "" {
 			// A checkpoint of another namespace is not this one's.
-			r = store.Ref{ThreadID: ref.ThreadID, Namespace: "sub", Head: "1f0c-000001"}
+			r = backend.Ref{ThreadID: ref.ThreadID, Namespace: "sub", Head: "1f0c-000001"}
 		}
 		if _, err := st.History(context.Background(), r); !errors.Is(err, store.ErrUnknownHead) {
 			t.Errorf("%+v: History: %v, want ErrUnknownHead", r, err)
@@ -280,7 +281,7 @@ func forkUnknownHead(t *testing.T, open Open) {
 
 func forkBetweenReads(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "fork-between-reads"}
+	ref := backend.Ref{ThreadID: "fork-between-reads"}
 	bl := NewBuilder(w, ref)
 	var demo []Written
 	for _, turn := range Demo {

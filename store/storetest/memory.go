@@ -16,21 +16,21 @@ import (
 
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
-// Memory is an in-memory store.Backend. Its values are stored as
+// Memory is an in-memory backend.Backend. Its values are stored as
 // LangChain.js JSON blobs, and it lists rows the way store/postgres does: a
 // JSON projection of each checkpoint's ts and channel versions.
 type Memory struct {
 	// Versions, when set, names each stored value's version instead of
 	// Version: LangGraph.js counts a channel's versions 1, 2, 3, …, so a
 	// thread deleted and written again reuses them for other values.
-	Versions func(ref store.Ref, channel string, data []byte) string
+	Versions func(ref backend.Ref, channel string, data []byte) string
 
 	mu      sync.Mutex
-	threads map[store.Ref][]memCheckpoint
+	threads map[backend.Ref][]memCheckpoint
 	err     error
 }
 
@@ -40,29 +40,29 @@ type memCheckpoint struct {
 	versions   map[string]any // as stored: strings, numbers, nil
 	updated    []string       // updated_channels; nil when not recorded
 	metadata   []byte
-	values     map[string]store.Blob
-	writes     []store.Write
+	values     map[string]backend.Blob
+	writes     []backend.Write
 	// writeChannels holds the channel of each of writes.
 	writeChannels []string
 }
 
 var (
-	_ store.Backend = (*Memory)(nil)
-	_ Writer        = (*Memory)(nil)
+	_ backend.Backend = (*Memory)(nil)
+	_ Writer          = (*Memory)(nil)
 )
 
 // NewMemory returns an empty Memory backend.
-func NewMemory() *Memory { return &Memory{threads: map[store.Ref][]memCheckpoint{}} }
+func NewMemory() *Memory { return &Memory{threads: map[backend.Ref][]memCheckpoint{}} }
 
 // Put implements Writer, storing each value as a JSON blob.
-func (m *Memory) Put(ref store.Ref, cp lgsaver.Checkpoint) {
-	blobs := make(map[string]store.Blob, len(cp.Values))
+func (m *Memory) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
+	blobs := make(map[string]backend.Blob, len(cp.Values))
 	for _, f := range cp.Values {
 		data, err := lgwrite.EncodeJSON(f.Value)
 		if err != nil {
 			panic(fmt.Sprintf("storetest: encode %s: %v", f.Key, err))
 		}
-		blobs[f.Key] = store.Blob{Type: lgcodec.TypeJSON, Data: data}
+		blobs[f.Key] = backend.Blob{Type: lgcodec.TypeJSON, Data: data}
 	}
 	var versions map[string]any
 	if cp.Versions != nil {
@@ -83,8 +83,8 @@ func (m *Memory) Put(ref store.Ref, cp lgsaver.Checkpoint) {
 		if err != nil {
 			panic(fmt.Sprintf("storetest: encode write: %v", err))
 		}
-		c.writes = append(c.writes, store.Write{CheckpointID: cp.ID, TaskID: w.TaskID, TaskPath: w.TaskPath, Idx: w.Idx,
-			Value: store.Blob{Type: lgcodec.TypeJSON, Data: data}})
+		c.writes = append(c.writes, backend.Write{CheckpointID: cp.ID, TaskID: w.TaskID, TaskPath: w.TaskPath, Idx: w.Idx,
+			Value: backend.Blob{Type: lgcodec.TypeJSON, Data: data}})
 		c.writeChannels = append(c.writeChannels, w.Channel)
 	}
 	m.add(ref, c)
@@ -93,7 +93,7 @@ func (m *Memory) Put(ref store.Ref, cp lgsaver.Checkpoint) {
 // PutBlobs adds a checkpoint whose channels hold the given blobs, its
 // parent the thread's newest checkpoint. Each channel's version is derived
 // from its bytes, so equal values share a version as LangGraph's do.
-func (m *Memory) PutBlobs(ref store.Ref, id string, ts time.Time, values map[string]store.Blob) {
+func (m *Memory) PutBlobs(ref backend.Ref, id string, ts time.Time, values map[string]backend.Blob) {
 	m.mu.Lock()
 	parent := ""
 	if cps := m.threads[ref]; len(cps) > 0 {
@@ -105,7 +105,7 @@ func (m *Memory) PutBlobs(ref store.Ref, id string, ts time.Time, values map[str
 
 // checkpoint builds a checkpoint, giving each value a version unless
 // versions are given.
-func (m *Memory) checkpoint(ref store.Ref, id, parent string, ts time.Time, values map[string]store.Blob, versions map[string]any) *memCheckpoint {
+func (m *Memory) checkpoint(ref backend.Ref, id, parent string, ts time.Time, values map[string]backend.Blob, versions map[string]any) *memCheckpoint {
 	c := &memCheckpoint{id: id, parent: parent, ts: ts, values: values, versions: versions}
 	if c.versions == nil {
 		c.versions = map[string]any{}
@@ -120,7 +120,7 @@ func (m *Memory) checkpoint(ref store.Ref, id, parent string, ts time.Time, valu
 	return c
 }
 
-func (m *Memory) add(ref store.Ref, c *memCheckpoint) {
+func (m *Memory) add(ref backend.Ref, c *memCheckpoint) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.threads[ref] = append(m.threads[ref], *c)
@@ -135,22 +135,22 @@ func (m *Memory) SetErr(err error) {
 }
 
 // Delete implements Writer.
-func (m *Memory) Delete(ref store.Ref, ids []string) {
+func (m *Memory) Delete(ref backend.Ref, ids []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.threads[ref] = slices.DeleteFunc(slices.Clone(m.threads[ref]), func(c memCheckpoint) bool { return slices.Contains(ids, c.id) })
 }
 
-// List implements store.Backend.
-func (m *Memory) List(ctx context.Context, ref store.Ref, q store.Query, fn func(store.Row) error) (store.Census, error) {
+// List implements backend.Backend.
+func (m *Memory) List(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	m.mu.Lock()
 	if m.err != nil {
 		defer m.mu.Unlock()
-		return store.Census{}, m.err
+		return backend.Census{}, m.err
 	}
 	cps := slices.Clone(m.threads[ref])
 	m.mu.Unlock()
-	census := store.Census{Count: -1}
+	census := backend.Census{Count: -1}
 	if q.Count || q.After == "" {
 		census.Count = len(cps)
 	}
@@ -172,25 +172,25 @@ func (m *Memory) List(ctx context.Context, ref store.Ref, q store.Query, fn func
 		}
 		head, err := json.Marshal(doc)
 		if err != nil {
-			return store.Census{}, err
+			return backend.Census{}, err
 		}
-		row := store.Row{ID: c.id, Parent: c.parent, Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: head},
-			Metadata: store.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}
+		row := backend.Row{ID: c.id, Parent: c.parent, Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: head},
+			Metadata: backend.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}
 		if err := fn(row); err != nil {
-			return store.Census{}, err
+			return backend.Census{}, err
 		}
 	}
 	return census, nil
 }
 
-// Probe implements store.Backend, thread by thread.
-func (m *Memory) Probe(ctx context.Context, ps []store.Probe) ([]store.ProbeResult, error) {
-	return store.ProbeEach(ctx, m, ps)
+// Probe implements backend.Backend, thread by thread.
+func (m *Memory) Probe(ctx context.Context, ps []backend.Probe) ([]backend.ProbeResult, error) {
+	return backend.ProbeEach(ctx, m, ps)
 }
 
-// Newest implements store.Backend: checkpoints ordered by id, every
+// Newest implements backend.Backend: checkpoints ordered by id, every
 // thread's together when ref is nil.
-func (m *Memory) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(store.Row) error) error {
+func (m *Memory) Newest(ctx context.Context, ref *backend.Ref, limit int, fn func(backend.Row) error) error {
 	m.mu.Lock()
 	if m.err != nil {
 		defer m.mu.Unlock()
@@ -209,31 +209,31 @@ func (m *Memory) Newest(ctx context.Context, ref *store.Ref, limit int, fn func(
 		if err != nil {
 			return err
 		}
-		if err := fn(store.Row{ID: c.id, Parent: c.parent, Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: head},
-			Metadata: store.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}); err != nil {
+		if err := fn(backend.Row{ID: c.id, Parent: c.parent, Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: head},
+			Metadata: backend.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// EachValue implements store.Backend. Each blob is handed over in a buffer
+// EachValue implements backend.Backend. Each blob is handed over in a buffer
 // that is overwritten as soon as fn returns, as a driver reuses its row
 // buffer, so that a caller keeping a reference to it is caught.
-func (m *Memory) EachValue(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(int, store.Blob) error) error {
+func (m *Memory) EachValue(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(int, backend.Blob) error) error {
 	m.mu.Lock()
 	if m.err != nil {
 		defer m.mu.Unlock()
 		return m.err
 	}
-	out := make([]store.Blob, len(ids))
+	out := make([]backend.Blob, len(ids))
 	for i, id := range ids {
-		out[i] = store.Blob{Missing: true}
+		out[i] = backend.Blob{Missing: true}
 		for _, c := range m.threads[ref] {
 			if c.id != id {
 				continue
 			}
-			out[i] = store.Blob{Type: lgcodec.TypeEmpty}
+			out[i] = backend.Blob{Type: lgcodec.TypeEmpty}
 			if b, ok := c.values[channel]; ok {
 				out[i] = b
 			}
@@ -241,22 +241,22 @@ func (m *Memory) EachValue(ctx context.Context, ref store.Ref, channel string, i
 	}
 	m.mu.Unlock()
 	for i, b := range out {
-		if err := poisoned(b, func(b store.Blob) error { return fn(i, b) }); err != nil {
+		if err := poisoned(b, func(b backend.Blob) error { return fn(i, b) }); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// EachWrite implements store.Backend, handing values over as EachValue
+// EachWrite implements backend.Backend, handing values over as EachValue
 // does.
-func (m *Memory) EachWrite(ctx context.Context, ref store.Ref, channel string, ids []string, fn func(store.Write) error) error {
+func (m *Memory) EachWrite(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(backend.Write) error) error {
 	m.mu.Lock()
 	if m.err != nil {
 		defer m.mu.Unlock()
 		return m.err
 	}
-	var out []store.Write
+	var out []backend.Write
 	for _, c := range m.threads[ref] {
 		if !slices.Contains(ids, c.id) {
 			continue
@@ -269,7 +269,7 @@ func (m *Memory) EachWrite(ctx context.Context, ref store.Ref, channel string, i
 	}
 	m.mu.Unlock()
 	for _, w := range out {
-		err := poisoned(w.Value, func(b store.Blob) error {
+		err := poisoned(w.Value, func(b backend.Blob) error {
 			w.Value = b
 			return fn(w)
 		})
@@ -282,23 +282,23 @@ func (m *Memory) EachWrite(ctx context.Context, ref store.Ref, channel string, i
 
 // poisoned calls fn with a copy of b whose bytes are overwritten once fn
 // returns.
-func poisoned(b store.Blob, fn func(store.Blob) error) error {
+func poisoned(b backend.Blob, fn func(backend.Blob) error) error {
 	buf := bytes.Clone(b.Data)
-	err := fn(store.Blob{Type: b.Type, Data: buf, Missing: b.Missing})
+	err := fn(backend.Blob{Type: b.Type, Data: buf, Missing: b.Missing})
 	for j := range buf {
 		buf[j] = 0xff
 	}
 	return err
 }
 
-// Ping implements store.Backend.
+// Ping implements backend.Backend.
 func (m *Memory) Ping(context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.err
 }
 
-// Close implements store.Backend.
+// Close implements backend.Backend.
 func (m *Memory) Close() {}
 
 // Version names a value by its encoding, so that equal values share a

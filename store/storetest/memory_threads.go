@@ -8,17 +8,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
-// Threads implements store.Backend: thread ids sort bytewise, as in
+// Threads implements backend.Backend: thread ids sort bytewise, as in
 // SQLite.
-func (m *Memory) Threads(ctx context.Context, q store.ThreadQuery, fn func(store.ThreadRow) error) (store.ThreadWalk, error) {
+func (m *Memory) Threads(ctx context.Context, q backend.ThreadQuery, fn func(backend.ThreadRow) error) (backend.ThreadWalk, error) {
 	m.mu.Lock()
 	if m.err != nil {
 		defer m.mu.Unlock()
-		return store.ThreadWalk{}, m.err
+		return backend.ThreadWalk{}, m.err
 	}
 	byID := map[string][]memCheckpoint{}
 	for ref, cps := range m.threads {
@@ -38,9 +38,9 @@ func (m *Memory) Threads(ctx context.Context, q store.ThreadQuery, fn func(store
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	var w store.ThreadWalk
+	var w backend.ThreadWalk
 	n := 0
-	for _, r := range store.PrefixRanges(q.Prefixes, q.After) {
+	for _, r := range backend.PrefixRanges(q.Prefixes, q.After) {
 		for _, id := range ids {
 			if id < r.From || id == r.From && !r.Inclusive || !strings.HasPrefix(id, r.Prefix) {
 				continue
@@ -67,24 +67,24 @@ func (m *Memory) Threads(ctx context.Context, q store.ThreadQuery, fn func(store
 	return w, nil
 }
 
-func memThreadRow(id string, cps []memCheckpoint) (store.ThreadRow, error) {
+func memThreadRow(id string, cps []memCheckpoint) (backend.ThreadRow, error) {
 	first := slices.MinFunc(cps, func(a, b memCheckpoint) int { return cmp.Compare(a.id, b.id) })
 	last := slices.MaxFunc(cps, func(a, b memCheckpoint) int { return cmp.Compare(a.id, b.id) })
-	row := func(c memCheckpoint) (store.Row, error) {
+	row := func(c memCheckpoint) (backend.Row, error) {
 		head, err := json.Marshal(map[string]any{"ts": c.ts.Format(time.RFC3339Nano)})
 		if err != nil {
-			return store.Row{}, err
+			return backend.Row{}, err
 		}
-		return store.Row{ID: c.id, Parent: c.parent, Checkpoint: store.Blob{Type: lgcodec.TypeJSON, Data: head},
-			Metadata: store.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}, nil
+		return backend.Row{ID: c.id, Parent: c.parent, Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: head},
+			Metadata: backend.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}, nil
 	}
 	f, err := row(first)
 	if err != nil {
-		return store.ThreadRow{}, err
+		return backend.ThreadRow{}, err
 	}
 	l, err := row(last)
 	if err != nil {
-		return store.ThreadRow{}, err
+		return backend.ThreadRow{}, err
 	}
-	return store.ThreadRow{ThreadID: id, Count: int64(len(cps)), First: f, Last: l}, nil
+	return backend.ThreadRow{ThreadID: id, Count: int64(len(cps)), First: f, Last: l}, nil
 }

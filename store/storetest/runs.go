@@ -12,6 +12,7 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // runsCases are the cases of graphs without a messages channel, whose runs
@@ -30,7 +31,7 @@ var runsCases = []Case{
 // (source, step) and updated_channels Python's LangGraph records.
 type RunWriter struct {
 	w      Writer
-	ref    store.Ref
+	ref    backend.Ref
 	prefix string
 	step   int
 	parent string
@@ -39,7 +40,7 @@ type RunWriter struct {
 }
 
 // NewRunWriter returns a RunWriter for ref's checkpoints.
-func NewRunWriter(w Writer, ref store.Ref, prefix string) *RunWriter {
+func NewRunWriter(w Writer, ref backend.Ref, prefix string) *RunWriter {
 	return &RunWriter{w: w, ref: ref, prefix: prefix}
 }
 
@@ -149,7 +150,7 @@ func checkRuns(t *testing.T, h *store.History, ends []string, questions []string
 
 func runsTurns(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-runs"}
+	ref := backend.Ref{ThreadID: "suite-runs"}
 	r := NewRunWriter(w, ref, "1f0e")
 	state := map[string]map[string]any{}
 	var ends []string
@@ -172,7 +173,7 @@ func runsTurns(t *testing.T, open Open) {
 
 func functionalTurns(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-functional"}
+	ref := backend.Ref{ThreadID: "suite-functional"}
 	r := NewRunWriter(w, ref, "1f0e")
 	var saved lgwrite.Map
 	state := map[string]map[string]any{}
@@ -210,7 +211,7 @@ func functionalTurns(t *testing.T, open Open) {
 
 func resumedRun(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-resumed"}
+	ref := backend.Ref{ThreadID: "suite-resumed"}
 	r := NewRunWriter(w, ref, "1f0e")
 	state := map[string]map[string]any{}
 	var ends []string
@@ -234,7 +235,7 @@ func runPastInput(t *testing.T, open Open) {
 
 	// A messages graph writes its input checkpoint before its messages
 	// channel holds the question: no run, no turn.
-	msgs := store.Ref{ThreadID: "suite-messages-input"}
+	msgs := backend.Ref{ThreadID: "suite-messages-input"}
 	NewRunWriter(w, msgs, "1f0e").Put("input",
 		lgwrite.Map{{Key: "__start__", Value: map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}}}, []string{"__start__"})
 	h, err := st.History(ctx, msgs)
@@ -245,7 +246,7 @@ func runPastInput(t *testing.T, open Open) {
 		t.Errorf("a messages graph's first input: total %d, numbering %v; want 0, not runs", h.Total, h.Numbering)
 	}
 
-	ref := store.Ref{ThreadID: "suite-runs-input"}
+	ref := backend.Ref{ThreadID: "suite-runs-input"}
 	r := NewRunWriter(w, ref, "1f0e")
 	state := map[string]map[string]any{}
 	first := r.StateRun(state, runQuestions[0])
@@ -275,7 +276,7 @@ func runPastInput(t *testing.T, open Open) {
 
 func functionalMessages(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-functional-messages"}
+	ref := backend.Ref{ThreadID: "suite-functional-messages"}
 	r := NewRunWriter(w, ref, "1f0e")
 	var saved lgwrite.Map
 	var msgs []any

@@ -17,12 +17,13 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Open returns a fresh, empty backend and a Writer into its storage. The
 // backend must only see what the Writer wrote.
-type Open func(t *testing.T) (store.Backend, Writer)
+type Open func(t *testing.T) (backend.Backend, Writer)
 
 // Demo is the conversation the suite writes: a key rewritten in turn 2, a
 // turn without writes, and a non-ASCII question.
@@ -85,7 +86,7 @@ var Cases = []Case{
 
 func turnsAndState(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-demo"}
+	ref := backend.Ref{ThreadID: "suite-demo"}
 	written := Build(w, ref, Demo)
 	st := store.New(store.Config{Backend: b})
 	h, turns, states := Read(t, st, ref, Retained, nil)
@@ -109,7 +110,7 @@ func turnsAndState(t *testing.T, open Open) {
 
 func unknownThread(t *testing.T, open Open) {
 	b, _ := open(t)
-	h, turns, _ := Read(t, store.New(store.Config{Backend: b}), store.Ref{ThreadID: "never-written"}, Retained, nil)
+	h, turns, _ := Read(t, store.New(store.Config{Backend: b}), backend.Ref{ThreadID: "never-written"}, Retained, nil)
 	if h.Total != 0 || len(h.Turns) != 0 || len(turns) != 0 {
 		t.Errorf("history = %+v; want total 0", h)
 	}
@@ -117,11 +118,11 @@ func unknownThread(t *testing.T, open Open) {
 
 func namespacesApart(t *testing.T, open Open) {
 	b, w := open(t)
-	Build(w, store.Ref{ThreadID: "t'1\"; --"}, Demo[:1])
-	Build(w, store.Ref{ThreadID: "t'1\"; --", Namespace: "sub:1"}, Demo)
-	Build(w, store.Ref{ThreadID: "t'1"}, Demo[:2])
+	Build(w, backend.Ref{ThreadID: "t'1\"; --"}, Demo[:1])
+	Build(w, backend.Ref{ThreadID: "t'1\"; --", Namespace: "sub:1"}, Demo)
+	Build(w, backend.Ref{ThreadID: "t'1"}, Demo[:2])
 	st := store.New(store.Config{Backend: b})
-	for ref, want := range map[store.Ref]int{
+	for ref, want := range map[backend.Ref]int{
 		{ThreadID: "t'1\"; --"}: 1, {ThreadID: "t'1\"; --", Namespace: "sub:1"}: 4, {ThreadID: "t'1"}: 2, {ThreadID: "t"}: 0,
 	} {
 		h, turns, _ := Read(t, st, ref, Retained, nil)
@@ -133,7 +134,7 @@ func namespacesApart(t *testing.T, open Open) {
 
 func prunedTurns(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-pruned"}
+	ref := backend.Ref{ThreadID: "suite-pruned"}
 	written := Build(w, ref, Demo)
 	w.Delete(ref, append(slices.Clone(written[0].IDs), written[1].IDs...))
 	st := store.New(store.Config{Backend: b})
@@ -158,9 +159,9 @@ func prunedTurns(t *testing.T, open Open) {
 
 func missingVersusEmpty(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-missing"}
+	ref := backend.Ref{ThreadID: "suite-missing"}
 	written := Build(w, ref, Demo[:1])
-	blobs, err := store.Values(context.Background(), b, ref, "tool_state", []string{"no-such-checkpoint", written[0].IDs[0], written[0].End})
+	blobs, err := backend.Values(context.Background(), b, ref, "tool_state", []string{"no-such-checkpoint", written[0].IDs[0], written[0].End})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,10 +174,10 @@ func missingVersusEmpty(t *testing.T, open Open) {
 
 func parentsListed(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-parents"}
+	ref := backend.Ref{ThreadID: "suite-parents"}
 	written := Build(w, ref, Demo[:2])
 	parents := map[string]string{}
-	_, err := b.List(context.Background(), ref, store.Query{}, func(r store.Row) error {
+	_, err := b.List(context.Background(), ref, backend.Query{}, func(r backend.Row) error {
 		parents[r.ID] = r.Parent
 		return nil
 	})
@@ -205,26 +206,26 @@ func parentsListed(t *testing.T, open Open) {
 func newest(t *testing.T, open Open) {
 	b, w := open(t)
 	ctx := context.Background()
-	a, other := store.Ref{ThreadID: "suite-newest"}, store.Ref{ThreadID: "suite-newest-other"}
+	a, other := backend.Ref{ThreadID: "suite-newest"}, backend.Ref{ThreadID: "suite-newest-other"}
 	written := Build(w, a, Demo[:2])
 	Build(w, other, Demo[:1])
 	last := written[len(written)-1].End
 	w.Put(a, lgsaver.Checkpoint{ID: "1f0c-900000", Parent: last, TS: Base.Add(time.Hour),
 		Values:   lgwrite.Map{{Key: "messages", Value: []any{lgwrite.Human("h", "q")}}, {Key: "notes", Value: "kept apart"}},
 		Metadata: lgwrite.Map{{Key: "source", Value: "update"}, {Key: "step", Value: 99}}})
-	all := map[string]store.Ref{}
-	for _, ref := range []store.Ref{a, other} {
-		if _, err := b.List(ctx, ref, store.Query{}, func(r store.Row) error {
+	all := map[string]backend.Ref{}
+	for _, ref := range []backend.Ref{a, other} {
+		if _, err := b.List(ctx, ref, backend.Query{}, func(r backend.Row) error {
 			all[r.ID+"\x00"+ref.ThreadID] = ref
 			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sample := func(ref *store.Ref, limit int) (ids []string, channels map[string]int) {
+	sample := func(ref *backend.Ref, limit int) (ids []string, channels map[string]int) {
 		t.Helper()
 		channels = map[string]int{}
-		err := b.Newest(ctx, ref, limit, func(r store.Row) error {
+		err := b.Newest(ctx, ref, limit, func(r backend.Row) error {
 			cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 			if err != nil {
 				return fmt.Errorf("checkpoint %s: %w", r.ID, err)
@@ -267,7 +268,7 @@ func newest(t *testing.T, open Open) {
 	if ids, _ := sample(&a, 0); len(ids) != 0 {
 		t.Errorf("Newest with limit 0: %v", ids)
 	}
-	if ids, _ := sample(&store.Ref{ThreadID: "suite-newest-unknown"}, 5); len(ids) != 0 {
+	if ids, _ := sample(&backend.Ref{ThreadID: "suite-newest-unknown"}, 5); len(ids) != 0 {
 		t.Errorf("Newest of an unknown thread: %v", ids)
 	}
 }
@@ -277,7 +278,7 @@ func newest(t *testing.T, open Open) {
 // must read each through the one normalizer, identically on every backend.
 func versionForms(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-versions"}
+	ref := backend.Ref{ThreadID: "suite-versions"}
 	human := func(n int) lgwrite.Message {
 		return lgwrite.Human(fmt.Sprintf("h%d", n), fmt.Sprintf("question %d", n))
 	}
@@ -334,7 +335,7 @@ func versionForms(t *testing.T, open Open) {
 // and nothing else.
 func writesRead(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-writes"}
+	ref := backend.Ref{ThreadID: "suite-writes"}
 	task := "1ef4f797-8335-6428-8001-8a1503f9b875"
 	w.Put(ref, lgsaver.Checkpoint{ID: "w-1", TS: Base, Values: lgwrite.Map{{Key: "messages", Value: []any{}}},
 		Writes: []lgsaver.Write{
@@ -354,7 +355,7 @@ func writesRead(t *testing.T, open Open) {
 		ids                    string
 	}
 	var all []got
-	err := b.EachWrite(context.Background(), ref, "messages", []string{"w-1", "no-such"}, func(wr store.Write) error {
+	err := b.EachWrite(context.Background(), ref, "messages", []string{"w-1", "no-such"}, func(wr backend.Write) error {
 		v, _, err := lgcodec.Decode(wr.Value.Type, wr.Value.Data, lgcodec.Limits{})
 		if err != nil {
 			return err
@@ -383,7 +384,7 @@ func writesRead(t *testing.T, open Open) {
 // deltaThread writes a thread whose messages and files channels are
 // DeltaChannels: most checkpoints store neither, the writes attached to
 // each checkpoint hold the changes, and one checkpoint stores snapshots.
-func deltaThread(w Writer, ref store.Ref) {
+func deltaThread(w Writer, ref backend.Ref) {
 	ts := func(i int) time.Time { return Base.Add(time.Duration(i) * time.Second) }
 	ws := func(ch string, v any) lgsaver.Write {
 		return lgsaver.Write{TaskID: "t", TaskPath: "~__pregel_pull, node", Channel: ch, Value: v}
@@ -418,7 +419,7 @@ func deltaThread(w Writer, ref store.Ref) {
 // then the same with the oldest checkpoints pruned.
 func deltaRebuilt(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-delta"}
+	ref := backend.Ref{ThreadID: "suite-delta"}
 	deltaThread(w, ref)
 	st := store.New(store.Config{Backend: b, StateChannels: []string{"tool_state", "files"}})
 	read := func(want map[int]map[string]any) *store.History {
@@ -457,7 +458,7 @@ func deltaRebuilt(t *testing.T, open Open) {
 
 func cacheFollows(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-cache"}
+	ref := backend.Ref{ThreadID: "suite-cache"}
 	bld := NewBuilder(w, ref)
 	var wrote []Written
 	turn := func(tt Turn) Written {
@@ -518,7 +519,7 @@ func cacheFollows(t *testing.T, open Open) {
 
 func cachedStateOfDeletedTurn(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-state-cache"}
+	ref := backend.Ref{ThreadID: "suite-state-cache"}
 	written := Build(w, ref, Demo)
 	// No recount within the test: only the read itself can notice.
 	st := store.New(store.Config{Backend: b, RecountEvery: time.Hour})
@@ -554,12 +555,12 @@ func cachedStateOfDeletedTurn(t *testing.T, open Open) {
 func incrementalCensus(t *testing.T, open Open) {
 	b, w := open(t)
 	ctx := context.Background()
-	ref := store.Ref{ThreadID: "suite-verify"}
+	ref := backend.Ref{ThreadID: "suite-verify"}
 	written := Build(w, ref, Demo[:2])
 	w.Delete(ref, written[0].IDs[:1])
 	verify := []string{written[0].IDs[0], written[0].End, "absent", written[1].End}
 	var newer int
-	census, err := b.List(ctx, ref, store.Query{After: written[1].End, Count: true, Verify: verify}, func(store.Row) error { newer++; return nil })
+	census, err := b.List(ctx, ref, backend.Query{After: written[1].End, Count: true, Verify: verify}, func(backend.Row) error { newer++; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,13 +570,13 @@ func incrementalCensus(t *testing.T, open Open) {
 	if !slices.Equal(census.Present, want) || newer != 0 || census.MinID != "1f0c-000000" || census.Count != total {
 		t.Errorf("census %+v, %d newer; want present %v, none newer, oldest 1f0c-000000, count %d", census, newer, want, total)
 	}
-	census, err = b.List(ctx, ref, store.Query{After: written[1].End}, func(store.Row) error { return nil })
+	census, err = b.List(ctx, ref, backend.Query{After: written[1].End}, func(backend.Row) error { return nil })
 	if err != nil || census.Present != nil || census.Count != -1 {
 		t.Errorf("nothing to verify, no count: %+v, %v", census, err)
 	}
 	// Newer checkpoints are listed after the one given.
 	var ids []string
-	if _, err := b.List(ctx, ref, store.Query{After: written[1].IDs[0]}, func(r store.Row) error { ids = append(ids, r.ID); return nil }); err != nil {
+	if _, err := b.List(ctx, ref, backend.Query{After: written[1].IDs[0]}, func(r backend.Row) error { ids = append(ids, r.ID); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(ids)
@@ -586,7 +587,7 @@ func incrementalCensus(t *testing.T, open Open) {
 
 func deletionCounted(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-recount"}
+	ref := backend.Ref{ThreadID: "suite-recount"}
 	written := Build(w, ref, Demo[:3])
 	st := store.New(store.Config{Backend: b, RecountEvery: 20 * time.Millisecond})
 	if h, err := st.History(context.Background(), ref); err != nil || !h.Turns[1].Retained {
@@ -605,7 +606,7 @@ func deletionCounted(t *testing.T, open Open) {
 
 func readsWhileWriting(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-concurrent"}
+	ref := backend.Ref{ThreadID: "suite-concurrent"}
 	bld := NewBuilder(w, ref)
 	st := store.New(store.Config{Backend: b})
 	const turns = 8
@@ -663,10 +664,10 @@ func readsWhileWriting(t *testing.T, open Open) {
 func probesNeverStale(t *testing.T, open Open) {
 	b, w := open(t)
 	const threads, turns, readers = 4, 6, 8
-	refs := make([]store.Ref, threads)
+	refs := make([]backend.Ref, threads)
 	builders := make([]*Builder, threads)
 	for i := range refs {
-		refs[i] = store.Ref{ThreadID: fmt.Sprintf("suite-probes-%d", i)}
+		refs[i] = backend.Ref{ThreadID: fmt.Sprintf("suite-probes-%d", i)}
 		builders[i] = NewBuilder(w, refs[i])
 	}
 	st := store.New(store.Config{Backend: b})
@@ -780,16 +781,8 @@ func ping(t *testing.T, open Open) {
 	}
 }
 
-// Retained picks every retained turn.
-func Retained(h *store.History) []store.Turn {
-	var out []store.Turn
-	for _, turn := range h.Turns {
-		if turn.Retained {
-			out = append(out, turn)
-		}
-	}
-	return out
-}
+// Retained picks every retained turn (History.RetainedTurns).
+func Retained(h *store.History) []store.Turn { return h.RetainedTurns() }
 
 // Only picks turn n when it is retained.
 func Only(n int) func(*store.History) []store.Turn {
@@ -805,7 +798,7 @@ func Only(n int) func(*store.History) []store.Turn {
 // returns each picked turn's state as entry maps in JSON form: key →
 // {"value", "tool", "seq", "turn", "turns_written", "inputs", "extra"}, the
 // fields a host recorded.
-func Read(t testing.TB, st *store.Store, ref store.Ref, pick func(*store.History) []store.Turn, keys []string) (*store.History, []store.Turn, []map[string]map[string]any) {
+func Read(t testing.TB, st *store.Store, ref backend.Ref, pick func(*store.History) []store.Turn, keys []string) (*store.History, []store.Turn, []map[string]map[string]any) {
 	t.Helper()
 	h, turns, enc, err := st.ReadEncoded(context.Background(), ref, "", pick, keys, EntryEncoder{})
 	if err != nil {

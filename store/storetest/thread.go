@@ -11,7 +11,7 @@ import (
 
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Writer puts checkpoints into a backend's storage in that backend's own
@@ -19,9 +19,9 @@ import (
 type Writer interface {
 	// Put stores one checkpoint of ref, as the saver's put and put_writes
 	// would.
-	Put(ref store.Ref, cp lgsaver.Checkpoint)
+	Put(ref backend.Ref, cp lgsaver.Checkpoint)
 	// Delete removes checkpoints of ref, as pruning would.
-	Delete(ref store.Ref, ids []string)
+	Delete(ref backend.Ref, ids []string)
 }
 
 // SaverWriter is a Writer storing checkpoints in a real saver's layout
@@ -45,14 +45,14 @@ func (w *SaverWriter) Saver() lgsaver.Saver { return w.w.Saver() }
 func (w *SaverWriter) Close() { w.closed.Store(true) }
 
 // Put implements Writer.
-func (w *SaverWriter) Put(ref store.Ref, cp lgsaver.Checkpoint) {
+func (w *SaverWriter) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
 	if err := w.w.Put(context.Background(), ref.ThreadID, ref.Namespace, cp); err != nil && !w.closed.Load() {
 		w.t.Error(err)
 	}
 }
 
 // Delete implements Writer.
-func (w *SaverWriter) Delete(ref store.Ref, ids []string) {
+func (w *SaverWriter) Delete(ref backend.Ref, ids []string) {
 	if err := w.w.Delete(context.Background(), ref.ThreadID, ref.Namespace, ids...); err != nil && !w.closed.Load() {
 		w.t.Error(err)
 	}
@@ -82,7 +82,7 @@ type Written struct {
 // there are writes), and one with the answer, each the child of the one
 // before. Entries carry value, tool, seq, turn and turns_written. It returns
 // what was written per turn: element i is turn i+1.
-func Build(w Writer, ref store.Ref, turns []Turn) []Written {
+func Build(w Writer, ref backend.Ref, turns []Turn) []Written {
 	b := NewBuilder(w, ref)
 	out := make([]Written, len(turns))
 	for i, t := range turns {
@@ -95,7 +95,7 @@ func Build(w Writer, ref store.Ref, turns []Turn) []Written {
 // while something reads.
 type Builder struct {
 	w      Writer
-	ref    store.Ref
+	ref    backend.Ref
 	prefix string
 	step   int
 	seq    int
@@ -127,13 +127,13 @@ type builderAt struct {
 
 // NewBuilder writes the thread's first, empty checkpoint and returns a
 // Builder for its turns. Checkpoint ids are 1f0c-000000, 1f0c-000001, ….
-func NewBuilder(w Writer, ref store.Ref) *Builder { return NewBuilderWithPrefix(w, ref, "1f0c") }
+func NewBuilder(w Writer, ref backend.Ref) *Builder { return NewBuilderWithPrefix(w, ref, "1f0c") }
 
 // NewBuilderWithPrefix is NewBuilder with checkpoint ids starting with
 // prefix instead of 1f0c: a thread written again after being deleted gets
 // new ids, as LangGraph's time-ordered ones are, by a prefix that sorts
 // later.
-func NewBuilderWithPrefix(w Writer, ref store.Ref, prefix string) *Builder {
+func NewBuilderWithPrefix(w Writer, ref backend.Ref, prefix string) *Builder {
 	b := &Builder{w: w, ref: ref, prefix: prefix, msgs: []any{}, state: map[string]map[string]any{},
 		versions: map[string]int{}, values: map[string]string{}, at: map[string]builderAt{}}
 	if sw, ok := w.(*SaverWriter); ok && !sw.Saver().Python() {

@@ -11,13 +11,14 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // PutThread writes a thread of n checkpoints (n >= 1) one question long,
 // the first written at at and each later one a second after the one
 // before, with ids 1f0d-000000, 1f0d-000001, …. It returns the
 // checkpoint ids.
-func PutThread(w Writer, ref store.Ref, at time.Time, n int) []string {
+func PutThread(w Writer, ref backend.Ref, at time.Time, n int) []string {
 	var ids []string
 	parent := ""
 	for i := range n {
@@ -79,7 +80,7 @@ func threadsWhileWriting(t *testing.T, open Open) {
 	for i := range 40 {
 		id := fmt.Sprintf("t%03d", i*2)
 		before = append(before, id)
-		PutThread(w, store.Ref{ThreadID: id}, Base.Add(time.Duration(i)*time.Minute), 1+i%3)
+		PutThread(w, backend.Ref{ThreadID: id}, Base.Add(time.Duration(i)*time.Minute), 1+i%3)
 	}
 	for _, order := range []store.ThreadOrder{store.ByThreadID, store.ByLastActivity} {
 		t.Run(fmt.Sprint(order), func(t *testing.T) {
@@ -100,7 +101,7 @@ func threadsWhileWriting(t *testing.T, open Open) {
 					default:
 					}
 					id := fmt.Sprintf("t%03d-%d-%d", i%90, order, i)
-					PutThread(w, store.Ref{ThreadID: id}, Base.Add(time.Hour+time.Duration(i)*time.Second), 1)
+					PutThread(w, backend.Ref{ThreadID: id}, Base.Add(time.Hour+time.Duration(i)*time.Second), 1)
 					added = append(added, id)
 					time.Sleep(2 * time.Millisecond)
 				}
@@ -136,7 +137,7 @@ func threadsPrefixes(t *testing.T, open Open) {
 	// In byte order: "z" sorts before "ü".
 	ids := []string{"a", "a/1", "a/2", "a/20", "ab/1", "b/1", "b/2", "t%_/1", "tx_/1", "z", "ü/1", "üb/1"}
 	for i, id := range ids {
-		PutThread(w, store.Ref{ThreadID: id}, Base.Add(time.Duration(i)*time.Minute), 1)
+		PutThread(w, backend.Ref{ThreadID: id}, Base.Add(time.Duration(i)*time.Minute), 1)
 	}
 	for _, tt := range []struct {
 		prefixes []string
@@ -185,7 +186,7 @@ func threadsConfined(t *testing.T, open Open) {
 	// around the prefix in byte order.
 	foreign := []string{"ACME/1", "Acme/15", "acme-m", "acme-/3", "acmecorp/1", "acmé/1", "acme", "ac/me/1", "acme0", "acme./1", "acme.", "b"}
 	for i, id := range slices.Concat(own, foreign) {
-		PutThread(w, store.Ref{ThreadID: id}, Base.Add(time.Duration(i)*time.Minute), 1)
+		PutThread(w, backend.Ref{ThreadID: id}, Base.Add(time.Duration(i)*time.Minute), 1)
 	}
 	ctx := context.Background()
 	for i, after := range []string{"", own[0], own[1], own[2]} {
@@ -193,7 +194,7 @@ func threadsConfined(t *testing.T, open Open) {
 		// One more than the threads left: a walk that visited any other id
 		// would stop at the limit, or hand it over.
 		var got []string
-		walk, err := b.Threads(ctx, store.ThreadQuery{Prefixes: []string{"acme/"}, After: after, Limit: len(want) + 1}, func(r store.ThreadRow) error {
+		walk, err := b.Threads(ctx, backend.ThreadQuery{Prefixes: []string{"acme/"}, After: after, Limit: len(want) + 1}, func(r backend.ThreadRow) error {
 			got = append(got, r.ThreadID)
 			return nil
 		})
@@ -223,7 +224,7 @@ func threadsTimes(t *testing.T, open Open) {
 	starts := []time.Duration{0, time.Hour, 30 * time.Minute, time.Hour - time.Second, 10 * time.Minute}
 	lengths := []int{3, 1, 1, 2, 1}
 	for i := range starts {
-		PutThread(w, store.Ref{ThreadID: fmt.Sprintf("t-%d", i)}, Base.Add(starts[i]), lengths[i])
+		PutThread(w, backend.Ref{ThreadID: fmt.Sprintf("t-%d", i)}, Base.Add(starts[i]), lengths[i])
 	}
 	newest := []string{"t-1", "t-3", "t-2", "t-4", "t-0"}
 	for _, size := range []int{1, 2, 10} {
@@ -266,11 +267,11 @@ func threadsTimes(t *testing.T, open Open) {
 func threadsNamespaces(t *testing.T, open Open) {
 	b, w := open(t)
 	st := store.New(store.Config{Backend: b})
-	root := PutThread(w, store.Ref{ThreadID: "both"}, Base, 4)
-	PutThread(w, store.Ref{ThreadID: "both", Namespace: "sub:1"}, Base.Add(time.Hour), 2)
-	PutThread(w, store.Ref{ThreadID: "only-sub", Namespace: "sub:1"}, Base.Add(2*time.Hour), 3)
-	PutThread(w, store.Ref{ThreadID: "only-root"}, Base.Add(3*time.Hour), 1)
-	written := Build(w, store.Ref{ThreadID: "turns"}, Demo)
+	root := PutThread(w, backend.Ref{ThreadID: "both"}, Base, 4)
+	PutThread(w, backend.Ref{ThreadID: "both", Namespace: "sub:1"}, Base.Add(time.Hour), 2)
+	PutThread(w, backend.Ref{ThreadID: "only-sub", Namespace: "sub:1"}, Base.Add(2*time.Hour), 3)
+	PutThread(w, backend.Ref{ThreadID: "only-root"}, Base.Add(3*time.Hour), 1)
+	written := Build(w, backend.Ref{ThreadID: "turns"}, Demo)
 
 	ctx := context.Background()
 	page, err := st.Threads(ctx, store.ThreadsQuery{Limit: 10, Turns: true})
@@ -322,7 +323,7 @@ func threadsNamespaces(t *testing.T, open Open) {
 	}
 
 	// A thread whose checkpoints are all deleted is gone.
-	w.Delete(store.Ref{ThreadID: "only-root"}, []string{"1f0d-000000"})
+	w.Delete(backend.Ref{ThreadID: "only-root"}, []string{"1f0d-000000"})
 	if got := AllThreads(t, st, store.ThreadsQuery{}, 2); !slices.Equal(got, []string{"both", "turns"}) {
 		t.Errorf("after deleting only-root: %q", got)
 	}
@@ -334,7 +335,7 @@ func threadsNamespaces(t *testing.T, open Open) {
 // them; LangChain.js's savers record none, which reads as unknown).
 func stepsAndRest(t *testing.T, open Open) {
 	b, w := open(t)
-	ref := store.Ref{ThreadID: "suite-steps"}
+	ref := backend.Ref{ThreadID: "suite-steps"}
 	recorded := true
 	if sw, ok := w.(interface{ Saver() lgsaver.Saver }); ok {
 		recorded = sw.Saver().Python()

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/historyd/historyd/client/clienttest"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -190,7 +190,7 @@ func tenths(n int) float64 { return float64(n) / 10 }
 // as LangChain.js's SqliteSaver stores them.
 func scriptedThreads(w storetest.Writer) {
 	script := func(thread string) *clienttest.Script {
-		return clienttest.NewScript(w, store.Ref{ThreadID: thread}, "1f21")
+		return clienttest.NewScript(w, backend.Ref{ThreadID: thread}, "1f21")
 	}
 	together := script(togetherThread)
 	together.Run(clienttest.Input{Asked: []string{"sketch a boundary around the Severn and call it Severn"},

@@ -21,7 +21,7 @@ import (
 
 	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -89,7 +89,7 @@ func writeFixture(t testing.TB, bin string) string {
 	}
 	w := storetest.NewSaverWriter(t, lgsaver.NewWriter(lgsaver.SQLiteJS, execSQL, ""))
 	for id, turns := range fixtureThreads() {
-		b := storetest.NewBuilderWithPrefix(w, store.Ref{ThreadID: id}, "1f21")
+		b := storetest.NewBuilderWithPrefix(w, backend.Ref{ThreadID: id}, "1f21")
 		for _, turn := range turns {
 			b.Turn(turn)
 		}

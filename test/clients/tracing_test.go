@@ -13,6 +13,7 @@ import (
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 	"github.com/historyd/historyd/tracing"
 	"github.com/historyd/historyd/tracing/tracingtest"
@@ -79,7 +80,7 @@ func TestTracePropagation(t *testing.T) {
 	}
 	const thread = "acme/propagated-thread-0001"
 	mem := storetest.NewMemory()
-	storetest.Build(mem, store.Ref{ThreadID: thread}, []storetest.Turn{{Question: "q", Writes: map[string]any{"k": 1}}})
+	storetest.Build(mem, backend.Ref{ThreadID: thread}, []storetest.Turn{{Question: "q", Writes: map[string]any{"k": 1}}})
 	srv := servertest.Start(t, server.Config{Store: store.Config{Backend: mem}, TracerProvider: tr.TracerProvider()}, servertest.WithTCP())
 
 	run(t, jsDir, nil, "npm", "run", "--silent", "build")

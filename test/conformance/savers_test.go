@@ -20,6 +20,7 @@ import (
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
 	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/postgres"
 	"github.com/historyd/historyd/store/sqlite"
@@ -50,8 +51,8 @@ func TestSaverLayouts(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			w, backend, reader := saverStore(t, ctx, s, saver)
-			ref := store.Ref{ThreadID: "layout-" + saver.String()}
+			w, b, reader := saverStore(t, ctx, s, saver)
+			ref := backend.Ref{ThreadID: "layout-" + saver.String()}
 			written := writeLayoutThread(w, ref)
 
 			var got []readBack
@@ -62,7 +63,7 @@ func TestSaverLayouts(t *testing.T) {
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatalf("reader output: %v\n%s", err, out)
 			}
-			versions := listedVersions(t, ctx, backend, ref)
+			versions := listedVersions(t, ctx, b, ref)
 			if len(got) != len(written) {
 				t.Fatalf("the saver lists %d checkpoints, %d were written", len(got), len(written))
 			}
@@ -90,7 +91,7 @@ func TestSaverLayouts(t *testing.T) {
 				}
 			}
 			// And historyd serves the thread it holds.
-			st := store.New(store.Config{Backend: backend})
+			st := store.New(store.Config{Backend: b})
 			h, turns, states := storetest.Read(t, st, ref, storetest.Retained, nil)
 			if h.Total != len(storetest.Demo[:2]) || len(turns) != h.Total {
 				t.Fatalf("historyd serves %d of %d turns", len(turns), h.Total)
@@ -105,7 +106,7 @@ func TestSaverLayouts(t *testing.T) {
 // saverStore makes an empty store in saver's layout and returns a writer
 // into it, historyd's backend over it, and the command line of the real
 // saver's reader.
-func saverStore(t *testing.T, ctx context.Context, s setup, saver lgsaver.Saver) (*storetest.SaverWriter, store.Backend, []string) {
+func saverStore(t *testing.T, ctx context.Context, s setup, saver lgsaver.Saver) (*storetest.SaverWriter, backend.Backend, []string) {
 	t.Helper()
 	pyReader, _ := filepath.Abs(filepath.Join("py", "read_back.py"))
 	jsReader := filepath.Join(s.nodeDir, "read_back.mjs")
@@ -168,7 +169,7 @@ type recording struct {
 	cps []lgsaver.Checkpoint
 }
 
-func (r *recording) Put(ref store.Ref, cp lgsaver.Checkpoint) {
+func (r *recording) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
 	r.cps = append(r.cps, cp)
 	r.Writer.Put(ref, cp)
 }
@@ -177,7 +178,7 @@ func (r *recording) Put(ref store.Ref, cp lgsaver.Checkpoint) {
 // checkpoint with what else a saver splits its own way: an inline
 // primitive, a DeltaChannel snapshot, and pending writes of two tasks. It
 // returns every checkpoint written, in order.
-func writeLayoutThread(w storetest.Writer, ref store.Ref) []lgsaver.Checkpoint {
+func writeLayoutThread(w storetest.Writer, ref backend.Ref) []lgsaver.Checkpoint {
 	rec := &recording{Writer: w}
 	storetest.Build(rec, ref, storetest.Demo[:2])
 	last := rec.cps[len(rec.cps)-1]
@@ -199,10 +200,10 @@ func writeLayoutThread(w storetest.Writer, ref store.Ref) []lgsaver.Checkpoint {
 }
 
 // listedVersions is the channel versions historyd reads of each checkpoint.
-func listedVersions(t *testing.T, ctx context.Context, b store.Backend, ref store.Ref) map[string]map[string]string {
+func listedVersions(t *testing.T, ctx context.Context, b backend.Backend, ref backend.Ref) map[string]map[string]string {
 	t.Helper()
 	out := map[string]map[string]string{}
-	_, err := b.List(ctx, ref, store.Query{}, func(r store.Row) error {
+	_, err := b.List(ctx, ref, backend.Query{}, func(r backend.Row) error {
 		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 		if err != nil {
 			return err

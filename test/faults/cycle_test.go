@@ -17,7 +17,7 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/lgsaver"
 	"github.com/historyd/historyd/lgwrite"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -65,7 +65,7 @@ func TestParentCycle(t *testing.T) {
 	// 1f0d-1's parent is 1f0d-3, which descends from it.
 	w := newWriter(t, pool, schema)
 	for i, parent := range []string{"1f0d-3", "1f0d-1", "1f0d-2"} {
-		w.Put(store.Ref{ThreadID: looped.id}, lgsaver.Checkpoint{ID: fmt.Sprintf("1f0d-%d", i+1), Parent: parent,
+		w.Put(backend.Ref{ThreadID: looped.id}, lgsaver.Checkpoint{ID: fmt.Sprintf("1f0d-%d", i+1), Parent: parent,
 			TS: storetest.Base.Add(time.Hour), Versions: lgwrite.Map{{Key: "messages", Value: 100 + i}},
 			Metadata: lgwrite.Map{{Key: "source", Value: "loop"}}})
 	}

@@ -27,7 +27,7 @@ import (
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/syncbuf"
 	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -398,7 +398,7 @@ type thread struct {
 func writeThread(t *testing.T, pool *pgxpool.Pool, schema, id string, turns []storetest.Turn) thread {
 	t.Helper()
 	w := newWriter(t, pool, schema)
-	return thread{id: id, turns: turns, written: storetest.Build(w, store.Ref{ThreadID: id}, turns)}
+	return thread{id: id, turns: turns, written: storetest.Build(w, backend.Ref{ThreadID: id}, turns)}
 }
 
 // checkTurn compares one turn's state as served with what was written.

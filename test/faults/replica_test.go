@@ -12,7 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/store"
+	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -37,7 +37,7 @@ func TestHotStandby(t *testing.T) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	ref := store.Ref{ThreadID: "replicated"}
+	ref := backend.Ref{ThreadID: "replicated"}
 	w := newWriter(t, primary, public)
 	b := storetest.NewBuilder(w, ref)
 	var written []storetest.Written
