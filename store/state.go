@@ -112,6 +112,50 @@ func (s *Store) ReadEncoded(ctx context.Context, ref backend.Ref, channel string
 	})
 }
 
+// staleReads is how many times readFresh derives the history again when
+// a turn's last checkpoint was deleted between deriving and reading. Each
+// try costs one listing of what changed; a retention job deleting while a
+// busy reader reads can overtake a try or two, and a refusal (ErrStale)
+// should be what only a thread changing faster than it can be read gets.
+const staleReads = 4
+
+// readFresh derives the history, picks turns and reads them with read,
+// deriving afresh and reading again (up to staleReads tries in all, while
+// ctx lasts) when read reports ErrStale: a turn whose last checkpoint was
+// deleted since the history was derived is never answered from the cache. The turns pick selects from the cached
+// history are checked to still exist in the same read that refreshes the
+// history, and read learns which checkpoints that read saw.
+func readFresh[T any](ctx context.Context, s *Store, ref backend.Ref, pick func(*History) []Turn, read func(*index, []Turn, seen) (T, error)) (*History, []Turn, T, error) {
+	var zero T
+	thread := threadKey(ref)
+	for attempt := 0; ; attempt++ {
+		var verify []string
+		if old, ok := s.indexes.get(thread); ok {
+			if h, err := s.historyAt(old, ref); err == nil {
+				for _, t := range pick(h) {
+					if t.Retained {
+						verify = append(verify, t.End.ID)
+					}
+				}
+			}
+		}
+		ix, sn, err := s.indexChecking(ctx, thread, verify)
+		if err == nil {
+			var h *History
+			if h, err = s.historyAt(ix, ref); err == nil {
+				turns := pick(h)
+				var out T
+				if out, err = read(ix, turns, sn); err == nil {
+					return h, turns, out, nil
+				}
+			}
+		}
+		if !errors.Is(err, ErrStale) || attempt+1 >= staleReads || ctx.Err() != nil {
+			return nil, nil, zero, err
+		}
+	}
+}
+
 // encodedStates reads the turns' states from the cache when the refresh
 // that derived them saw their last checkpoints (sn), and from the backend
 // otherwise, which is also what notices a last checkpoint since deleted.
@@ -241,6 +285,22 @@ func (s *Store) encodedStates(ctx context.Context, ref backend.Ref, channel stri
 		}
 	}
 	return out, nil
+}
+
+// eachValue hands fn each of channel's values at the checkpoints in ids,
+// straight from the driver's buffer (the blob is only valid during fn).
+// Errors other than fn's own are wrapped with what was being read.
+func (s *Store) eachValue(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(int, backend.Blob) error) error {
+	var fnErr error
+	call := func(i int, b backend.Blob) error {
+		fnErr = fn(i, b)
+		return fnErr
+	}
+	err := s.b.EachValue(ctx, ref, channel, ids, call)
+	if err != nil && err != fnErr {
+		return fmt.Errorf("read %s of thread %q: %w", channel, ref.ThreadID, err)
+	}
+	return err
 }
 
 // rebuildStates rebuilds, from writes, channel's value at the ends of the
