@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/write"
 )
 
 // The session-state keys the sketch tool writes, in the order it writes
@@ -115,22 +115,22 @@ func Questions() []string {
 }
 
 // arguments are the tool call's arguments as the model gives them.
-func (s *sketch) arguments() lgwrite.Map {
-	return lgwrite.Map{{Key: "name", Value: s.name}, {Key: "region", Value: s.region}}
+func (s *sketch) arguments() write.Map {
+	return write.Map{{Key: "name", Value: s.name}, {Key: "region", Value: s.region}}
 }
 
 // inputs records where each argument came from: the model, for both.
-func (s *sketch) inputs() lgwrite.Map {
-	return lgwrite.Map{{Key: "name", Value: "model"}, {Key: "region", Value: "model"}}
+func (s *sketch) inputs() write.Map {
+	return write.Map{{Key: "name", Value: "model"}, {Key: "region", Value: "model"}}
 }
 
 // feature is the sketch's boundary as a GeoJSON Feature.
-func (s *sketch) feature() lgwrite.Map {
+func (s *sketch) feature() write.Map {
 	ring := s.shape.ring(s.areaKm2)
-	return lgwrite.Map{
+	return write.Map{
 		{Key: "type", Value: "Feature"},
-		{Key: "properties", Value: lgwrite.Map{{Key: "name", Value: s.name}}},
-		{Key: "geometry", Value: lgwrite.Map{
+		{Key: "properties", Value: write.Map{{Key: "name", Value: s.name}}},
+		{Key: "geometry", Value: write.Map{
 			{Key: "type", Value: "Polygon"},
 			{Key: "coordinates", Value: [][][]float64{ring}},
 		}},
@@ -138,8 +138,8 @@ func (s *sketch) feature() lgwrite.Map {
 }
 
 // values are the keys the tool writes and their values, in writing order.
-func (s *sketch) values() lgwrite.Map {
-	return lgwrite.Map{
+func (s *sketch) values() write.Map {
+	return write.Map{
 		{Key: KeyArea, Value: s.areaKm2},
 		{Key: KeyName, Value: s.name},
 		{Key: KeyFeature, Value: s.feature()},

@@ -38,7 +38,7 @@ import (
 	"modernc.org/sqlite" // also registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 )
 
 // The demo's threads and their shape.
@@ -286,7 +286,7 @@ func inspect(ctx context.Context, conn *sql.Conn, threads []*thread) (bool, erro
 	if err := demoRowsOnly(ctx, conn, schema); err != nil {
 		return false, err
 	}
-	ddl := lgsaver.SQLitePython.DDL("")
+	ddl := saver.SQLitePython.DDL("")
 	if schema["checkpoints"] != storedDDL(ddl[0]) || schema["writes"] != storedDDL(ddl[1]) {
 		return false, nil
 	}
@@ -419,12 +419,12 @@ func replace(ctx context.Context, conn *sql.Conn, threads []*thread) error {
 		_, err := conn.ExecContext(ctx, q, args...)
 		return err
 	}
-	for _, stmt := range append([]string{"DROP TABLE IF EXISTS checkpoints", "DROP TABLE IF EXISTS writes"}, lgsaver.SQLitePython.DDL("")...) {
+	for _, stmt := range append([]string{"DROP TABLE IF EXISTS checkpoints", "DROP TABLE IF EXISTS writes"}, saver.SQLitePython.DDL("")...) {
 		if err := exec(ctx, stmt); err != nil {
 			return err
 		}
 	}
-	w := lgsaver.NewWriter(lgsaver.SQLitePython, exec, "")
+	w := saver.NewWriter(saver.SQLitePython, exec, "")
 	for _, t := range threads {
 		for _, r := range t.rows {
 			if err := w.Put(ctx, t.id, "", r.cp); err != nil {

@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/sqlite"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -76,7 +76,7 @@ FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_
 		if err := rows.Scan(&r.id, &r.parent, &typ, &blob, &meta); err != nil {
 			t.Fatal(err)
 		}
-		v, ok, err := lgcodec.Decode(typ, blob, lgcodec.Limits{})
+		v, ok, err := codec.Decode(typ, blob, codec.Limits{})
 		if err != nil || !ok {
 			t.Fatalf("checkpoint %s: Decode(%q) = %v, %v", r.id, typ, ok, err)
 		}
@@ -202,7 +202,7 @@ func TestWriteDecodes(t *testing.T) {
 		ddl = append(ddl, s)
 	}
 	rows.Close()
-	saverDDL := lgsaver.SQLitePython.DDL("")
+	saverDDL := saver.SQLitePython.DDL("")
 	if !slices.Equal(ddl, []string{storedDDL(saverDDL[0]), storedDDL(saverDDL[1])}) {
 		t.Errorf("tables: %q", ddl)
 	}
@@ -565,22 +565,22 @@ func encodeTranscript(t *testing.T) []byte {
 		for _, turn := range th.transcript {
 			var steps []any
 			for _, s := range turn.steps {
-				step := lgwrite.Map{{Key: "ai", Value: s.ai}, {Key: "update", Value: nil}, {Key: "reply", Value: nil}}
+				step := write.Map{{Key: "ai", Value: s.ai}, {Key: "update", Value: nil}, {Key: "reply", Value: nil}}
 				if s.reply != nil {
 					step = step.Set("update", s.update).Set("reply", *s.reply)
 				}
 				steps = append(steps, step)
 			}
-			turns = append(turns, lgwrite.Map{{Key: "human", Value: turn.human}, {Key: "steps", Value: steps}})
+			turns = append(turns, write.Map{{Key: "human", Value: turn.human}, {Key: "steps", Value: steps}})
 		}
 		through := 0
 		if th.id == PrunedThread {
 			through = PrunedThrough
 		}
-		list = append(list, lgwrite.Map{{Key: "id", Value: th.id}, {Key: "prune_through", Value: through}, {Key: "turns", Value: turns}})
+		list = append(list, write.Map{{Key: "id", Value: th.id}, {Key: "prune_through", Value: through}, {Key: "turns", Value: turns}})
 	}
-	b, err := lgwrite.EncodeMsgpack(lgwrite.Map{
-		{Key: "metadata", Value: lgwrite.Map{{Key: generatedByKey, Value: generatedByDemo}}},
+	b, err := write.EncodeMsgpack(write.Map{
+		{Key: "metadata", Value: write.Map{{Key: generatedByKey, Value: generatedByDemo}}},
 		{Key: "threads", Value: list},
 	})
 	if err != nil {

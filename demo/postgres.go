@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 )
 
 // ErrExists is returned by WritePostgres when the database already holds
@@ -104,7 +104,7 @@ func writePostgres(ctx context.Context, tx pgx.Tx, cfg PostgresConfig, threads [
 		_, err := tx.Exec(ctx, q, args...)
 		return err
 	}
-	w := lgsaver.NewWriter(lgsaver.PostgresPython, exec, schema)
+	w := saver.NewWriter(saver.PostgresPython, exec, schema)
 	for _, t := range threads {
 		for _, r := range t.rows {
 			if err := w.Put(ctx, t.id, "", r.cp); err != nil {
@@ -153,7 +153,7 @@ func ensureTables(ctx context.Context, tx pgx.Tx, schema, where string) (bool, e
 	}
 	switch {
 	case len(found) == 0:
-		for _, stmt := range lgsaver.PostgresPython.DDL(schema) {
+		for _, stmt := range saver.PostgresPython.DDL(schema) {
 			if _, err := tx.Exec(ctx, stmt); err != nil {
 				return false, fmt.Errorf("create PostgresSaver's tables in %s: %w", where, err)
 			}

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/store/postgres"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -135,7 +135,7 @@ FROM `+d.table("checkpoints")+` WHERE thread_id = $1 AND checkpoint_ns = '' ORDE
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, ok, err := lgcodec.Decode(typ, blob, lgcodec.Limits{})
+			v, ok, err := codec.Decode(typ, blob, codec.Limits{})
 			if err != nil || !ok {
 				t.Fatalf("checkpoint %s channel %s: Decode(%q) = %v, %v", x.id, ch, typ, ok, err)
 			}
@@ -281,7 +281,7 @@ VALUES ('customer-42', '', '1f0', '{"v": 4}', '{"source": "loop"}')`)
 		want  string
 	}{
 		{"LangGraph.js tables", func(d pgDemo, t *testing.T) {
-			for _, stmt := range lgsaver.PostgresJS.DDL(pgx.Identifier{d.schema}.Sanitize()) {
+			for _, stmt := range saver.PostgresJS.DDL(pgx.Identifier{d.schema}.Sanitize()) {
 				d.exec(t, stmt)
 			}
 		}, "at migration 4"},

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 )
 
 // This file plays the demo conversation through the graph a ReAct agent
@@ -50,12 +50,12 @@ var channelOrder = []string{chanMessages, chanToolState, chanStart, chanToAgent,
 // the writes of the tasks that ran from it.
 type checkpointRow struct {
 	id     string
-	cp     lgsaver.Checkpoint
+	cp     saver.Checkpoint
 	humans int // human messages in its messages channel
 }
 
-// write is one (channel, value) a task writes.
-type write struct {
+// chanWrite is one (channel, value) a task writes.
+type chanWrite struct {
 	channel string
 	value   any
 }
@@ -68,13 +68,13 @@ type thread struct {
 	clock time.Time
 	step  int // metadata step of the next checkpoint
 
-	versions lgwrite.Map // channel → version text, in first-write order
-	latest   int         // the highest version number handed out
-	seen     lgwrite.Map // node → lgwrite.Map of trigger → version
+	versions write.Map // channel → version text, in first-write order
+	latest   int       // the highest version number handed out
+	seen     write.Map // node → write.Map of trigger → version
 
-	messages  []any       // lgcodec message Ext values
-	toolState lgwrite.Map // key → entry
-	start     any         // __start__'s value, nil when empty
+	messages  []any     // lgcodec message Ext values
+	toolState write.Map // key → entry
+	start     any       // __start__'s value, nil when empty
 	branches  map[string]bool
 
 	seq          int            // last entry seq handed out
@@ -91,16 +91,16 @@ type thread struct {
 
 // turnRecord is one turn of the transcript.
 type turnRecord struct {
-	human lgwrite.Ext
+	human write.Ext
 	steps []stepRecord
 }
 
 // stepRecord is one model answer and, when it called the tool, the tool's
 // tool_state update and reply.
 type stepRecord struct {
-	ai     lgwrite.Ext
-	update lgwrite.Map
-	reply  *lgwrite.Ext
+	ai     write.Ext
+	update write.Map
+	reply  *write.Ext
 }
 
 // play runs the whole script on a fresh thread starting at base.
@@ -130,25 +130,25 @@ func (t *thread) wait(span [2]time.Duration) {
 }
 
 func (t *thread) turn(n int, turn turnScript) {
-	human := lgwrite.HumanMessage(t.rng.uuid4(), turn.question)
+	human := write.HumanMessage(t.rng.uuid4(), turn.question)
 	t.transcript = append(t.transcript, turnRecord{human: human})
 	record := &t.transcript[len(t.transcript)-1]
-	t.input(lgwrite.Map{{Key: chanMessages, Value: []any{human}}})
+	t.input(write.Map{{Key: chanMessages, Value: []any{human}}})
 	t.wait(stepLatency)
-	t.run(chanStart, chanStart, write{chanMessages, []any{human}}, write{chanToAgent, nil})
+	t.run(chanStart, chanStart, chanWrite{chanMessages, []any{human}}, chanWrite{chanToAgent, nil})
 	for i, step := range turn.steps {
 		t.wait(modelTime)
 		meta, usage := t.modelMetadata(i, step)
 		msgID := t.rng.runMessageID(t.clock)
 		if step.call == nil {
-			ai := lgwrite.AIMessageWith(msgID, step.answer, nil, meta, usage)
+			ai := write.AIMessageWith(msgID, step.answer, nil, meta, usage)
 			record.steps = append(record.steps, stepRecord{ai: ai})
-			t.run(nodeAgent, chanToAgent, write{chanMessages, []any{ai}})
+			t.run(nodeAgent, chanToAgent, chanWrite{chanMessages, []any{ai}})
 			continue
 		}
-		call := lgwrite.ToolCall{Name: toolName, Args: step.call.arguments(), ID: t.rng.toolCallID()}
-		ai := lgwrite.AIMessageWith(msgID, "", []lgwrite.ToolCall{call}, meta, usage)
-		t.run(nodeAgent, chanToAgent, write{chanMessages, []any{ai}}, write{chanToTools, nil})
+		call := write.ToolCall{Name: toolName, Args: step.call.arguments(), ID: t.rng.toolCallID()}
+		ai := write.AIMessageWith(msgID, "", []write.ToolCall{call}, meta, usage)
+		t.run(nodeAgent, chanToAgent, chanWrite{chanMessages, []any{ai}}, chanWrite{chanToTools, nil})
 		t.wait(toolTime)
 		// ToolNode runs the tool, which answers with a Command updating
 		// tool_state and messages, in that order; the edge back to the
@@ -156,39 +156,39 @@ func (t *thread) turn(n int, turn turnScript) {
 		update := t.entries(n, step.call)
 		// The tool leaves the message's id unset; add_messages gives it a
 		// random one.
-		reply := lgwrite.ToolMessage(t.rng.uuid4(), step.call.report(), toolName, call.ID)
+		reply := write.ToolMessage(t.rng.uuid4(), step.call.report(), toolName, call.ID)
 		record.steps = append(record.steps, stepRecord{ai: ai, update: update, reply: &reply})
-		t.run(nodeTools, chanToTools, write{chanToolState, update}, write{chanMessages, []any{reply}}, write{chanToAgent, nil})
+		t.run(nodeTools, chanToTools, chanWrite{chanToolState, update}, chanWrite{chanMessages, []any{reply}}, chanWrite{chanToAgent, nil})
 	}
 }
 
 // modelMetadata is the response and usage metadata of the model's i-th
 // answer in a turn, as a chat model reports them: why it stopped, and
 // token counts that grow with the conversation.
-func (t *thread) modelMetadata(i int, step modelStep) (response, usage lgwrite.Map) {
+func (t *thread) modelMetadata(i int, step modelStep) (response, usage write.Map) {
 	finish := "stop"
 	if step.call != nil {
 		finish = "tool_calls"
 	}
 	in := 380 + 160*len(t.messages)
 	out := 24 + 7*i + len(step.answer)/4
-	response = lgwrite.Map{{Key: "finish_reason", Value: finish}, {Key: "model_name", Value: modelName}}
-	usage = lgwrite.Map{{Key: "input_tokens", Value: in}, {Key: "output_tokens", Value: out}, {Key: "total_tokens", Value: in + out}}
+	response = write.Map{{Key: "finish_reason", Value: finish}, {Key: "model_name", Value: modelName}}
+	usage = write.Map{{Key: "input_tokens", Value: in}, {Key: "output_tokens", Value: out}, {Key: "total_tokens", Value: in + out}}
 	return response, usage
 }
 
 // entries are the tool_state entries a sketch writes in turn n, in the
 // tool_state convention: seq numbers writes across the thread, turn is the
 // turn of the write, turns_written counts the turns that wrote the key.
-func (t *thread) entries(n int, s *sketch) lgwrite.Map {
-	var out lgwrite.Map
+func (t *thread) entries(n int, s *sketch) write.Map {
+	var out write.Map
 	for _, f := range s.values() {
 		t.seq++
 		if t.lastTurn[f.Key] != n {
 			t.turnsWritten[f.Key]++
 			t.lastTurn[f.Key] = n
 		}
-		out = append(out, lgwrite.Field{Key: f.Key, Value: lgwrite.Map{
+		out = append(out, write.Field{Key: f.Key, Value: write.Map{
 			{Key: "value", Value: f.Value},
 			{Key: "tool", Value: toolName},
 			{Key: "seq", Value: t.seq},
@@ -213,7 +213,7 @@ func (t *thread) nextVersion() string {
 func (t *thread) input(value any) {
 	v := t.nextVersion()
 	if _, ok := t.seen.Get(inputTask); !ok {
-		t.seen = append(t.seen, lgwrite.Field{Key: inputTask, Value: lgwrite.Map{}})
+		t.seen = append(t.seen, write.Field{Key: inputTask, Value: write.Map{}})
 	}
 	t.start = value
 	t.versions = t.versions.Set(chanStart, v)
@@ -223,20 +223,20 @@ func (t *thread) input(value any) {
 // run runs one node as a super-step: it records the trigger version the
 // node saw, records its writes against the checkpoint it ran from, then
 // applies them as apply_writes does and checkpoints the result.
-func (t *thread) run(node, trigger string, writes ...write) {
+func (t *thread) run(node, trigger string, writes ...chanWrite) {
 	if t.err != nil {
 		return
 	}
 	parent := &t.rows[len(t.rows)-1].cp
 	trig, _ := t.versions.Get(trigger)
 	seen, _ := t.seen.Get(node)
-	nodeSeen, _ := seen.(lgwrite.Map)
+	nodeSeen, _ := seen.(write.Map)
 	t.seen = t.seen.Set(node, slices.Clone(nodeSeen).Set(trigger, trig))
 
 	path := "~__pregel_pull, " + node
 	task := taskID(parent.ID, path)
 	for i, w := range writes {
-		parent.Writes = append(parent.Writes, lgsaver.Write{TaskID: task, TaskPath: path, Idx: i, Channel: w.channel, Value: w.value})
+		parent.Writes = append(parent.Writes, saver.Write{TaskID: task, TaskPath: path, Idx: i, Channel: w.channel, Value: w.value})
 	}
 
 	v := t.nextVersion()
@@ -250,7 +250,7 @@ func (t *thread) run(node, trigger string, writes ...write) {
 		case chanMessages:
 			t.messages = addMessages(t.messages, w.value.([]any))
 		case chanToolState:
-			t.toolState = mergeState(t.toolState, w.value.(lgwrite.Map))
+			t.toolState = mergeState(t.toolState, w.value.(write.Map))
 		default:
 			t.branches[w.channel] = true
 		}
@@ -288,13 +288,13 @@ func addMessages(held, added []any) []any {
 }
 
 func messageID(m any) any {
-	id, _ := m.(lgwrite.Ext).Data.(lgwrite.Map).Get("id")
+	id, _ := m.(write.Ext).Data.(write.Map).Get("id")
 	return id
 }
 
 // mergeState is the tool_state reducer: dict(old) updated with new, so a
 // rewritten key keeps its place and a new key goes last.
-func mergeState(held, update lgwrite.Map) lgwrite.Map {
+func mergeState(held, update write.Map) write.Map {
 	out := slices.Clone(held)
 	for _, f := range update {
 		out = out.Set(f.Key, f.Value)
@@ -309,7 +309,7 @@ func (t *thread) save(source string, updated []string) {
 		return
 	}
 	id := checkpointID(t.clock, t.step, t.rng.next())
-	var values lgwrite.Map
+	var values write.Map
 	for _, ch := range channelOrder {
 		// A channel appears once it has a version and only while it holds
 		// a value: consumed branch and input channels drop out.
@@ -318,20 +318,20 @@ func (t *thread) save(source string, updated []string) {
 		}
 		switch {
 		case ch == chanMessages:
-			values = append(values, lgwrite.Field{Key: ch, Value: t.messages})
+			values = append(values, write.Field{Key: ch, Value: t.messages})
 		case ch == chanToolState:
-			values = append(values, lgwrite.Field{Key: ch, Value: t.toolState})
+			values = append(values, write.Field{Key: ch, Value: t.toolState})
 		case ch == chanStart && t.start != nil:
-			values = append(values, lgwrite.Field{Key: ch, Value: t.start})
+			values = append(values, write.Field{Key: ch, Value: t.start})
 		case t.branches[ch]:
-			values = append(values, lgwrite.Field{Key: ch, Value: nil})
+			values = append(values, write.Field{Key: ch, Value: nil})
 		}
 	}
-	seen := make(lgwrite.Map, len(t.seen))
+	seen := make(write.Map, len(t.seen))
 	for i, f := range t.seen {
-		seen[i] = lgwrite.Field{Key: f.Key, Value: slices.Clone(f.Value.(lgwrite.Map))}
+		seen[i] = write.Field{Key: f.Key, Value: slices.Clone(f.Value.(write.Map))}
 	}
-	row := checkpointRow{id: id, humans: t.humans(), cp: lgsaver.Checkpoint{
+	row := checkpointRow{id: id, humans: t.humans(), cp: saver.Checkpoint{
 		ID: id, TS: t.clock, Values: values, Versions: slices.Clone(t.versions), VersionsSeen: seen,
 		UpdatedChannels: slices.Clone(updated), Metadata: metadata(source, t.step),
 	}}
@@ -346,7 +346,7 @@ func (t *thread) save(source string, updated []string) {
 func (t *thread) humans() int {
 	n := 0
 	for _, m := range t.messages {
-		if typ, _ := m.(lgwrite.Ext).Data.(lgwrite.Map).Get("type"); typ == "human" {
+		if typ, _ := m.(write.Ext).Data.(write.Map).Get("type"); typ == "human" {
 			n++
 		}
 	}
@@ -356,7 +356,7 @@ func (t *thread) humans() int {
 // metadata is the checkpoint's metadata: LangGraph's own keys, then the
 // run's config metadata, generated_by, which is how Write recognises a
 // file it may rewrite.
-func metadata(source string, step int) lgwrite.Map {
-	return lgwrite.Map{{Key: "source", Value: source}, {Key: "step", Value: step}, {Key: "parents", Value: lgwrite.Map{}},
+func metadata(source string, step int) write.Map {
+	return write.Map{{Key: "source", Value: source}, {Key: "step", Value: step}, {Key: "parents", Value: write.Map{}},
 		{Key: generatedByKey, Value: generatedByDemo}}
 }

@@ -22,12 +22,12 @@ import (
 
 	"github.com/historyd/historyd/buildinfo"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/langgraph/codec"
 	"github.com/historyd/historyd/metrics"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -277,7 +277,7 @@ func TestValuesErrorsAreTheStores(t *testing.T) {
 	b := m.Backend(mem)
 	decode := func() error {
 		return b.EachValue(context.Background(), ref, "tool_state", []string{"1f0c-000001"}, func(_ int, v backend.Blob) error {
-			_, _, err := lgcodec.Decode(v.Type, v.Data, lgcodec.Limits{})
+			_, _, err := codec.Decode(v.Type, v.Data, codec.Limits{})
 			return err
 		})
 	}

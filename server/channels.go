@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/historyd/historyd/langgraph/codec"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // A messages or state channel that no checkpoint uses changes every
@@ -67,7 +67,7 @@ type sampled struct {
 func sample(ctx context.Context, b backend.Backend, ref *backend.Ref, limit int) (sampled, error) {
 	s := sampled{channels: map[string]int{}}
 	err := b.Newest(ctx, ref, limit, func(r backend.Row) error {
-		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
+		cp, err := codec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 		if err != nil {
 			return nil // a damaged checkpoint says nothing about the configuration
 		}

@@ -11,8 +11,8 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/syncbuf"
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
@@ -48,10 +48,10 @@ func (l *logBuffer) warnings(t *testing.T) []map[string]any {
 // convention would.
 func putOwnChannels(m *storetest.Memory, ref backend.Ref, n int) {
 	for i := range n {
-		m.Put(ref, lgsaver.Checkpoint{
+		m.Put(ref, saver.Checkpoint{
 			ID: fmt.Sprintf("1f0c-%06d", i), TS: storetest.Base.Add(time.Duration(i) * time.Second),
-			Values: lgwrite.Map{
-				{Key: "chat", Value: []any{lgwrite.Human(fmt.Sprintf("h%d", i), "question")}},
+			Values: write.Map{
+				{Key: "chat", Value: []any{write.Human(fmt.Sprintf("h%d", i), "question")}},
 				{Key: "scratch", Value: map[string]any{"k": i}},
 				{Key: "__start__", Value: "x"},
 			},
@@ -126,8 +126,8 @@ func TestChannelsSampledOnFirstThread(t *testing.T) {
 		t.Fatalf("Turns(chat-only) = %v, %v", r, err)
 	}
 	// Only LangGraph's input checkpoint so far.
-	m.Put(backend.Ref{ThreadID: "starting"}, lgsaver.Checkpoint{ID: "1f0c-000000", TS: storetest.Base,
-		Values: lgwrite.Map{{Key: "__start__", Value: map[string]any{"chat": []any{}}}}})
+	m.Put(backend.Ref{ThreadID: "starting"}, saver.Checkpoint{ID: "1f0c-000000", TS: storetest.Base,
+		Values: write.Map{{Key: "__start__", Value: map[string]any{"chat": []any{}}}}})
 	turns("starting")
 	time.Sleep(200 * time.Millisecond)
 	if w := logs.warnings(t); len(w) > 0 {

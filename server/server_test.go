@@ -22,8 +22,8 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/syncbuf"
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
@@ -186,9 +186,9 @@ func TestShutdownWhateverTheStoreHolds(t *testing.T) {
 	// The next read refreshes the cached index in the call itself, to
 	// check that turn 1's end is still there.
 	for i, parent := range []string{"1f0d-3", "1f0d-1", "1f0d-2"} {
-		mem.Put(ref, lgsaver.Checkpoint{ID: fmt.Sprintf("1f0d-%d", i+1), Parent: parent, TS: storetest.Base.Add(time.Hour),
-			Versions: lgwrite.Map{{Key: "messages", Value: 100 + i}},
-			Metadata: lgwrite.Map{{Key: "source", Value: "loop"}}})
+		mem.Put(ref, saver.Checkpoint{ID: fmt.Sprintf("1f0d-%d", i+1), Parent: parent, TS: storetest.Base.Add(time.Hour),
+			Versions: write.Map{{Key: "messages", Value: 100 + i}},
+			Metadata: write.Map{{Key: "source", Value: "loop"}}})
 	}
 	called := make(chan error, 1)
 	go func() {

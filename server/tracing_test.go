@@ -27,13 +27,13 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver, to write the test file
 
 	"github.com/historyd/historyd/client"
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/format"
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 	"github.com/historyd/historyd/tracing"
 	"github.com/historyd/historyd/tracing/tracingtest"
@@ -77,7 +77,7 @@ func pgTraceBackend(t *testing.T) (dsn, schema string) {
 	t.Cleanup(admin.Close)
 	schema = fmt.Sprintf("tracing_test_%d", rand.Uint64())
 	q := pgx.Identifier{schema}.Sanitize()
-	for _, stmt := range append([]string{"CREATE SCHEMA " + q}, lgsaver.PostgresPython.DDL(q)...) {
+	for _, stmt := range append([]string{"CREATE SCHEMA " + q}, saver.PostgresPython.DDL(q)...) {
 		if _, err := admin.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
@@ -87,7 +87,7 @@ func pgTraceBackend(t *testing.T) (dsn, schema string) {
 		_, err := admin.Exec(ctx, query, args...)
 		return err
 	}
-	writeTracedThread(storetest.NewSaverWriter(t, lgsaver.NewWriter(lgsaver.PostgresPython, exec, q)))
+	writeTracedThread(storetest.NewSaverWriter(t, saver.NewWriter(saver.PostgresPython, exec, q)))
 	return dsn, schema
 }
 
@@ -105,12 +105,12 @@ func sqliteTraceBackend(t *testing.T) string {
 		_, err := db.ExecContext(ctx, query, args...)
 		return err
 	}
-	for _, stmt := range append([]string{lgsaver.SQLiteWAL}, lgsaver.SQLitePython.DDL("")...) {
+	for _, stmt := range append([]string{saver.SQLiteWAL}, saver.SQLitePython.DDL("")...) {
 		if err := exec(context.Background(), stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w := storetest.NewSaverWriter(t, lgsaver.NewWriter(lgsaver.SQLitePython, exec, ""))
+	w := storetest.NewSaverWriter(t, saver.NewWriter(saver.SQLitePython, exec, ""))
 	writeTracedThread(w)
 	w.Close()
 	return path
@@ -322,7 +322,7 @@ func TestTracingRedactsFailedCalls(t *testing.T) {
 			// The turn's last checkpoint holds a state no decoder reads
 			// (0xc1 is never used in msgpack).
 			mem.PutBlobs(ref, written[0].End+"-z", storetest.Base.Add(time.Hour), map[string]backend.Blob{
-				"messages": msgs[0], "tool_state": {Type: lgcodec.TypeMsgpack, Data: []byte{0xc1}},
+				"messages": msgs[0], "tool_state": {Type: format.TypeMsgpack, Data: []byte{0xc1}},
 			})
 			srv := servertest.Start(t, server.Config{
 				Store:          store.Config{Backend: mem},

@@ -18,11 +18,11 @@ import (
 	"github.com/historyd/historyd/demo"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/syncbuf"
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -32,8 +32,8 @@ import (
 // turns are still served.
 func TestOverDeepValueIsDataLoss(t *testing.T) {
 	for name, blob := range map[string]backend.Blob{
-		"msgpack": {Type: lgcodec.TypeMsgpack, Data: append(bytes.Repeat([]byte{0x91}, lgcodec.DefaultMaxDepth+1), 0xc0)},
-		"json":    {Type: lgcodec.TypeJSON, Data: []byte(strings.Repeat("[", lgcodec.DefaultMaxDepth+1) + strings.Repeat("]", lgcodec.DefaultMaxDepth+1))},
+		"msgpack": {Type: format.TypeMsgpack, Data: append(bytes.Repeat([]byte{0x91}, format.DefaultMaxDepth+1), 0xc0)},
+		"json":    {Type: format.TypeJSON, Data: []byte(strings.Repeat("[", format.DefaultMaxDepth+1) + strings.Repeat("]", format.DefaultMaxDepth+1))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			mem := storetest.NewMemory()

@@ -17,11 +17,11 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/format"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/service"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -31,10 +31,10 @@ func stateThread(w storetest.Writer, ref backend.Ref, states ...map[string]any) 
 	var msgs []any
 	parent := ""
 	for i, st := range states {
-		msgs = append(msgs, lgwrite.Human(ref.ThreadID+"-q"+string(rune('a'+i)), "question "+string(rune('a'+i))))
+		msgs = append(msgs, write.Human(ref.ThreadID+"-q"+string(rune('a'+i)), "question "+string(rune('a'+i))))
 		id := "1f0e-00000" + string(rune('0'+i))
-		w.Put(ref, lgsaver.Checkpoint{ID: id, Parent: parent, TS: storetest.Base.Add(time.Duration(i) * time.Second),
-			Values: lgwrite.Map{{Key: "messages", Value: slices.Clone(msgs)}, {Key: "tool_state", Value: st}}})
+		w.Put(ref, saver.Checkpoint{ID: id, Parent: parent, TS: storetest.Base.Add(time.Duration(i) * time.Second),
+			Values: write.Map{{Key: "messages", Value: slices.Clone(msgs)}, {Key: "tool_state", Value: st}}})
 		parent = id
 	}
 }
@@ -205,11 +205,11 @@ func TestDiffValueFormats(t *testing.T) {
 	entry := func(v any, seq int) map[string]any { return map[string]any{"value": v, "seq": seq} }
 	stateThread(m, backend.Ref{ThreadID: "d"},
 		map[string]any{"area": entry(11420.0, 1), "shape": entry(shape("Severn <&>", 20), 2), "gone": entry("x", 3), "odd": entry(map[string]any{"big": int64(1) << 60, "f": 0.1}, 4),
-			"ordered": entry(lgwrite.Map{{Key: "a", Value: 1.0}, {Key: "b", Value: 2.0}}, 9)},
+			"ordered": entry(write.Map{{Key: "a", Value: 1.0}, {Key: "b", Value: 2.0}}, 9)},
 		map[string]any{"area": entry(12935.0, 5), "shape": entry(shape("Thames", 21), 6), "new": entry(nil, 7), "odd": entry(map[string]any{"big": int64(1)<<60 + 1, "f": 1e-9}, 8),
 			// The same value stored with its keys in another order: its JSON
 			// text differs, the value does not.
-			"ordered": entry(lgwrite.Map{{Key: "b", Value: 2.0}, {Key: "a", Value: 1.0}}, 9)},
+			"ordered": entry(write.Map{{Key: "b", Value: 2.0}, {Key: "a", Value: 1.0}}, 9)},
 	)
 	c := startServer(t, m)
 	for _, req := range []*historydv1.DiffRequest{
@@ -314,18 +314,18 @@ func TestDiffKeyOrder(t *testing.T) {
 	m := storetest.NewMemory()
 	ref := backend.Ref{ThreadID: "o"}
 	var msgs []any
-	for i, v := range []lgwrite.Map{{{Key: "a", Value: 1.0}, {Key: "b", Value: 2.0}}, {{Key: "b", Value: 2.0}, {Key: "a", Value: 1.0}}} {
-		msgs = append(msgs, lgwrite.HumanMessage(fmt.Sprintf("q%d", i), "question"))
-		mb, err := lgwrite.EncodeMsgpack(slices.Clone(msgs))
+	for i, v := range []write.Map{{{Key: "a", Value: 1.0}, {Key: "b", Value: 2.0}}, {{Key: "b", Value: 2.0}, {Key: "a", Value: 1.0}}} {
+		msgs = append(msgs, write.HumanMessage(fmt.Sprintf("q%d", i), "question"))
+		mb, err := write.EncodeMsgpack(slices.Clone(msgs))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb, err := lgwrite.EncodeMsgpack(lgwrite.Map{{Key: "k", Value: lgwrite.Map{{Key: "value", Value: v}, {Key: "seq", Value: 1}}}})
+		sb, err := write.EncodeMsgpack(write.Map{{Key: "k", Value: write.Map{{Key: "value", Value: v}, {Key: "seq", Value: 1}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.PutBlobs(ref, fmt.Sprintf("1f0e-00000%d", i), storetest.Base.Add(time.Duration(i)*time.Second),
-			map[string]backend.Blob{"messages": {Type: lgcodec.TypeMsgpack, Data: mb}, "tool_state": {Type: lgcodec.TypeMsgpack, Data: sb}})
+			map[string]backend.Blob{"messages": {Type: format.TypeMsgpack, Data: mb}, "tool_state": {Type: format.TypeMsgpack, Data: sb}})
 	}
 	c := startServer(t, m)
 	for _, f := range []historydv1.ValueFormat{historydv1.ValueFormat_VALUE_FORMAT_PROTO, historydv1.ValueFormat_VALUE_FORMAT_JSON} {

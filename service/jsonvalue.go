@@ -9,11 +9,11 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
 )
 
 // appendJSONValue appends v, a value as lgcodec decodes it or an
-// lgcodec.Raw, as JSON text: the value_json form of StateEntry. It applies
+// codec.Raw, as JSON text: the value_json form of StateEntry. It applies
 // the same mapping as appendProtoValue, so that the text parsed equals the
 // google.protobuf.Value parsed: numbers within ±2^53 stay numbers, larger
 // integers become decimal strings, NaN and ±Infinity strings, bytes
@@ -21,7 +21,7 @@ import (
 // stored order, a decoded one in key order).
 func appendJSONValue(b []byte, v any) ([]byte, error) {
 	w := jsonWriter{b: b}
-	err := lgcodec.Walk(v, &w)
+	err := codec.Walk(v, &w)
 	return w.b, err
 }
 
@@ -30,11 +30,11 @@ func appendJSONValue(b []byte, v any) ([]byte, error) {
 // then written once into a buffer of exactly its size (see encodeEntry).
 func jsonValueSize(v any) (int, error) {
 	w := jsonWriter{sizing: true}
-	err := lgcodec.Walk(v, &w)
+	err := codec.Walk(v, &w)
 	return w.n, err
 }
 
-// jsonWriter is the lgcodec.Visitor that writes a walked value as JSON.
+// jsonWriter is the codec.Visitor that writes a walked value as JSON.
 type jsonWriter struct {
 	b []byte
 	// sizing says only to count: each method's text is added to n and
@@ -47,7 +47,7 @@ type jsonWriter struct {
 	keyed bool
 }
 
-var _ lgcodec.Visitor = (*jsonWriter)(nil)
+var _ codec.Visitor = (*jsonWriter)(nil)
 
 // done ends a Visitor method: when sizing, what it wrote is counted and
 // dropped.
@@ -92,21 +92,21 @@ func (w *jsonWriter) quoteString(s string) {
 	w.b, _ = jsontext.AppendQuote(w.b, s)
 }
 
-// Null implements lgcodec.Visitor.
+// Null implements codec.Visitor.
 func (w *jsonWriter) Null() error {
 	w.element()
 	w.b = append(w.b, "null"...)
 	return w.done()
 }
 
-// Bool implements lgcodec.Visitor.
+// Bool implements codec.Visitor.
 func (w *jsonWriter) Bool(v bool) error {
 	w.element()
 	w.b = strconv.AppendBool(w.b, v)
 	return w.done()
 }
 
-// String implements lgcodec.Visitor.
+// String implements codec.Visitor.
 func (w *jsonWriter) String(s []byte) error {
 	w.element()
 	w.quote(s)
@@ -134,14 +134,14 @@ func (w *jsonWriter) number(f float64) {
 	w.b = strconv.AppendFloat(w.b, f, format, -1, 64)
 }
 
-// Float implements lgcodec.Visitor.
+// Float implements codec.Visitor.
 func (w *jsonWriter) Float(f float64) error {
 	w.element()
 	w.number(f)
 	return w.done()
 }
 
-// Int implements lgcodec.Visitor.
+// Int implements codec.Visitor.
 func (w *jsonWriter) Int(i int64) error {
 	w.element()
 	if i >= -maxExactInt && i <= maxExactInt {
@@ -154,7 +154,7 @@ func (w *jsonWriter) Int(i int64) error {
 	return w.done()
 }
 
-// Uint implements lgcodec.Visitor.
+// Uint implements codec.Visitor.
 func (w *jsonWriter) Uint(u uint64) error {
 	w.element()
 	if u <= maxExactInt {
@@ -167,7 +167,7 @@ func (w *jsonWriter) Uint(u uint64) error {
 	return w.done()
 }
 
-// Bytes implements lgcodec.Visitor: bytes are sent as standard base64.
+// Bytes implements codec.Visitor: bytes are sent as standard base64.
 func (w *jsonWriter) Bytes(p []byte) error {
 	w.element()
 	w.b = append(w.b, '"')
@@ -176,7 +176,7 @@ func (w *jsonWriter) Bytes(p []byte) error {
 	return w.done()
 }
 
-// BeginList implements lgcodec.Visitor.
+// BeginList implements codec.Visitor.
 func (w *jsonWriter) BeginList(int) error {
 	w.element()
 	w.b = append(w.b, '[')
@@ -184,14 +184,14 @@ func (w *jsonWriter) BeginList(int) error {
 	return w.done()
 }
 
-// EndList implements lgcodec.Visitor.
+// EndList implements codec.Visitor.
 func (w *jsonWriter) EndList() error {
 	w.first = w.first[:len(w.first)-1]
 	w.b = append(w.b, ']')
 	return w.done()
 }
 
-// BeginMap implements lgcodec.Visitor.
+// BeginMap implements codec.Visitor.
 func (w *jsonWriter) BeginMap(int) error {
 	w.element()
 	w.b = append(w.b, '{')
@@ -199,7 +199,7 @@ func (w *jsonWriter) BeginMap(int) error {
 	return w.done()
 }
 
-// Key implements lgcodec.Visitor.
+// Key implements codec.Visitor.
 func (w *jsonWriter) Key(k string) error {
 	w.element()
 	w.quoteString(k)
@@ -208,7 +208,7 @@ func (w *jsonWriter) Key(k string) error {
 	return w.done()
 }
 
-// EndMap implements lgcodec.Visitor.
+// EndMap implements codec.Visitor.
 func (w *jsonWriter) EndMap() error {
 	w.first = w.first[:len(w.first)-1]
 	w.b = append(w.b, '}')

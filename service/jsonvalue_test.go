@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/historyd/historyd/lgwrite"
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/write"
 )
 
 // jsonOf writes v with appendJSONValue and parses the text into the
@@ -55,11 +55,11 @@ func TestJSONValueMatchesProtoValue(t *testing.T) {
 			t.Errorf("%#v: value_json parses to %v, value is %v", v, got, want)
 		}
 		// The same value stored as msgpack and left encoded.
-		b, err := lgwrite.EncodeMsgpack(v)
+		b, err := write.EncodeMsgpack(v)
 		if err != nil {
 			continue // not storable: invalid UTF-8 in a str
 		}
-		raw := lgcodec.MsgpackRaw(b, lgcodec.Limits{})
+		raw := codec.MsgpackRaw(b, codec.Limits{})
 		if got, want := jsonOf(t, raw), protoOf(t, raw); !proto.Equal(got, want) {
 			t.Errorf("%#v stored: value_json parses to %v, value is %v", v, got, want)
 		}
@@ -77,7 +77,7 @@ func TestJSONValueMatchesProtoValue(t *testing.T) {
 // TestJSONValueText pins the text itself for a few values: compact, map keys
 // in stored order for a stored map, sorted for a decoded one.
 func TestJSONValueText(t *testing.T) {
-	stored, err := lgwrite.EncodeMsgpack(lgwrite.Map{{Key: "z", Value: 1.5}, {Key: "a", Value: []any{true, nil}}})
+	stored, err := write.EncodeMsgpack(write.Map{{Key: "z", Value: 1.5}, {Key: "a", Value: []any{true, nil}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,21 +85,21 @@ func TestJSONValueText(t *testing.T) {
 		v    any
 		want string
 	}{
-		{lgcodec.MsgpackRaw(stored, lgcodec.Limits{}), `{"z":1.5,"a":[true,null]}`},
+		{codec.MsgpackRaw(stored, codec.Limits{}), `{"z":1.5,"a":[true,null]}`},
 		{map[string]any{"z": 1.5, "a": []any{true, nil}}, `{"a":[true,null],"z":1.5}`},
 		{int64(1<<53 + 1), `"9007199254740993"`},
 		{math.NaN(), `"NaN"`},
 		{[]byte("hi"), `"aGk="`},
 		{"bad\xff", `"bad` + "\uFFFD" + `"`},
-		{lgwrite.Datetime(time.Date(2026, 3, 14, 9, 28, 27, 0, time.UTC)), ``},
+		{write.Datetime(time.Date(2026, 3, 14, 9, 28, 27, 0, time.UTC)), ``},
 	} {
 		var v any = c.v
-		if ext, ok := v.(lgwrite.Ext); ok {
-			b, err := lgwrite.EncodeMsgpack(ext)
+		if ext, ok := v.(write.Ext); ok {
+			b, err := write.EncodeMsgpack(ext)
 			if err != nil {
 				t.Fatal(err)
 			}
-			v = lgcodec.MsgpackRaw(b, lgcodec.Limits{})
+			v = codec.MsgpackRaw(b, codec.Limits{})
 		}
 		got, err := appendJSONValue(nil, v)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
 )
 
 // Field numbers of google.protobuf.Value, Struct (and its map entries) and
@@ -40,8 +40,8 @@ func protoValueSize(v any) (int, error) {
 }
 
 // appendProtoValue appends the fields of a google.protobuf.Value holding
-// v, a value as lgcodec decodes it or an lgcodec.Raw, read through
-// lgcodec.Walk. This is where the mapping documented on
+// v, a value as lgcodec decodes it or an codec.Raw, read through
+// codec.Walk. This is where the mapping documented on
 // historyd.v1.StateEntry is applied: numbers within ±2^53 stay numbers,
 // larger integers become decimal strings, NaN and ±Infinity strings, bytes
 // base64, invalid UTF-8 is replaced, lists and maps nest. Decoded maps are
@@ -71,7 +71,7 @@ func appendProtoStruct(b []byte, m map[string]any) ([]byte, error) {
 
 // pbWriter appends protobuf, or with sizing set only counts the bytes it
 // would append. Sizing and writing run the same code, so the two cannot
-// disagree. It is the lgcodec.Visitor that writes a walked value as a
+// disagree. It is the codec.Visitor that writes a walked value as a
 // google.protobuf.Value.
 type pbWriter struct {
 	sizing bool
@@ -88,16 +88,16 @@ type pbWriter struct {
 	bare bool
 }
 
-var _ lgcodec.Visitor = (*pbWriter)(nil)
+var _ codec.Visitor = (*pbWriter)(nil)
 
 // value writes the fields of a google.protobuf.Value holding v.
-func (w *pbWriter) value(v any) error { return lgcodec.Walk(v, w) }
+func (w *pbWriter) value(v any) error { return codec.Walk(v, w) }
 
 // structFields writes the fields of a google.protobuf.Struct holding m, its
 // keys sorted: m walked as a map whose own Struct wrapper is left out.
 func (w *pbWriter) structFields(m map[string]any) error {
 	w.bare = true
-	return lgcodec.Walk(m, w)
+	return codec.Walk(m, w)
 }
 
 // element opens what a value needs around it inside the list or map it is
@@ -206,15 +206,15 @@ func (w *pbWriter) scalar(write func()) error {
 	return nil
 }
 
-// Null implements lgcodec.Visitor.
+// Null implements codec.Visitor.
 func (w *pbWriter) Null() error { return w.scalar(func() { w.varint(pbNull, 0) }) }
 
-// Bool implements lgcodec.Visitor.
+// Bool implements codec.Visitor.
 func (w *pbWriter) Bool(b bool) error {
 	return w.scalar(func() { w.varint(pbBool, protowire.EncodeBool(b)) })
 }
 
-// String implements lgcodec.Visitor.
+// String implements codec.Visitor.
 func (w *pbWriter) String(s []byte) error { return w.scalar(func() { w.text(pbString, s) }) }
 
 func (w *pbWriter) number(f float64) {
@@ -237,10 +237,10 @@ func (w *pbWriter) number(f float64) {
 	w.b = protowire.AppendFixed64(w.b, math.Float64bits(f))
 }
 
-// Float implements lgcodec.Visitor.
+// Float implements codec.Visitor.
 func (w *pbWriter) Float(f float64) error { return w.scalar(func() { w.number(f) }) }
 
-// Int implements lgcodec.Visitor.
+// Int implements codec.Visitor.
 func (w *pbWriter) Int(i int64) error {
 	return w.scalar(func() {
 		if i >= -maxExactInt && i <= maxExactInt {
@@ -251,7 +251,7 @@ func (w *pbWriter) Int(i int64) error {
 	})
 }
 
-// Uint implements lgcodec.Visitor.
+// Uint implements codec.Visitor.
 func (w *pbWriter) Uint(u uint64) error {
 	return w.scalar(func() {
 		if u <= maxExactInt {
@@ -262,7 +262,7 @@ func (w *pbWriter) Uint(u uint64) error {
 	})
 }
 
-// Bytes implements lgcodec.Visitor: bytes are sent as standard base64.
+// Bytes implements codec.Visitor: bytes are sent as standard base64.
 func (w *pbWriter) Bytes(p []byte) error {
 	return w.scalar(func() {
 		w.tag(pbString, protowire.BytesType)
@@ -276,7 +276,7 @@ func (w *pbWriter) Bytes(p []byte) error {
 	})
 }
 
-// BeginList implements lgcodec.Visitor.
+// BeginList implements codec.Visitor.
 func (w *pbWriter) BeginList(int) error {
 	w.element()
 	w.begin(pbList)
@@ -284,7 +284,7 @@ func (w *pbWriter) BeginList(int) error {
 	return nil
 }
 
-// EndList implements lgcodec.Visitor.
+// EndList implements codec.Visitor.
 func (w *pbWriter) EndList() error {
 	w.inMap = w.inMap[:len(w.inMap)-1]
 	w.end()
@@ -292,7 +292,7 @@ func (w *pbWriter) EndList() error {
 	return nil
 }
 
-// BeginMap implements lgcodec.Visitor.
+// BeginMap implements codec.Visitor.
 func (w *pbWriter) BeginMap(int) error {
 	if !(w.bare && len(w.inMap) == 0) {
 		w.element()
@@ -302,7 +302,7 @@ func (w *pbWriter) BeginMap(int) error {
 	return nil
 }
 
-// Key implements lgcodec.Visitor: it opens the Struct entry the next value
+// Key implements codec.Visitor: it opens the Struct entry the next value
 // completes.
 func (w *pbWriter) Key(k string) error {
 	w.begin(pbStructFields)
@@ -310,7 +310,7 @@ func (w *pbWriter) Key(k string) error {
 	return nil
 }
 
-// EndMap implements lgcodec.Visitor.
+// EndMap implements codec.Visitor.
 func (w *pbWriter) EndMap() error {
 	w.inMap = w.inMap[:len(w.inMap)-1]
 	if !(w.bare && len(w.inMap) == 0) {

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/historyd/historyd/lgwrite"
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/write"
 )
 
 // protoOf encodes v with appendProtoValue into a buffer sized by
@@ -45,21 +45,21 @@ func TestRawMatchesDecoded(t *testing.T) {
 	values := []any{
 		nil, true, "Severn", "ümlaut 🌊", strings.Repeat("x", 300), int64(-7), int64(1<<53 + 1), uint64(math.MaxUint64),
 		1.5, math.NaN(), math.Inf(-1), []byte{0, 1, 2}, []any{}, map[string]any{},
-		lgwrite.Map{{Key: "type", Value: "Feature"}, {Key: "geometry", Value: lgwrite.Map{{Key: "type", Value: "Polygon"}, {Key: "coordinates", Value: []any{ring}}}}, {Key: "a", Value: int64(1)}},
-		lgwrite.Datetime(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
-		[]any{lgwrite.HumanMessage("m1", "hello"), map[string]any{"k": lgwrite.AIMessage("m2", "hi")}},
+		write.Map{{Key: "type", Value: "Feature"}, {Key: "geometry", Value: write.Map{{Key: "type", Value: "Polygon"}, {Key: "coordinates", Value: []any{ring}}}}, {Key: "a", Value: int64(1)}},
+		write.Datetime(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
+		[]any{write.HumanMessage("m1", "hello"), map[string]any{"k": write.AIMessage("m2", "hi")}},
 	}
 	for _, v := range values {
-		data, err := lgwrite.EncodeMsgpack(v)
+		data, err := write.EncodeMsgpack(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		decoded, _, err := lgcodec.Decode("msgpack", data, lgcodec.Limits{})
+		decoded, _, err := codec.Decode("msgpack", data, codec.Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := protoOf(t, decoded)
-		got := protoOf(t, lgcodec.MsgpackRaw(data, lgcodec.Limits{}))
+		got := protoOf(t, codec.MsgpackRaw(data, codec.Limits{}))
 		if !proto.Equal(got, want) {
 			t.Errorf("%T: transcoded %v\nwant %v", v, got, want)
 		}
@@ -69,17 +69,17 @@ func TestRawMatchesDecoded(t *testing.T) {
 // TestEachEntryLeavesValuesEncoded checks what EachEntry decodes and what
 // it leaves to the transcoder.
 func TestEachEntryLeavesValuesEncoded(t *testing.T) {
-	data, err := lgwrite.EncodeMsgpack(lgwrite.Map{
-		{Key: "entry", Value: lgwrite.Map{{Key: "value", Value: []any{1.0, 2.0}}, {Key: "tool", Value: "t"}, {Key: "turn", Value: int64(2)}}},
+	data, err := write.EncodeMsgpack(write.Map{
+		{Key: "entry", Value: write.Map{{Key: "value", Value: []any{1.0, 2.0}}, {Key: "tool", Value: "t"}, {Key: "turn", Value: int64(2)}}},
 		{Key: "bare", Value: []any{"x"}},
 		{Key: "skipped", Value: "never read"},
-		{Key: "nofield", Value: lgwrite.Map{{Key: "v", Value: 1.0}}},
+		{Key: "nofield", Value: write.Map{{Key: "v", Value: 1.0}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]any{}
-	_, ok, err := lgcodec.EachEntry("msgpack", data, map[string]bool{"entry": true, "bare": true, "nofield": true}, "value", lgcodec.Limits{}, func(k string, v any) error {
+	_, ok, err := codec.EachEntry("msgpack", data, map[string]bool{"entry": true, "bare": true, "nofield": true}, "value", codec.Limits{}, func(k string, v any) error {
 		got[k] = v
 		return nil
 	})
@@ -87,10 +87,10 @@ func TestEachEntryLeavesValuesEncoded(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	entry, _ := got["entry"].(map[string]any)
-	if _, isRaw := entry["value"].(lgcodec.Raw); !isRaw || entry["tool"] != "t" || entry["turn"] != int64(2) {
+	if _, isRaw := entry["value"].(codec.Raw); !isRaw || entry["tool"] != "t" || entry["turn"] != int64(2) {
 		t.Errorf("entry = %#v; want value left encoded, tool and turn decoded", got["entry"])
 	}
-	if _, isRaw := got["bare"].(lgcodec.Raw); !isRaw {
+	if _, isRaw := got["bare"].(codec.Raw); !isRaw {
 		t.Errorf("bare = %#v; want it left encoded", got["bare"])
 	}
 	if _, skipped := got["skipped"]; skipped || len(got) != 3 {
@@ -107,29 +107,29 @@ func TestEachEntryLeavesValuesEncoded(t *testing.T) {
 // decoded value's encoding.
 func FuzzTranscode(f *testing.F) {
 	for _, v := range []any{
-		lgwrite.Map{{Key: "value", Value: []any{1.5, "x", nil, []byte{9}}}, {Key: "tool", Value: "t"}},
-		[]any{int64(1) << 60, math.Inf(1), lgwrite.Map{{Key: "a", Value: lgwrite.Map{}}, {Key: "a", Value: 2.0}}},
-		lgwrite.Datetime(time.Unix(0, 0).UTC()),
+		write.Map{{Key: "value", Value: []any{1.5, "x", nil, []byte{9}}}, {Key: "tool", Value: "t"}},
+		[]any{int64(1) << 60, math.Inf(1), write.Map{{Key: "a", Value: write.Map{}}, {Key: "a", Value: 2.0}}},
+		write.Datetime(time.Unix(0, 0).UTC()),
 	} {
-		b, err := lgwrite.EncodeMsgpack(v)
+		b, err := write.EncodeMsgpack(v)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
 	f.Add([]byte{0x81, 0x91, 0xc0, 0xa1, 'x'}) // a list as a map key
-	lim := lgcodec.Limits{MaxBytes: 1 << 16, MaxDepth: 32}
+	lim := codec.Limits{MaxBytes: 1 << 16, MaxDepth: 32}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		decoded, _, err := lgcodec.Decode("msgpack", data, lim)
+		decoded, _, err := codec.Decode("msgpack", data, lim)
 		if err != nil {
 			return
 		}
 		want := protoOf(t, decoded)
-		got := protoOf(t, lgcodec.MsgpackRaw(data, lim))
+		got := protoOf(t, codec.MsgpackRaw(data, lim))
 		if !proto.Equal(got, want) {
 			t.Fatalf("transcoded %v\nwant %v", got, want)
 		}
-		if asJSON := jsonOf(t, lgcodec.MsgpackRaw(data, lim)); !proto.Equal(asJSON, want) {
+		if asJSON := jsonOf(t, codec.MsgpackRaw(data, lim)); !proto.Equal(asJSON, want) {
 			t.Fatalf("transcoded to JSON %v\nwant %v", asJSON, want)
 		}
 	})

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/historyd/historyd/langgraph/codec"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // statusRule maps one kind of error to a status code. The first rule that
@@ -111,13 +111,13 @@ var statusRules = []statusRule{
 	// a deployment choice, not damage. The message names the caller's own
 	// thread, checkpoint and channel, and the format: nothing of the
 	// database.
-	{code: codes.FailedPrecondition, match: as[*lgcodec.UnsupportedError]()},
+	{code: codes.FailedPrecondition, match: as[*codec.UnsupportedError]()},
 	// A blob larger than the server decodes may be perfectly valid: a
-	// limit. A value nested deeper than lgcodec.Limits.MaxDepth is not:
+	// limit. A value nested deeper than codec.Limits.MaxDepth is not:
 	// no LangGraph serializer writes one (lgwrite refuses to), so it is
 	// damage, DATA_LOSS like any other value that cannot be decoded.
 	{code: codes.ResourceExhausted, match: func(err error) bool {
-		var le *lgcodec.LimitError
+		var le *codec.LimitError
 		return errors.As(err, &le) && le.Limit != "MaxDepth"
 	}},
 	{code: codes.DataLoss, match: as[*store.DecodeError]()},

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/historyd/historyd/langgraph/codec"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 func TestToStatus(t *testing.T) {
@@ -31,13 +31,13 @@ func TestToStatus(t *testing.T) {
 		{"unavailable", fmt.Errorf("list: %w", backend.ErrUnavailable), codes.Unavailable},
 		{"no tables", fmt.Errorf("ping: %w", backend.ErrNotCheckpointStore), codes.FailedPrecondition},
 		{"prefixes no index ranges over", fmt.Errorf("list threads: %w", backend.ErrUnorderedPrefixes), codes.FailedPrecondition},
-		{"malformed", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.MalformedError{Reason: "truncated"}}, codes.DataLoss},
+		{"malformed", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &codec.MalformedError{Reason: "truncated"}}, codes.DataLoss},
 		{"damaged storage", fmt.Errorf("list: %w", &backend.CorruptError{Role: "the SQLite checkpoint database", Err: errors.New("database disk image is malformed")}), codes.DataLoss},
 		{"damaged PostgreSQL table", fmt.Errorf("list: %w", &backend.CorruptError{Role: "the PostgreSQL checkpoint database", Err: errors.New("postgres: invalid page in block 7 of relation base/16384/24601 (SQLSTATE XX001)")}), codes.DataLoss},
 		{"damaged PostgreSQL index", fmt.Errorf("list: %w", &backend.CorruptError{Role: "an index of the PostgreSQL checkpoint tables", Err: errors.New("postgres: index \"checkpoints_pkey\" contains unexpected zero page at block 3 (SQLSTATE XX002)")}), codes.DataLoss},
-		{"unsupported", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.UnsupportedError{Format: "pickle"}}, codes.FailedPrecondition},
-		{"size limit", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxBytes"}}, codes.ResourceExhausted},
-		{"too deep", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &lgcodec.LimitError{Limit: "MaxDepth"}}, codes.DataLoss},
+		{"unsupported", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &codec.UnsupportedError{Format: "pickle"}}, codes.FailedPrecondition},
+		{"size limit", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &codec.LimitError{Limit: "MaxBytes"}}, codes.ResourceExhausted},
+		{"too deep", &store.DecodeError{Ref: where, CheckpointID: "c", Channel: "tool_state", Err: &codec.LimitError{Limit: "MaxDepth"}}, codes.DataLoss},
 		{"unknown head", fmt.Errorf("list: %w", store.ErrUnknownHead), codes.InvalidArgument},
 		{"value of another branch", fmt.Errorf("thread %q checkpoint %q channel %q: %w", "t1", "c", "messages", store.ErrForeignValue), codes.DataLoss},
 		{"parent cycle", fmt.Errorf("list: %w", &store.CycleError{Ref: where, Checkpoints: []string{"a", "b"}}), codes.DataLoss},
@@ -84,7 +84,7 @@ func TestForeignValueNamesCheckpoint(t *testing.T) {
 }
 
 func TestDecodeErrorNamesWhere(t *testing.T) {
-	err := &store.DecodeError{Ref: backend.Ref{ThreadID: "t1"}, CheckpointID: "1f0c-0003", Channel: "tool_state", Err: &lgcodec.MalformedError{Reason: "truncated"}}
+	err := &store.DecodeError{Ref: backend.Ref{ThreadID: "t1"}, CheckpointID: "1f0c-0003", Channel: "tool_state", Err: &codec.MalformedError{Reason: "truncated"}}
 	msg := toStatus(err).Message()
 	for _, want := range []string{`"t1"`, "1f0c-0003", `"tool_state"`} {
 		if !strings.Contains(msg, want) {

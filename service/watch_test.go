@@ -17,8 +17,8 @@ import (
 
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
@@ -44,11 +44,11 @@ type runThread struct {
 
 func (r *runThread) put(source string, updated ...string) string {
 	id := fmt.Sprintf("1f10-%06d", r.step)
-	cp := lgsaver.Checkpoint{ID: id, Parent: r.parent, TS: time.Now().UTC(),
-		Values:   lgwrite.Map{{Key: "messages", Value: slices.Clone(r.msgs)}},
-		Metadata: lgwrite.Map{{Key: "source", Value: source}, {Key: "step", Value: r.step - 1}}}
+	cp := saver.Checkpoint{ID: id, Parent: r.parent, TS: time.Now().UTC(),
+		Values:   write.Map{{Key: "messages", Value: slices.Clone(r.msgs)}},
+		Metadata: write.Map{{Key: "source", Value: source}, {Key: "step", Value: r.step - 1}}}
 	if len(r.state) > 0 {
-		cp.Values = append(cp.Values, lgwrite.Field{Key: "tool_state", Value: r.state})
+		cp.Values = append(cp.Values, write.Field{Key: "tool_state", Value: r.state})
 	}
 	if !r.noUpdated {
 		cp.UpdatedChannels = updated
@@ -62,13 +62,13 @@ func (r *runThread) put(source string, updated ...string) string {
 // begin writes a turn's question: the run is still going.
 func (r *runThread) begin(n int) {
 	r.put("input", "__start__")
-	r.msgs = append(r.msgs, lgwrite.Human(fmt.Sprintf("q-%d", n), fmt.Sprintf("question %d", n)))
+	r.msgs = append(r.msgs, write.Human(fmt.Sprintf("q-%d", n), fmt.Sprintf("question %d", n)))
 	r.put("loop", "branch:to:agent", "messages")
 }
 
 // end writes the run's last step, storing value under key "k".
 func (r *runThread) end(n int, value any) string {
-	r.msgs = append(r.msgs, lgwrite.AI(fmt.Sprintf("a-%d", n), "answer"))
+	r.msgs = append(r.msgs, write.AI(fmt.Sprintf("a-%d", n), "answer"))
 	r.state = map[string]any{"k": map[string]any{"value": value, "turn": n}, "other": map[string]any{"value": "x"}}
 	return r.put("loop", "messages", "tool_state")
 }
@@ -218,7 +218,7 @@ func TestWatchTurnsRewound(t *testing.T) {
 	forkStep := r.step
 	forkPoint := r.put("input", "__start__") // turn 1's end, carried on to run 2's input
 	msgs, state := slices.Clone(r.msgs), r.state
-	r.msgs = append(r.msgs, lgwrite.Human("q-2", "question 2"))
+	r.msgs = append(r.msgs, write.Human("q-2", "question 2"))
 	r.put("loop", "branch:to:agent", "messages")
 	r.end(2, 2.0)
 	r.begin(3)
@@ -240,7 +240,7 @@ func TestWatchTurnsRewound(t *testing.T) {
 		abandoned = append(abandoned, fmt.Sprintf("1f10-%06d", s))
 	}
 	m.Delete(ref, abandoned)
-	r.parent, r.msgs, r.state = forkPoint, append(msgs, lgwrite.Human("q-2b", "question 2, asked again")), state
+	r.parent, r.msgs, r.state = forkPoint, append(msgs, write.Human("q-2b", "question 2, asked again")), state
 	r.put("loop", "branch:to:agent", "messages")
 	newEnd := r.end(2, 20.0)
 

@@ -37,8 +37,8 @@ const (
 // truncated. The message's size is computed first and the encoding written
 // into one buffer of exactly that size: an entry can be megabytes of
 // coordinates, and growing a buffer by appending would allocate about
-// twice that on the way. A value left encoded by lgcodec.EachEntry (an
-// lgcodec.Raw) is re-encoded straight from the stored bytes. With asJSON
+// twice that on the way. A value left encoded by codec.EachEntry (an
+// codec.Raw) is re-encoded straight from the stored bytes. With asJSON
 // the value is written as JSON text in value_json instead of value.
 func encodeEntry(e store.Entry, asJSON bool) ([]byte, error) {
 	extra := e.Extra

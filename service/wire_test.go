@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // TestAppendValueMatchesStructpb holds the direct encoding to what building
@@ -218,14 +218,14 @@ func FuzzEncodeEntry(f *testing.F) {
 		map[string]any{"value": map[string]any{"k": []byte{1, 2}}, "turn": 1.0, "turns_written": "no"},
 		[]any{int64(1) << 60, math.Inf(1)},
 	} {
-		b, err := lgwrite.EncodeMsgpack(v)
+		b, err := write.EncodeMsgpack(v)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, ok, err := lgcodec.Decode("msgpack", data, lgcodec.Limits{MaxBytes: 1 << 16, MaxDepth: 32})
+		v, ok, err := codec.Decode("msgpack", data, codec.Limits{MaxBytes: 1 << 16, MaxDepth: 32})
 		if err != nil || !ok {
 			return
 		}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
@@ -23,24 +23,24 @@ import (
 func longThread(mem *storetest.Memory, ref backend.Ref, n, per, statePer int) {
 	var msgs []any
 	for i := range n {
-		cp := lgsaver.Checkpoint{ID: fmt.Sprintf("1f0c-%07d", i), TS: storetest.Base.Add(time.Duration(i) * time.Second),
-			Metadata: lgwrite.Map{{Key: "source", Value: "loop"}}}
+		cp := saver.Checkpoint{ID: fmt.Sprintf("1f0c-%07d", i), TS: storetest.Base.Add(time.Duration(i) * time.Second),
+			Metadata: write.Map{{Key: "source", Value: "loop"}}}
 		if i > 0 {
 			cp.Parent = fmt.Sprintf("1f0c-%07d", i-1)
 		}
 		v, sv := i/per, i/statePer
 		if i%per == 0 {
 			if v%2 == 0 {
-				msgs = append(msgs, lgwrite.Human(fmt.Sprintf("h%d", v), fmt.Sprintf("question %d", v/2+1)))
+				msgs = append(msgs, write.Human(fmt.Sprintf("h%d", v), fmt.Sprintf("question %d", v/2+1)))
 			} else {
-				msgs = append(msgs, lgwrite.AI(fmt.Sprintf("a%d", v), "answer"))
+				msgs = append(msgs, write.AI(fmt.Sprintf("a%d", v), "answer"))
 			}
-			cp.Values = append(cp.Values, lgwrite.Field{Key: "messages", Value: append([]any(nil), msgs...)})
+			cp.Values = append(cp.Values, write.Field{Key: "messages", Value: append([]any(nil), msgs...)})
 		}
 		if i%statePer == 0 {
-			cp.Values = append(cp.Values, lgwrite.Field{Key: "tool_state", Value: map[string]any{"counter": map[string]any{"value": sv}}})
+			cp.Values = append(cp.Values, write.Field{Key: "tool_state", Value: map[string]any{"counter": map[string]any{"value": sv}}})
 		}
-		cp.Versions = lgwrite.Map{{Key: "messages", Value: fmt.Sprintf("%032d", v)}, {Key: "tool_state", Value: fmt.Sprintf("%032d", sv)}}
+		cp.Versions = write.Map{{Key: "messages", Value: fmt.Sprintf("%032d", v)}, {Key: "tool_state", Value: fmt.Sprintf("%032d", sv)}}
 		mem.Put(ref, cp)
 	}
 }

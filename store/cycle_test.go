@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/format"
 
 	"github.com/historyd/historyd/store/backend"
 )
@@ -61,7 +61,7 @@ type unstoredBackend struct{ backend.Empty }
 
 func (unstoredBackend) EachValue(_ context.Context, _ backend.Ref, _ string, ids []string, fn func(int, backend.Blob) error) error {
 	for i := range ids {
-		if err := fn(i, backend.Blob{Type: lgcodec.TypeEmpty}); err != nil {
+		if err := fn(i, backend.Blob{Type: format.TypeEmpty}); err != nil {
 			return err
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/format"
 
 	"github.com/historyd/historyd/store/backend"
 )
@@ -124,7 +124,7 @@ func rebuild[V any](ctx context.Context, s *Store, ref backend.Ref, channel stri
 				switch {
 				case b.Missing:
 					state[id] = lost
-				case b.Type == lgcodec.TypeEmpty:
+				case b.Type == format.TypeEmpty:
 					state[id] = unstored
 				default:
 					v, err := f.seed(id, b)

@@ -62,7 +62,7 @@ type Checkpoint struct {
 	States map[string]string
 	// Rest says whether LangGraph had anything left to run from the
 	// checkpoint, where the checkpoint records it (see
-	// lgcodec.Checkpoint.AtRest): a run's last checkpoint is AtRest.
+	// codec.Checkpoint.AtRest): a run's last checkpoint is AtRest.
 	Rest Rest
 }
 

@@ -3,7 +3,7 @@
 // caches and the StateEntry convention. It reads through a backend.Backend
 // (package store/backend, the contract store/postgres and store/sqlite
 // implement), which only answers queries with rows and bytes; what those
-// bytes mean is store/lgcodec's, and the gRPC layer above only maps
+// bytes mean is langgraph/codec's, and the gRPC layer above only maps
 // results to the wire.
 //
 // Start from New and Store. History derives a thread's turns (derive.go is

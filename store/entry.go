@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
 
 	"github.com/historyd/historyd/store/backend"
 )
@@ -39,12 +39,12 @@ const valueField = "value"
 
 // eachEntry decodes channel's value one entry at a time, keeping only the
 // keys in keep (all when keep is nil), and hands fn each key with its entry
-// before decoding the next. Entry values are left encoded as lgcodec.Raw
-// (lgcodec.EachEntry), valid only during fn. A channel with no value, or a
+// before decoding the next. Entry values are left encoded as codec.Raw
+// (codec.EachEntry), valid only during fn. A channel with no value, or a
 // null one, has no entries; a value that is not a map (deepagents' todos,
 // a list) is one entry named for the channel.
-func eachEntry(b backend.Blob, channel string, keep map[string]bool, lim lgcodec.Limits, fn func(string, Entry) error) error {
-	whole, _, err := lgcodec.EachEntry(b.Type, b.Data, keep, valueField, lim, func(k string, v any) error { return fn(k, ParseEntry(v)) })
+func eachEntry(b backend.Blob, channel string, keep map[string]bool, lim codec.Limits, fn func(string, Entry) error) error {
+	whole, _, err := codec.EachEntry(b.Type, b.Data, keep, valueField, lim, func(k string, v any) error { return fn(k, ParseEntry(v)) })
 	if err != nil || whole == nil {
 		return err
 	}

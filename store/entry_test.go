@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/historyd/historyd/lgwrite"
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/write"
 
 	"github.com/historyd/historyd/store/backend"
 )
@@ -64,7 +64,7 @@ func TestParseEntry(t *testing.T) {
 
 func TestEachEntry(t *testing.T) {
 	blob := func(v any) backend.Blob {
-		data, err := lgwrite.EncodeMsgpack(v)
+		data, err := write.EncodeMsgpack(v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func TestEachEntry(t *testing.T) {
 	}
 	collect := func(b backend.Blob, keep map[string]bool) (map[string]Entry, error) {
 		out := map[string]Entry{}
-		err := eachEntry(b, "tool_state", keep, lgcodec.Limits{}, func(k string, e Entry) error {
+		err := eachEntry(b, "tool_state", keep, codec.Limits{}, func(k string, e Entry) error {
 			out[k] = e
 			return nil
 		})
@@ -83,12 +83,12 @@ func TestEachEntry(t *testing.T) {
 	if err != nil || len(got) != 1 || *got["b"].Turn != 3 {
 		t.Errorf("projection = %+v, %v; want only b", got, err)
 	}
-	if v, err := got["b"].Value.(lgcodec.Raw).Decode(); err != nil || v != 2.0 {
+	if v, err := got["b"].Value.(codec.Raw).Decode(); err != nil || v != 2.0 {
 		t.Errorf("b's value = %v, %v", v, err)
 	}
 	// The value stays encoded and the bookkeeping is read.
 	got, err = collect(state, nil)
-	if _, raw := got["b"].Value.(lgcodec.Raw); err != nil || len(got) != 2 || !raw || *got["b"].Turn != 3 {
+	if _, raw := got["b"].Value.(codec.Raw); err != nil || len(got) != 2 || !raw || *got["b"].Turn != 3 {
 		t.Errorf("lazy = %+v, %v; want both keys, values left encoded", got, err)
 	}
 	for _, b := range []backend.Blob{{Type: "empty"}, {Type: "null"}} {

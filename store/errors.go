@@ -56,8 +56,8 @@ func nsLabel(ref backend.Ref) string {
 
 // DecodeError reports a stored value that could not be decoded, and where it
 // is. Err is the decoder's error; errors.As on it tells a malformed value
-// (lgcodec.MalformedError) from one historyd refuses to read
-// (lgcodec.UnsupportedError).
+// (codec.MalformedError) from one historyd refuses to read
+// (codec.UnsupportedError).
 type DecodeError struct {
 	// Ref names the thread.
 	Ref backend.Ref

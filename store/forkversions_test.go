@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
@@ -42,7 +42,7 @@ func (b sharedBlobs) EachValue(ctx context.Context, ref backend.Ref, channel str
 // checkpoint (c3) produces versions 3 of messages and 2 of tool_state
 // again, and c4 after it a new messages version.
 func forkedJS(mem *storetest.Memory, ref backend.Ref) map[string]map[string]int {
-	h1, h2, h3, a := lgwrite.Human("h1", "one"), lgwrite.Human("h2", "two"), lgwrite.Human("h3", "three"), lgwrite.AI("a", "answer")
+	h1, h2, h3, a := write.Human("h1", "one"), write.Human("h2", "two"), write.Human("h3", "three"), write.AI("a", "answer")
 	ts := func(v string) map[string]any {
 		return map[string]any{"k": map[string]any{"value": v, "tool": "t", "seq": 1, "turn": 1, "turns_written": 1}}
 	}
@@ -60,16 +60,16 @@ func forkedJS(mem *storetest.Memory, ref backend.Ref) map[string]map[string]int 
 		{"c3", "c1", []any{h1, h3}, ts("three"), 3, 2},
 		{"c4", "c3", []any{h1, h3, a}, ts("three"), 4, 2},
 	} {
-		values := lgwrite.Map{{Key: "messages", Value: c.msgs}}
-		vers := lgwrite.Map{{Key: "messages", Value: c.vm}}
+		values := write.Map{{Key: "messages", Value: c.msgs}}
+		vers := write.Map{{Key: "messages", Value: c.vm}}
 		versions[c.id] = map[string]int{"messages": c.vm}
 		if c.state != nil {
-			values = append(values, lgwrite.Field{Key: "tool_state", Value: c.state})
-			vers = append(vers, lgwrite.Field{Key: "tool_state", Value: c.vs})
+			values = append(values, write.Field{Key: "tool_state", Value: c.state})
+			vers = append(vers, write.Field{Key: "tool_state", Value: c.vs})
 			versions[c.id]["tool_state"] = c.vs
 		}
-		mem.Put(ref, lgsaver.Checkpoint{ID: c.id, Parent: c.parent, Values: values, Versions: vers,
-			Metadata: lgwrite.Map{{Key: "source", Value: "loop"}}})
+		mem.Put(ref, saver.Checkpoint{ID: c.id, Parent: c.parent, Values: values, Versions: vers,
+			Metadata: write.Map{{Key: "source", Value: "loop"}}})
 	}
 	return versions
 }

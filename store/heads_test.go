@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
@@ -74,9 +74,9 @@ func TestRefreshReadsAfreshForAnUnknownParent(t *testing.T) {
 	// Committed late: a checkpoint with an older id than the newest the
 	// store listed (a new question from turn 1's end), then its child.
 	late := written[0].End + "a"
-	msgs := []any{lgwrite.Human("1f0c-msg-0", storetest.Demo[0].Question), lgwrite.Human("late", "a question from turn 1's end")}
-	mem.Put(ref, lgsaver.Checkpoint{ID: late, Parent: written[0].End, Values: lgwrite.Map{{Key: "messages", Value: msgs}}})
-	mem.Put(ref, lgsaver.Checkpoint{ID: "1f0c-zzzzzz", Parent: late, Values: lgwrite.Map{{Key: "messages", Value: msgs}}})
+	msgs := []any{write.Human("1f0c-msg-0", storetest.Demo[0].Question), write.Human("late", "a question from turn 1's end")}
+	mem.Put(ref, saver.Checkpoint{ID: late, Parent: written[0].End, Values: write.Map{{Key: "messages", Value: msgs}}})
+	mem.Put(ref, saver.Checkpoint{ID: "1f0c-zzzzzz", Parent: late, Values: write.Map{{Key: "messages", Value: msgs}}})
 	h, err := st.History(ctx, ref)
 	if err != nil {
 		t.Fatal(err)

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/historyd/historyd/langgraph/codec"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -33,7 +33,7 @@ type valueEncoder struct{}
 
 func (valueEncoder) Encode(e store.Entry) ([]byte, error) {
 	v := e.Value
-	if raw, ok := v.(lgcodec.Raw); ok {
+	if raw, ok := v.(codec.Raw); ok {
 		var err error
 		if v, err = raw.Decode(); err != nil {
 			return nil, err

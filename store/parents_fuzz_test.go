@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
@@ -33,11 +33,11 @@ const fuzzCall = 20 * time.Second
 //	byte 2: bits 0-1 messages: stored, rebuilt, absent (twice as often
 //	        stored); bit 2 a question rather than an answer in the writes;
 //	        bits 3-4 files: stored, rebuilt, absent; bit 5 the input source
-func parentGraph(data []byte) []lgsaver.Checkpoint {
+func parentGraph(data []byte) []saver.Checkpoint {
 	n := min(len(data)/3, 24)
 	id := func(k int) string { return fmt.Sprintf("1f0c-%02d", k) }
 	ids := make([]string, n)
-	var out []lgsaver.Checkpoint
+	var out []saver.Checkpoint
 	var held []any // the messages a stored list holds: one more each time
 	for i := range n {
 		b := data[3*i : 3*i+3]
@@ -53,14 +53,14 @@ func parentGraph(data []byte) []lgsaver.Checkpoint {
 		default:
 			parent = id(p - 2)
 		}
-		msg := lgwrite.AI(fmt.Sprintf("a%d", i), "answer")
+		msg := write.AI(fmt.Sprintf("a%d", i), "answer")
 		if b[2]&4 != 0 {
-			msg = lgwrite.Human(fmt.Sprintf("h%d", i), fmt.Sprintf("question %d", i))
+			msg = write.Human(fmt.Sprintf("h%d", i), fmt.Sprintf("question %d", i))
 		}
 		held = append(held, msg)
-		cp := lgsaver.Checkpoint{ID: ids[i], Parent: parent, TS: storetest.Base.Add(time.Duration(i) * time.Second),
-			Versions: lgwrite.Map{}, Values: lgwrite.Map{},
-			Writes: []lgsaver.Write{
+		cp := saver.Checkpoint{ID: ids[i], Parent: parent, TS: storetest.Base.Add(time.Duration(i) * time.Second),
+			Versions: write.Map{}, Values: write.Map{},
+			Writes: []saver.Write{
 				{TaskID: "t", Channel: "messages", Value: []any{msg}},
 				{TaskID: "t", Idx: 1, Channel: "files", Value: map[string]any{fmt.Sprintf("/f%d", i%3): i}},
 			}}
@@ -68,20 +68,20 @@ func parentGraph(data []byte) []lgsaver.Checkpoint {
 		if b[2]&32 != 0 {
 			source = "input"
 		}
-		cp.Metadata = lgwrite.Map{{Key: "source", Value: source}, {Key: "counters_since_delta_snapshot", Value: lgwrite.Map{}}}
+		cp.Metadata = write.Map{{Key: "source", Value: source}, {Key: "counters_since_delta_snapshot", Value: write.Map{}}}
 		switch b[2] & 3 {
 		case 0, 3:
-			cp.Values = append(cp.Values, lgwrite.Field{Key: "messages", Value: lgwrite.DeltaSnapshot{Value: append([]any(nil), held...)}})
-			cp.Versions = append(cp.Versions, lgwrite.Field{Key: "messages", Value: fmt.Sprintf("m%d", i)})
+			cp.Values = append(cp.Values, write.Field{Key: "messages", Value: write.DeltaSnapshot{Value: append([]any(nil), held...)}})
+			cp.Versions = append(cp.Versions, write.Field{Key: "messages", Value: fmt.Sprintf("m%d", i)})
 		case 1:
-			cp.Versions = append(cp.Versions, lgwrite.Field{Key: "messages", Value: fmt.Sprintf("m%d", i)})
+			cp.Versions = append(cp.Versions, write.Field{Key: "messages", Value: fmt.Sprintf("m%d", i)})
 		}
 		switch b[2] >> 3 & 3 {
 		case 0:
-			cp.Values = append(cp.Values, lgwrite.Field{Key: "files", Value: lgwrite.DeltaSnapshot{Value: map[string]any{"/f": i}}})
-			cp.Versions = append(cp.Versions, lgwrite.Field{Key: "files", Value: fmt.Sprintf("f%d", i)})
+			cp.Values = append(cp.Values, write.Field{Key: "files", Value: write.DeltaSnapshot{Value: map[string]any{"/f": i}}})
+			cp.Versions = append(cp.Versions, write.Field{Key: "files", Value: fmt.Sprintf("f%d", i)})
 		case 1:
-			cp.Versions = append(cp.Versions, lgwrite.Field{Key: "files", Value: fmt.Sprintf("f%d", i)})
+			cp.Versions = append(cp.Versions, write.Field{Key: "files", Value: fmt.Sprintf("f%d", i)})
 		}
 		out = append(out, cp)
 	}
@@ -90,7 +90,7 @@ func parentGraph(data []byte) []lgsaver.Checkpoint {
 
 // loops reports whether the parent links of cps, a later checkpoint of an
 // id standing for the earlier, lead from some checkpoint back to it.
-func loops(cps []lgsaver.Checkpoint) bool {
+func loops(cps []saver.Checkpoint) bool {
 	parent := map[string]string{}
 	for _, c := range cps {
 		parent[c.ID] = c.Parent
@@ -132,7 +132,7 @@ func FuzzParentGraphs(f *testing.F) {
 		mem := storetest.NewMemory()
 		ref := backend.Ref{ThreadID: "fuzz"}
 		st := store.New(store.Config{Backend: mem, StateChannels: []string{"tool_state", "files"}, RecountEvery: -1})
-		read := func(written []lgsaver.Checkpoint) {
+		read := func(written []saver.Checkpoint) {
 			looped := loops(written)
 			for _, r := range []struct {
 				name string
@@ -185,7 +185,7 @@ func FuzzParentGraphs(f *testing.F) {
 // isLoop reports whether loop names checkpoints each of whose parent,
 // among cps (a later checkpoint of an id standing for the earlier), is the
 // next, the last's the first.
-func isLoop(cps []lgsaver.Checkpoint, loop []string) bool {
+func isLoop(cps []saver.Checkpoint, loop []string) bool {
 	parent := map[string]string{}
 	for _, c := range cps {
 		parent[c.ID] = c.Parent

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/reduce"
 )
 
@@ -87,21 +88,21 @@ func (th *threadData) table() []Question {
 // learn records what a messages version holds, numbering its questions.
 // A human message without an id is known by its place among the list's
 // questions, which is how counting human messages knows it.
-func (th *threadData) learn(version string, count int, list []lgcodec.Message) held {
+func (th *threadData) learn(version string, count int, list []codec.Message) held {
 	return th.learnAs(version, held{messages: count}, list)
 }
 
 // learnAs is learn for a list rebuilt from writes, h saying how.
-func (th *threadData) learnAs(version string, h held, list []lgcodec.Message) held {
+func (th *threadData) learnAs(version string, h held, list []codec.Message) held {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	return th.learnLocked(version, h, 0, list)
 }
 
 // extend records what a messages version holds that is the version from
-// plus the messages of tail (lgcodec.AppendReader): from's questions, then
+// plus the messages of tail (codec.AppendReader): from's questions, then
 // tail's. count is the whole list's length.
-func (th *threadData) extend(version, from string, count int, tail []lgcodec.Message) held {
+func (th *threadData) extend(version, from string, count int, tail []codec.Message) held {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	base := th.versions[from]
@@ -122,7 +123,7 @@ func (th *threadData) extend(version, from string, count int, tail []lgcodec.Mes
 
 // learnLocked adds list's questions to h, the first of them the list's
 // question number place (counted from 0), and records h for version.
-func (th *threadData) learnLocked(version string, h held, place int, list []lgcodec.Message) held {
+func (th *threadData) learnLocked(version string, h held, place int, list []codec.Message) held {
 	before := h.asks
 	for _, m := range list {
 		if m.Type != "human" {
@@ -181,11 +182,11 @@ func (s *Store) place(ctx context.Context, ref backend.Ref, th *threadData, know
 	if err := checkLinks(ref, known, cps); err != nil {
 		return nil, err
 	}
-	mode := lgcodec.Humans
+	mode := codec.Humans
 	for _, c := range cps {
 		if c.delta {
 			// Stored lists seed rebuilt ones, which need every message.
-			mode = lgcodec.All
+			mode = codec.All
 			break
 		}
 	}
@@ -219,7 +220,7 @@ func (s *Store) place(ctx context.Context, ref backend.Ref, th *threadData, know
 	tried := map[string]bool{}
 	// Read in id order, each version mostly the one before plus what was
 	// appended: the reader then scans only what was appended.
-	versions := &lgcodec.AppendReader{Mode: mode, Known: th.knows, Limits: s.limits}
+	versions := &codec.AppendReader{Mode: mode, Known: th.knows, Limits: s.limits}
 	lastRead := "" // the version versions read last
 	for len(read) > 0 {
 		sortTogether(read, readVer)
@@ -235,7 +236,7 @@ func (s *Store) place(ctx context.Context, ref backend.Ref, th *threadData, know
 				case b.Missing:
 					missing[read[i]] = true
 					return nil
-				case b.Type == lgcodec.TypeEmpty:
+				case b.Type == format.TypeEmpty:
 					unstored[readVer[i]] = true
 					return nil
 				}
@@ -306,7 +307,7 @@ func sortTogether(ids, vers []string) {
 // rebuiltList is a messages list rebuilt from writes; partial says it was
 // rebuilt past a deleted checkpoint and holds only what was written since.
 type rebuiltList struct {
-	list    []lgcodec.Message
+	list    []codec.Message
 	partial bool
 }
 
@@ -328,7 +329,7 @@ func (s *Store) rebuildMessages(ctx context.Context, ref backend.Ref, th *thread
 	}
 	_, err := rebuild(ctx, s, ref, s.messages, nodes, targets, folder[rebuiltList]{
 		seed: func(id string, b backend.Blob) (rebuiltList, error) {
-			m, err := lgcodec.ReadMessages(b.Type, b.Data, s.limits, lgcodec.All)
+			m, err := codec.ReadMessages(b.Type, b.Data, s.limits, codec.All)
 			if err != nil {
 				return rebuiltList{}, &DecodeError{Ref: ref, CheckpointID: id, Channel: s.messages, Err: err}
 			}
@@ -339,9 +340,9 @@ func (s *Store) rebuildMessages(ctx context.Context, ref backend.Ref, th *thread
 		// written since still shows which questions were asked since.
 		orphan: func() rebuiltList { return rebuiltList{partial: true} },
 		apply: func(id string, base rebuiltList, writes []backend.Write) (rebuiltList, error) {
-			ws := make([]lgcodec.MessageWrite, 0, len(writes))
+			ws := make([]codec.MessageWrite, 0, len(writes))
 			for _, w := range writes {
-				mw, err := lgcodec.ReadMessageWrite(w.Value.Type, w.Value.Data, s.limits)
+				mw, err := codec.ReadMessageWrite(w.Value.Type, w.Value.Data, s.limits)
 				if err != nil {
 					return rebuiltList{}, &DecodeError{Ref: ref, CheckpointID: id, Channel: s.messages, Err: err}
 				}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"unicode/utf8"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
 
 	"github.com/historyd/historyd/store/backend"
 )
@@ -120,7 +120,7 @@ func (s *Store) readRunInputs(ctx context.Context, ref backend.Ref, th *threadDa
 			// Deleted since it was listed: the next refresh notices.
 			return nil
 		}
-		v, _, err := lgcodec.Decode(b.Type, b.Data, s.limits)
+		v, _, err := codec.Decode(b.Type, b.Data, s.limits)
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: ids[i], Channel: startChannel, Err: err}
 		}
@@ -133,11 +133,11 @@ func (s *Store) readRunInputs(ctx context.Context, ref backend.Ref, th *threadDa
 }
 
 // runQuestion is a run's input as a Runs-numbered turn's question: its
-// compact JSON text, map keys sorted (lgcodec.AppendJSON), cut to at most
+// compact JSON text, map keys sorted (codec.AppendJSON), cut to at most
 // MaxRunQuestion bytes at a character boundary. A checkpoint without an
 // input value reads as null.
 func runQuestion(v any) string {
-	return cutText(lgcodec.AppendJSON(nil, v), MaxRunQuestion)
+	return cutText(codec.AppendJSON(nil, v), MaxRunQuestion)
 }
 
 // cutText returns b as text, cut to at most max bytes where a UTF-8

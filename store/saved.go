@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
 
 	"github.com/historyd/historyd/store/backend"
 )
@@ -46,7 +46,7 @@ func (c Checkpoint) stateSource(channel string) (from, version string) {
 // none. The saved value is decoded whole, within the store's limits.
 func (s *Store) savedState(b backend.Blob, channel string, enc Encoder) (EncodedState, error) {
 	var st EncodedState
-	v, _, err := lgcodec.Decode(b.Type, b.Data, s.limits)
+	v, _, err := codec.Decode(b.Type, b.Data, s.limits)
 	if err != nil {
 		return st, err
 	}
@@ -77,7 +77,7 @@ func (s *Store) messagesSource(versions map[string]string) (version string, save
 // and not at all when th knows it, and records it in th; a saved value
 // without the key holds no messages. Checkpoints found deleted are added
 // to missing, and their versions read at another checkpoint holding them.
-func (s *Store) placeSaved(ctx context.Context, ref backend.Ref, th *threadData, cps []listed, mode lgcodec.ReadMode, missing map[string]bool) error {
+func (s *Store) placeSaved(ctx context.Context, ref backend.Ref, th *threadData, cps []listed, mode codec.ReadMode, missing map[string]bool) error {
 	tried := map[string]bool{}
 	for {
 		var ids, versions []string
@@ -105,10 +105,10 @@ func (s *Store) placeSaved(ctx context.Context, ref backend.Ref, th *threadData,
 					missing[ids[i]] = true
 					return nil
 				}
-				list, ok, err := lgcodec.Field(b.Type, b.Data, s.messages)
+				list, ok, err := codec.Field(b.Type, b.Data, s.messages)
 				if err == nil && ok {
-					var m lgcodec.Messages
-					if m, err = lgcodec.ReadMessagesKnowing(b.Type, list, s.limits, mode, th.knows); err == nil {
+					var m codec.Messages
+					if m, err = codec.ReadMessagesKnowing(b.Type, list, s.limits, mode, th.knows); err == nil {
 						th.learn(versions[i], m.Count, m.List)
 					}
 				} else if err == nil {

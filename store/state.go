@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store/reduce"
 
 	"github.com/historyd/historyd/store/backend"
@@ -17,8 +18,8 @@ import (
 // calls it once per entry of each stored state version and caches what it
 // returns under the Encoder, so Encode's result must depend on the entry
 // alone, and an Encoder must be comparable (a struct or a pointer, not a
-// func or a map). The entry's Value may be an lgcodec.Raw, the stored
-// value not decoded yet (lgcodec.Walk reads it without building it, its
+// func or a map). The entry's Value may be an codec.Raw, the stored
+// value not decoded yet (codec.Walk reads it without building it, its
 // Decode method builds it); it is only valid during Encode.
 type Encoder interface {
 	Encode(Entry) ([]byte, error)
@@ -221,9 +222,9 @@ func (s *Store) encodedStates(ctx context.Context, ref backend.Ref, channel stri
 			case b.Missing:
 				s.indexes.remove(ref)
 				return fmt.Errorf("turn %d of thread %q: %w", t.N, ref.ThreadID, ErrStale)
-			case b.Type == lgcodec.TypeEmpty && from != channel:
+			case b.Type == format.TypeEmpty && from != channel:
 				return nil // no saved value: an empty state
-			case b.Type == lgcodec.TypeEmpty && v != "":
+			case b.Type == format.TypeEmpty && v != "":
 				// A version and no stored value: rebuilt from writes below.
 				unstored[v] = append(unstored[v], i)
 				return nil
@@ -324,7 +325,7 @@ func (s *Store) rebuildStates(ctx context.Context, ref backend.Ref, channel stri
 	}
 	slices.Sort(targets)
 	decode := func(id string, b backend.Blob) (any, error) {
-		v, _, err := lgcodec.Decode(b.Type, b.Data, s.limits)
+		v, _, err := codec.Decode(b.Type, b.Data, s.limits)
 		if err != nil {
 			return nil, &DecodeError{Ref: ref, CheckpointID: id, Channel: channel, Err: err}
 		}
@@ -344,7 +345,7 @@ func (s *Store) rebuildStates(ctx context.Context, ref backend.Ref, channel stri
 			}
 			v, err := reducer.Replay(base, vals)
 			if err != nil {
-				return nil, &DecodeError{Ref: ref, CheckpointID: id, Channel: channel, Err: &lgcodec.UnsupportedError{
+				return nil, &DecodeError{Ref: ref, CheckpointID: id, Channel: channel, Err: &codec.UnsupportedError{
 					Format: "writes", Feature: "DeltaChannel writes", Offset: -1,
 					Reason: fmt.Sprintf("the %s reducer cannot apply them: %v; set the channel's reducer (--channel-reducers)", reducer.Name, err)}}
 			}
@@ -390,7 +391,7 @@ func (st *EncodedState) appendEncoded(enc Encoder) func(string, Entry) error {
 
 // encodeState decodes a state channel value one entry at a time, encoding
 // each before the next is decoded. Entry values stay encoded
-// (lgcodec.EachEntry) until the encoder re-encodes them, so no state value
+// (codec.EachEntry) until the encoder re-encodes them, so no state value
 // is ever built in memory.
 func (s *Store) encodeState(b backend.Blob, channel string, keep map[string]bool, enc Encoder) (EncodedState, error) {
 	var st EncodedState

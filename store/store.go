@@ -12,7 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
 	"github.com/historyd/historyd/store/reduce"
 
 	"github.com/historyd/historyd/store/backend"
@@ -39,7 +39,7 @@ type Config struct {
 	// other (deepagents' files).
 	Reducers map[string]string
 	// Limits bound each decoded value. Default: lgcodec's defaults.
-	Limits lgcodec.Limits
+	Limits codec.Limits
 	// CacheBytes bounds the memory the store's caches hold together: the
 	// turn indexes (each thread's checkpoints and what its messages
 	// versions hold) and the encoded state versions, each charged about
@@ -118,7 +118,7 @@ type Store struct {
 	messages string
 	states   []string
 	reducers map[string]string
-	limits   lgcodec.Limits
+	limits   codec.Limits
 	caches   *cache
 	indexes  *shelf[backend.Ref, *index]
 	recount  time.Duration
@@ -306,7 +306,7 @@ func madeBetweenRuns(source string) bool {
 }
 
 // restOf reads whether a run goes on from a parsed checkpoint.
-func restOf(cp lgcodec.Checkpoint) Rest {
+func restOf(cp codec.Checkpoint) Rest {
 	rest, known := cp.AtRest()
 	switch {
 	case !known:
@@ -327,11 +327,11 @@ func (s *Store) list(ctx context.Context, ref backend.Ref, q backend.Query, th *
 		if err := rows.next(); err != nil {
 			return err
 		}
-		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, s.readsChannel)
+		cp, err := codec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, s.readsChannel)
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "checkpoint", Err: err}
 		}
-		md, err := lgcodec.ParseMetadata(r.Metadata.Type, r.Metadata.Data)
+		md, err := codec.ParseMetadata(r.Metadata.Type, r.Metadata.Data)
 		if err != nil {
 			return &DecodeError{Ref: ref, CheckpointID: r.ID, Channel: "metadata", Err: err}
 		}

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
 
 	"github.com/historyd/historyd/store/backend"
 )
@@ -156,7 +156,7 @@ func failsListing(err error) bool {
 func (s *Store) summary(q ThreadsQuery, r backend.ThreadRow) (ThreadSummary, bool) {
 	sum := ThreadSummary{ThreadID: r.ThreadID, Checkpoints: r.Count, LastID: r.Last.ID}
 	ts := func(row backend.Row) time.Time {
-		cp, err := lgcodec.ParseCheckpoint(row.Checkpoint.Type, row.Checkpoint.Data, func(string) bool { return false })
+		cp, err := codec.ParseCheckpoint(row.Checkpoint.Type, row.Checkpoint.Data, func(string) bool { return false })
 		if err != nil {
 			if sum.Err == nil {
 				sum.Err = &DecodeError{Ref: backend.Ref{ThreadID: r.ThreadID, Namespace: q.Namespace}, CheckpointID: row.ID, Channel: "checkpoint", Err: err}

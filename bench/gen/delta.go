@@ -46,7 +46,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/write"
 )
 
 // DeepParams shape one deepagents thread.
@@ -424,7 +424,7 @@ func (d *deepThread) advance(updated []string, consumed ...string) string {
 func (d *deepThread) turn(n int, tp turnPlan) error {
 	d.now = d.now.Add(45 * time.Second)
 	hid := d.uuid4()
-	human, err := lgwrite.EncodeMsgpack(lgwrite.HumanMessage(hid, fmt.Sprintf("Turn %d: keep the project notes up to date with what you find.", n)))
+	human, err := write.EncodeMsgpack(write.HumanMessage(hid, fmt.Sprintf("Turn %d: keep the project notes up to date with what you find.", n)))
 	if err != nil {
 		return err
 	}
@@ -455,7 +455,7 @@ func (d *deepThread) turn(n int, tp turnPlan) error {
 	for r, round := range tp.rounds {
 		// model calls the round's tools.
 		aid := "lc_run--" + d.uuid4()
-		var calls []lgwrite.ToolCall
+		var calls []write.ToolCall
 		var sends [][]byte
 		results := make([]*toolResult, len(round))
 		for i, c := range round {
@@ -465,19 +465,19 @@ func (d *deepThread) turn(n int, tp turnPlan) error {
 				return err
 			}
 			results[i] = res
-			tc := lgwrite.ToolCall{Name: res.tool, Args: res.args, ID: id}
+			tc := write.ToolCall{Name: res.tool, Args: res.args, ID: id}
 			calls = append(calls, tc)
-			send, err := lgwrite.EncodeMsgpack(lgwrite.Ext{Code: lgwrite.ExtPosArgs, Module: "langgraph.types", Class: "Send",
-				Data: []any{toolsNode, []any{lgwrite.Map{{Key: "name", Value: tc.Name}, {Key: "args", Value: tc.Args}, {Key: "id", Value: id}, {Key: "type", Value: "tool_call"}}}}})
+			send, err := write.EncodeMsgpack(write.Ext{Code: write.ExtPosArgs, Module: "langgraph.types", Class: "Send",
+				Data: []any{toolsNode, []any{write.Map{{Key: "name", Value: tc.Name}, {Key: "args", Value: tc.Args}, {Key: "id", Value: id}, {Key: "type", Value: "tool_call"}}}}})
 			if err != nil {
 				return err
 			}
 			sends = append(sends, send)
 			d.deep.Calls[res.tool]++
 		}
-		ai, err := lgwrite.EncodeMsgpack(lgwrite.AIMessageWith(aid, "", calls,
-			lgwrite.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "tool_calls"}},
-			lgwrite.Map{{Key: "input_tokens", Value: 2000 + 60*n}, {Key: "output_tokens", Value: 40 * len(calls)}, {Key: "total_tokens", Value: 2000 + 60*n + 40*len(calls)}}))
+		ai, err := write.EncodeMsgpack(write.AIMessageWith(aid, "", calls,
+			write.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "tool_calls"}},
+			write.Map{{Key: "input_tokens", Value: 2000 + 60*n}, {Key: "output_tokens", Value: 40 * len(calls)}, {Key: "total_tokens", Value: 2000 + 60*n + 40*len(calls)}}))
 		if err != nil {
 			return err
 		}
@@ -534,10 +534,10 @@ func (d *deepThread) turn(n int, tp turnPlan) error {
 
 	// model answers.
 	aid := "lc_run--" + d.uuid4()
-	answer, err := lgwrite.EncodeMsgpack(lgwrite.AIMessageWith(aid,
+	answer, err := write.EncodeMsgpack(write.AIMessageWith(aid,
 		fmt.Sprintf("Turn %d: done; the workspace holds %d files.", n, len(d.fileOrder)), nil,
-		lgwrite.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "stop"}},
-		lgwrite.Map{{Key: "input_tokens", Value: 2100 + 60*n}, {Key: "output_tokens", Value: 30}, {Key: "total_tokens", Value: 2130 + 60*n}}))
+		write.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "stop"}},
+		write.Map{{Key: "input_tokens", Value: 2100 + 60*n}, {Key: "output_tokens", Value: 30}, {Key: "total_tokens", Value: 2130 + 60*n}}))
 	if err != nil {
 		return err
 	}
@@ -567,7 +567,7 @@ func (d *deepThread) addMessage(typ, id string, enc []byte) {
 // ToolMessage, and the change to the thread's state once applied.
 type toolResult struct {
 	tool      string
-	args      lgwrite.Map
+	args      write.Map
 	channel   string
 	update    []byte
 	messageID string
@@ -594,27 +594,27 @@ func (d *deepThread) prepare(n int, c call, callID string) (*toolResult, error) 
 		next = &deepFile{rev: rev}
 		next.content, next.status = d.fileContent(c.path, n, rev)
 		content = next.content
-		res.args = lgwrite.Map{{Key: "file_path", Value: c.path}, {Key: "content", Value: content}}
+		res.args = write.Map{{Key: "file_path", Value: c.path}, {Key: "content", Value: content}}
 		text = "Updated file " + c.path
 	case edit:
 		res.tool = "edit_file"
 		next = &deepFile{rev: old.rev + 1, created: old.created}
 		next.status = fmt.Sprintf("%srevision %d, turn %d, checked %s", statusLabel, next.rev, n, d.hex(3))
 		next.content = strings.Replace(old.content, old.status, next.status, 1)
-		res.args = lgwrite.Map{{Key: "file_path", Value: c.path}, {Key: "old_string", Value: old.status}, {Key: "new_string", Value: next.status}}
+		res.args = write.Map{{Key: "file_path", Value: c.path}, {Key: "old_string", Value: old.status}, {Key: "new_string", Value: next.status}}
 		text = fmt.Sprintf("Successfully replaced 1 instance(s) of the string in '%s'", c.path)
 	case remove:
 		res.tool = "delete"
-		res.args = lgwrite.Map{{Key: "file_path", Value: c.path}}
+		res.args = write.Map{{Key: "file_path", Value: c.path}}
 		text = "Deleted " + c.path
 	case survey:
 		res.tool, res.channel = surveyTool, stateChan
-		res.args = lgwrite.Map{{Key: "gauge", Value: c.key[strings.LastIndexByte(c.key, '/')+1:]}}
+		res.args = write.Map{{Key: "gauge", Value: c.key[strings.LastIndexByte(c.key, '/')+1:]}}
 		text = "[state updated: " + c.key + "]"
 	}
 	res.finish = func(now time.Time) error {
 		var err error
-		if res.message, err = lgwrite.EncodeMsgpack(lgwrite.ToolMessage(res.messageID, text, res.tool, callID)); err != nil {
+		if res.message, err = write.EncodeMsgpack(write.ToolMessage(res.messageID, text, res.tool, callID)); err != nil {
 			return err
 		}
 		switch {
@@ -626,15 +626,15 @@ func (d *deepThread) prepare(n int, c call, callID string) (*toolResult, error) 
 			res.apply = func() { d.dropFile(c.path) }
 			return nil
 		}
-		ts := lgwrite.IsoFormat(now)
+		ts := write.IsoFormat(now)
 		if next.created == "" {
 			next.created = ts
 			if old != nil { // write_file over a file keeps its creation time
 				next.created = old.created
 			}
 		}
-		fd := lgwrite.Map{{Key: "content", Value: next.content}, {Key: "encoding", Value: "utf-8"}, {Key: "created_at", Value: next.created}, {Key: "modified_at", Value: ts}}
-		if next.enc, err = lgwrite.EncodeMsgpack(fd); err != nil {
+		fd := write.Map{{Key: "content", Value: next.content}, {Key: "encoding", Value: "utf-8"}, {Key: "created_at", Value: next.created}, {Key: "modified_at", Value: ts}}
+		if next.enc, err = write.EncodeMsgpack(fd); err != nil {
 			return err
 		}
 		if d.opt.KeepDetail {
@@ -697,16 +697,16 @@ func (d *deepThread) surveyUpdate(n int, key string) ([]byte, func(), error) {
 		readings[i] = round7(0.5 + 2*d.rng.Float64())
 	}
 	gauge := key[strings.LastIndexByte(key, '/')+1:]
-	value := lgwrite.Map{{Key: "gauge", Value: gauge}, {Key: "level_m", Value: readings[len(readings)-1]}, {Key: "readings", Value: readings}}
-	entry := lgwrite.Map{
+	value := write.Map{{Key: "gauge", Value: gauge}, {Key: "level_m", Value: readings[len(readings)-1]}, {Key: "readings", Value: readings}}
+	entry := write.Map{
 		{Key: "value", Value: value},
 		{Key: "tool", Value: surveyTool},
 		{Key: "seq", Value: seq},
-		{Key: "inputs", Value: lgwrite.Map{{Key: "gauge", Value: "model"}}},
+		{Key: "inputs", Value: write.Map{{Key: "gauge", Value: "model"}}},
 		{Key: "turn", Value: n},
 		{Key: "turns_written", Value: turns},
 	}
-	enc, err := lgwrite.EncodeMsgpack(entry)
+	enc, err := write.EncodeMsgpack(entry)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -780,7 +780,7 @@ func (d *deepThread) emitDeep(source string, inline map[string]any, tasks []task
 			c[0]++
 		}
 		if _, has := d.versions[ch]; has && c[0] >= d.dp.SnapshotFrequency {
-			blob, err := lgwrite.EncodeMsgpack(lgwrite.DeltaSnapshot{Value: lgwrite.Raw(d.deltaValue(ch))})
+			blob, err := write.EncodeMsgpack(write.DeltaSnapshot{Value: write.Raw(d.deltaValue(ch))})
 			if err != nil {
 				panic(err) // a Raw value cannot fail
 			}
@@ -821,7 +821,7 @@ func (d *deepThread) emitDeep(source string, inline map[string]any, tasks []task
 	cp := mustJSON(map[string]any{
 		"v":                4,
 		"id":               id,
-		"ts":               lgwrite.IsoFormat(d.now),
+		"ts":               write.IsoFormat(d.now),
 		"versions_seen":    seen,
 		"channel_values":   inline,
 		"channel_versions": versions,

@@ -43,7 +43,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/write"
 )
 
 // Params shape one thread.
@@ -418,7 +418,7 @@ func (t *thread) rewind(at threadAt) {
 func (t *thread) turn(n, rounds int) error {
 	t.now = t.now.Add(45 * time.Second)
 	question := fmt.Sprintf("Turn %d: how does the region outline compare with the one you found earlier?", n)
-	human, err := lgwrite.EncodeMsgpack(lgwrite.HumanMessage(t.uuid4(), question))
+	human, err := write.EncodeMsgpack(write.HumanMessage(t.uuid4(), question))
 	if err != nil {
 		return err
 	}
@@ -451,11 +451,11 @@ func (t *thread) turn(n, rounds int) error {
 		} else {
 			t.rr++
 		}
-		args := lgwrite.Map{{Key: "regions", Value: target}, {Key: "vertices", Value: t.points()}}
-		aiCall, err := lgwrite.EncodeMsgpack(lgwrite.AIMessageWith("lc_run--"+t.uuid4(), "",
-			[]lgwrite.ToolCall{{Name: "sketch_polygon", Args: args, ID: call}},
-			lgwrite.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "tool_calls"}},
-			lgwrite.Map{{Key: "input_tokens", Value: 900 + 40*n}, {Key: "output_tokens", Value: 32}, {Key: "total_tokens", Value: 932 + 40*n}}))
+		args := write.Map{{Key: "regions", Value: target}, {Key: "vertices", Value: t.points()}}
+		aiCall, err := write.EncodeMsgpack(write.AIMessageWith("lc_run--"+t.uuid4(), "",
+			[]write.ToolCall{{Name: "sketch_polygon", Args: args, ID: call}},
+			write.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "tool_calls"}},
+			write.Map{{Key: "input_tokens", Value: 900 + 40*n}, {Key: "output_tokens", Value: 32}, {Key: "total_tokens", Value: 932 + 40*n}}))
 		if err != nil {
 			return err
 		}
@@ -470,7 +470,7 @@ func (t *thread) turn(n, rounds int) error {
 		t.putMessages()
 
 		// tools is triggered: it answers and rewrites tool_state.
-		toolMsg, err := lgwrite.EncodeMsgpack(lgwrite.ToolMessage(t.uuid4(), "[state updated: "+joinKeys(target)+"]", "sketch_polygon", call))
+		toolMsg, err := write.EncodeMsgpack(write.ToolMessage(t.uuid4(), "[state updated: "+joinKeys(target)+"]", "sketch_polygon", call))
 		if err != nil {
 			return err
 		}
@@ -495,10 +495,10 @@ func (t *thread) turn(n, rounds int) error {
 	}
 
 	// agent is triggered: it answers.
-	answer, err := lgwrite.EncodeMsgpack(lgwrite.AIMessageWith("lc_run--"+t.uuid4(),
+	answer, err := write.EncodeMsgpack(write.AIMessageWith("lc_run--"+t.uuid4(),
 		fmt.Sprintf("Turn %d: the outline now has %d vertices; the earlier one is still in session state.", n, t.points()), nil,
-		lgwrite.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "stop"}},
-		lgwrite.Map{{Key: "input_tokens", Value: 1000 + 40*n}, {Key: "output_tokens", Value: 24}, {Key: "total_tokens", Value: 1024 + 40*n}}))
+		write.Map{{Key: "model_name", Value: "bench-model"}, {Key: "finish_reason", Value: "stop"}},
+		write.Map{{Key: "input_tokens", Value: 1000 + 40*n}, {Key: "output_tokens", Value: 24}, {Key: "total_tokens", Value: 1024 + 40*n}}))
 	if err != nil {
 		return err
 	}
@@ -560,7 +560,7 @@ func (t *thread) emit(source string, inline map[string]any, writes []pendingWrit
 	cp, err := json.Marshal(map[string]any{
 		"v":                4,
 		"id":               id,
-		"ts":               lgwrite.IsoFormat(t.now),
+		"ts":               write.IsoFormat(t.now),
 		"versions_seen":    seen,
 		"channel_values":   inline,
 		"channel_versions": versions,
@@ -638,15 +638,15 @@ func (t *thread) rewrite(n int, target []string) ([]byte, func(), error) {
 			turns++
 		}
 		feature := t.feature(k, n)
-		entry := lgwrite.Map{
+		entry := write.Map{
 			{Key: "value", Value: feature},
 			{Key: "tool", Value: "sketch_polygon"},
 			{Key: "seq", Value: seq},
-			{Key: "inputs", Value: lgwrite.Map{{Key: "region", Value: "model"}, {Key: "vertices", Value: "model"}}},
+			{Key: "inputs", Value: write.Map{{Key: "region", Value: "model"}, {Key: "vertices", Value: "model"}}},
 			{Key: "turn", Value: n},
 			{Key: "turns_written", Value: turns},
 		}
-		enc, err := lgwrite.EncodeMsgpack(entry)
+		enc, err := write.EncodeMsgpack(entry)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -710,7 +710,7 @@ func (t *thread) points() int {
 
 // feature is a closed GeoJSON polygon of points() vertices around a
 // centre that depends on the key and the turn.
-func (t *thread) feature(key string, n int) lgwrite.Map {
+func (t *thread) feature(key string, n int) write.Map {
 	pts := t.points()
 	ring := make([][2]float64, pts)
 	lon0 := -3 + 6*t.rng.Float64()
@@ -721,21 +721,21 @@ func (t *thread) feature(key string, n int) lgwrite.Map {
 		ring[i] = [2]float64{round7(lon0 + 1.2*r*math.Cos(a)), round7(lat0 + 0.5*r*math.Sin(a))}
 	}
 	ring[pts-1] = ring[0]
-	return lgwrite.Map{
+	return write.Map{
 		{Key: "type", Value: "Feature"},
-		{Key: "properties", Value: lgwrite.Map{{Key: "name", Value: key}, {Key: "turn", Value: n}, {Key: "vertices", Value: pts}}},
-		{Key: "geometry", Value: lgwrite.Map{{Key: "type", Value: "Polygon"}, {Key: "coordinates", Value: [][][2]float64{ring}}}},
+		{Key: "properties", Value: write.Map{{Key: "name", Value: key}, {Key: "turn", Value: n}, {Key: "vertices", Value: pts}}},
+		{Key: "geometry", Value: write.Map{{Key: "type", Value: "Polygon"}, {Key: "coordinates", Value: [][][2]float64{ring}}}},
 	}
 }
 
 func round7(f float64) float64 { return math.Round(f*1e7) / 1e7 }
 
 // plainFeature is a feature as JSON-like data.
-func plainFeature(m lgwrite.Map) map[string]any {
+func plainFeature(m write.Map) map[string]any {
 	out := map[string]any{}
 	for _, f := range m {
 		switch v := f.Value.(type) {
-		case lgwrite.Map:
+		case write.Map:
 			out[f.Key] = plainFeature(v)
 		case [][][2]float64:
 			rings := make([]any, len(v))
@@ -832,7 +832,7 @@ func mapHeader(n int) []byte {
 }
 
 func mustEncode(v any) []byte {
-	b, err := lgwrite.EncodeMsgpack(v)
+	b, err := write.EncodeMsgpack(v)
 	if err != nil {
 		panic(err)
 	}

@@ -5,9 +5,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/historyd/historyd/langgraph/codec"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // memSink keeps what the generator writes.
@@ -82,7 +82,7 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 					if !ok {
 						t.Fatalf("checkpoint %s: no messages blob for version %s", id, v)
 					}
-					msgs, err := lgcodec.ReadMessages("msgpack", blob, lgcodec.Limits{}, lgcodec.Humans)
+					msgs, err := codec.ReadMessages("msgpack", blob, codec.Limits{}, codec.Humans)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -107,7 +107,7 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 					}
 					continue
 				}
-				got, _, err := lgcodec.Decode("msgpack", m.blobs[[2]string{"tool_state", v}], lgcodec.Limits{})
+				got, _, err := codec.Decode("msgpack", m.blobs[[2]string{"tool_state", v}], codec.Limits{})
 				if err != nil {
 					t.Fatal(err)
 				}

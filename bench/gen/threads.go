@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 )
 
 // ManyThreads is the store the Threads measurement lists: N threads in a
@@ -69,7 +69,7 @@ func (m ManyThreads) Exists(ctx context.Context, conn *pgx.Conn) (bool, error) {
 func (m ManyThreads) Write(ctx context.Context, conn *pgx.Conn) error {
 	q := pgx.Identifier{m.Schema}.Sanitize()
 	stmts := []string{`DROP SCHEMA IF EXISTS ` + q + ` CASCADE`, `CREATE SCHEMA ` + q}
-	stmts = append(stmts, lgsaver.PostgresPython.DDL(q)...)
+	stmts = append(stmts, saver.PostgresPython.DDL(q)...)
 	stmts = append(stmts, fmt.Sprintf(`INSERT INTO %[1]s.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata)
 SELECT tid, '', cid, lag(cid) OVER (PARTITION BY tid ORDER BY k), NULL,
   jsonb_build_object('v', 4, 'id', cid, 'ts', to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'),

@@ -27,7 +27,7 @@ import (
 	"github.com/historyd/historyd/bench/load"
 	"github.com/historyd/historyd/bench/prof"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 )
 
 // restart is one restart done during the run.
@@ -467,7 +467,7 @@ func logf(format string, args ...any) {
 // setupTables creates LangGraph.js's PostgresSaver tables in the DSN's
 // search_path, empties them, and lets role read them.
 func setupTables(ctx context.Context, db *pgxpool.Pool, role string) error {
-	stmts := lgsaver.PostgresJS.DDL("")
+	stmts := saver.PostgresJS.DDL("")
 	stmts = append(stmts, "TRUNCATE checkpoints, checkpoint_blobs, checkpoint_writes")
 	r := pgx.Identifier{role}.Sanitize()
 	stmts = append(stmts, "GRANT USAGE ON SCHEMA public TO "+r, "GRANT SELECT ON checkpoints, checkpoint_blobs, checkpoint_writes TO "+r)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -93,7 +93,7 @@ func (r *registry) threads() []*thread {
 // database restarts (every statement lgsaver writes is idempotent).
 type writer struct {
 	db      *pgxpool.Pool
-	lg      *lgsaver.Writer
+	lg      *saver.Writer
 	reg     *registry
 	cfg     config
 	gen     int
@@ -103,7 +103,7 @@ type writer struct {
 
 func newWriter(db *pgxpool.Pool, reg *registry, cfg config) *writer {
 	w := &writer{db: db, reg: reg, cfg: cfg}
-	w.lg = lgsaver.NewWriter(lgsaver.PostgresJS, w.exec, "")
+	w.lg = saver.NewWriter(saver.PostgresJS, w.exec, "")
 	return w
 }
 
@@ -142,7 +142,7 @@ func (w *writer) err() error {
 
 // Put and Delete make the writer a storetest.Writer, so that storetest's
 // Builder writes the conversations.
-func (w *writer) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
+func (w *writer) Put(ref backend.Ref, cp saver.Checkpoint) {
 	w.fail(w.lg.Put(context.Background(), ref.ThreadID, ref.Namespace, cp))
 }
 

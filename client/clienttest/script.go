@@ -14,8 +14,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -76,16 +76,16 @@ func NewScript(w storetest.Writer, ref backend.Ref, prefix string) *Script {
 // put writes the next checkpoint.
 func (s *Script) put(source string) {
 	id := fmt.Sprintf("%s-%06d", s.prefix, s.step)
-	values := lgwrite.Map{{Key: "messages", Value: slices.Clone(s.msgs)}}
+	values := write.Map{{Key: "messages", Value: slices.Clone(s.msgs)}}
 	if len(s.state) > 0 {
-		values = append(values, lgwrite.Field{Key: "tool_state", Value: s.state})
+		values = append(values, write.Field{Key: "tool_state", Value: s.state})
 	}
 	for _, ch := range slices.Sorted(maps.Keys(s.channels)) {
-		values = append(values, lgwrite.Field{Key: ch, Value: s.channels[ch]})
+		values = append(values, write.Field{Key: ch, Value: s.channels[ch]})
 	}
-	s.w.Put(s.ref, lgsaver.Checkpoint{
+	s.w.Put(s.ref, saver.Checkpoint{
 		ID: id, Parent: s.parent, TS: storetest.Base.Add(time.Duration(s.step) * time.Second), Values: values,
-		Metadata: lgwrite.Map{{Key: "source", Value: source}, {Key: "step", Value: s.step - 1}},
+		Metadata: write.Map{{Key: "source", Value: source}, {Key: "step", Value: s.step - 1}},
 	})
 	s.written = append(s.written, id)
 	s.parent = id
@@ -93,7 +93,7 @@ func (s *Script) put(source string) {
 }
 
 // message appends m with a fresh id and returns it.
-func (s *Script) message(m lgwrite.Message) lgwrite.Message {
+func (s *Script) message(m write.Message) write.Message {
 	m.ID = fmt.Sprintf("%s-msg-%d", s.prefix, s.nmsg)
 	s.nmsg++
 	s.msgs = append(s.msgs, m)
@@ -105,17 +105,17 @@ func (s *Script) message(m lgwrite.Message) lgwrite.Message {
 func (s *Script) Run(in Input) string {
 	var asked []any
 	for _, q := range in.Asked {
-		asked = append(asked, s.message(lgwrite.Human("", q)))
+		asked = append(asked, s.message(write.Human("", q)))
 	}
 	s.asked += len(in.Asked)
 	s.put("input")
 	if in.Summary != "" {
 		s.msgs = nil
-		s.message(lgwrite.Message{Type: "human", Content: in.Summary, AdditionalKwargs: map[string]any{"lc_source": "summarization"}})
+		s.message(write.Message{Type: "human", Content: in.Summary, AdditionalKwargs: map[string]any{"lc_source": "summarization"}})
 		s.msgs = append(s.msgs, asked...)
 		s.put("loop")
 	}
-	s.message(lgwrite.AI("", "calling tools"))
+	s.message(write.AI("", "calling tools"))
 	s.put("loop")
 	if len(in.State)+len(in.Merge)+len(in.Replace) > 0 {
 		next := maps.Clone(s.state)
@@ -139,10 +139,10 @@ func (s *Script) Run(in Input) string {
 			s.channels[ch] = merged
 		}
 		maps.Copy(s.channels, in.Replace)
-		s.message(lgwrite.Tool("", "done", "sketch_area", "call"))
+		s.message(write.Tool("", "done", "sketch_area", "call"))
 		s.put("loop")
 	}
-	s.message(lgwrite.AI("", "answer"))
+	s.message(write.AI("", "answer"))
 	s.put("loop")
 	return s.parent
 }

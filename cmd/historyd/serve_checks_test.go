@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/historyd/historyd/auth"
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -40,7 +40,7 @@ func TestServeWarnsOfUnorderedPrefixes(t *testing.T) {
 	}
 
 	icu := storetest.PostgresDatabase(t, storetest.PostgresLocales[1])
-	admin, schema, ro := storetest.PostgresSchema(t, icu, lgsaver.PostgresPython)
+	admin, schema, ro := storetest.PostgresSchema(t, icu, saver.PostgresPython)
 	log := serve(t, ro, schema, tokens(t, confined))
 	if n := strings.Count(log, warning); n != 1 || !strings.Contains(log, `CREATE INDEX CONCURRENTLY ON `) ||
 		!strings.Contains(log, `thread_id COLLATE \"C\"`) || !strings.Contains(log, `docs/deploy.md (\"Listing threads\")`) {
@@ -57,7 +57,7 @@ func TestServeWarnsOfUnorderedPrefixes(t *testing.T) {
 		t.Errorf("ICU with the index: warned:\n%s", log)
 	}
 
-	_, schema, ro = storetest.PostgresSchema(t, storetest.PostgresDSN(t), lgsaver.PostgresPython)
+	_, schema, ro = storetest.PostgresSchema(t, storetest.PostgresDSN(t), saver.PostgresPython)
 	if log := serve(t, ro, schema, tokens(t, confined)); strings.Contains(log, warning) {
 		t.Errorf("C: warned:\n%s", log)
 	}

@@ -3,7 +3,7 @@
 // storage implements (store/postgres, store/sqlite, storetest's memory),
 // the rows, blobs and queries it exchanges, and the errors it marks
 // failures with. A backend answers queries with rows and bytes and nothing
-// more: what the bytes mean is store/lgcodec's, and turns, caching and
+// more: what the bytes mean is langgraph/codec's, and turns, caching and
 // projection are package store's, above it, once for every backend.
 //
 // This file is the whole contract; the package's other files are helpers
@@ -31,7 +31,7 @@ type Ref struct {
 }
 
 // Row is one checkpoint as a backend read it, not parsed: what its bytes
-// say is lgcodec's to read (lgcodec.ParseCheckpoint, ParseMetadata).
+// say is lgcodec's to read (codec.ParseCheckpoint, ParseMetadata).
 type Row struct {
 	// ID is the checkpoint id. Ids are time-ordered, so comparing them as
 	// strings orders checkpoints by time of writing.
@@ -42,7 +42,7 @@ type Row struct {
 	Parent string
 	// Checkpoint is the stored checkpoint, or the part of it the backend
 	// selected, in the serializer Checkpoint.Type names: a SqliteSaver row
-	// is the whole checkpoint (lgcodec.TypeMsgpack or TypeJSON); a
+	// is the whole checkpoint (format.TypeMsgpack or TypeJSON); a
 	// PostgresSaver row is projected to its "ts" and "channel_versions"
 	// (TypeJSON).
 	Checkpoint Blob
@@ -53,8 +53,8 @@ type Row struct {
 
 // Blob is one stored value, still encoded as the saver stored it.
 type Blob struct {
-	// Type is the saver's serializer name (lgcodec.TypeMsgpack,
-	// lgcodec.TypeJSON, ...), or lgcodec.TypeEmpty when the channel has
+	// Type is the saver's serializer name (format.TypeMsgpack,
+	// format.TypeJSON, ...), or format.TypeEmpty when the channel has
 	// no value at the checkpoint. Types historyd refuses to decode, such
 	// as "pickle", are passed on for the decoder to refuse.
 	Type string
@@ -206,7 +206,7 @@ type Backend interface {
 	// EachValue hands fn channel's value at each checkpoint of ids: its
 	// index in ids and the value, in any order, exactly once per index. A
 	// checkpoint where the channel has no value gets a Blob of type
-	// lgcodec.TypeEmpty; one that no longer exists a Missing Blob.
+	// format.TypeEmpty; one that no longer exists a Missing Blob.
 	EachValue(ctx context.Context, ref Ref, channel string, ids []string, fn func(i int, b Blob) error) error
 	// EachWrite hands fn every write to channel attached to the checkpoints
 	// of ids, in any order.

@@ -24,8 +24,8 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Config configures a Backend.
@@ -448,8 +448,8 @@ func (r *rowCols) rawJSON(rows pgx.Rows, i int) {
 func (r rowCols) row() backend.Row {
 	out := backend.Row{
 		ID:         r.id,
-		Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: r.checkpoint},
-		Metadata:   backend.Blob{Type: lgcodec.TypeJSON, Data: r.metadata},
+		Checkpoint: backend.Blob{Type: format.TypeJSON, Data: r.checkpoint},
+		Metadata:   backend.Blob{Type: format.TypeJSON, Data: r.metadata},
 	}
 	if r.parent != nil {
 		out.Parent = *r.parent
@@ -487,16 +487,16 @@ func (b *Backend) eachValue(ctx context.Context, ref backend.Ref, channel string
 		seen[id] = true
 		var blob backend.Blob
 		switch {
-		case typ != nil && *typ != lgcodec.TypeEmpty:
+		case typ != nil && *typ != format.TypeEmpty:
 			data, err := bytea(rows, 2)
 			if err != nil {
 				return b.classify(ctx, err)
 			}
 			blob = backend.Blob{Type: *typ, Data: data}
 		case inline != nil:
-			blob = backend.Blob{Type: lgcodec.TypeJSON, Data: inline}
+			blob = backend.Blob{Type: format.TypeJSON, Data: inline}
 		default:
-			blob = backend.Blob{Type: lgcodec.TypeEmpty}
+			blob = backend.Blob{Type: format.TypeEmpty}
 		}
 		for _, i := range at[id] {
 			if err := fn(i, blob); err != nil {

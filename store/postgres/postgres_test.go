@@ -18,32 +18,32 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/historyd/historyd/internal/syncbuf"
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
 // newWriter writes checkpoints into schema in saver's layout, through the
 // admin connection, failing t on errors.
-func newWriter(t *testing.T, admin *pgxpool.Pool, schema string, saver lgsaver.Saver) *storetest.SaverWriter {
-	return storetest.NewPostgresWriter(t, admin, schema, saver)
+func newWriter(t *testing.T, admin *pgxpool.Pool, schema string, layout saver.Saver) *storetest.SaverWriter {
+	return storetest.NewPostgresWriter(t, admin, schema, layout)
 }
 
 // newSchema creates a fresh schema holding empty LangGraph tables, and a
 // role that may only SELECT from them.
 func newSchema(t *testing.T) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	t.Helper()
-	return newSchemaFor(t, lgsaver.PostgresPython)
+	return newSchemaFor(t, saver.PostgresPython)
 }
 
 // newSchemaFor is newSchema with the tables as saver's migrations leave
 // them.
-func newSchemaFor(t *testing.T, saver lgsaver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
+func newSchemaFor(t *testing.T, layout saver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	t.Helper()
-	return storetest.PostgresSchema(t, storetest.PostgresDSN(t), saver)
+	return storetest.PostgresSchema(t, storetest.PostgresDSN(t), layout)
 }
 
 func openBackend(t *testing.T, dsn, schema string, channels ...string) *Backend {
@@ -64,21 +64,21 @@ func openBackend(t *testing.T, dsn, schema string, channels ...string) *Backend 
 // --pooler gives, and in transaction mode also with the DSN choosing the
 // simple protocol (text-format results) itself.
 func TestSuite(t *testing.T) {
-	for _, saver := range []lgsaver.Saver{lgsaver.PostgresPython, lgsaver.PostgresJS} {
+	for _, layout := range []saver.Saver{saver.PostgresPython, saver.PostgresJS} {
 		for name, channels := range map[string][]string{"the channels read": {"messages", "tool_state", "files", store.SavedValueChannel}, "all channels": nil} {
-			t.Run(saver.String()+"/"+name, func(t *testing.T) {
+			t.Run(layout.String()+"/"+name, func(t *testing.T) {
 				storetest.Run(t, func(t *testing.T) (backend.Backend, storetest.Writer) {
-					admin, schema, ro := newSchemaFor(t, saver)
-					return openBackend(t, ro, schema, channels...), newWriter(t, admin, schema, saver)
+					admin, schema, ro := newSchemaFor(t, layout)
+					return openBackend(t, ro, schema, channels...), newWriter(t, admin, schema, layout)
 				})
 			})
 		}
 		for _, via := range pooled {
-			t.Run(saver.String()+"/"+via.name, func(t *testing.T) {
+			t.Run(layout.String()+"/"+via.name, func(t *testing.T) {
 				storetest.Run(t, func(t *testing.T) (backend.Backend, storetest.Writer) {
-					admin, schema, _ := newSchemaFor(t, saver)
+					admin, schema, _ := newSchemaFor(t, layout)
 					dsn := pooledDSN(t, admin, schema, via.env, via.query)
-					return openPooled(t, dsn, schema, via.pooler, "messages", "tool_state", "files", store.SavedValueChannel), newWriter(t, admin, schema, saver)
+					return openPooled(t, dsn, schema, via.pooler, "messages", "tool_state", "files", store.SavedValueChannel), newWriter(t, admin, schema, layout)
 				})
 			})
 		}
@@ -146,7 +146,7 @@ func openPooled(t *testing.T, dsn, schema string, pooler Pooler, channels ...str
 // PgBouncer in session mode, nothing is taken for a transaction pooler.
 func TestPoolerUnderConcurrency(t *testing.T) {
 	admin, schema, ro := newSchema(t)
-	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
+	w := newWriter(t, admin, schema, saver.PostgresPython)
 	ref := backend.Ref{ThreadID: "pooled"}
 	written := storetest.Build(w, ref, storetest.Demo)
 	var ids []string
@@ -234,7 +234,7 @@ func TestPoolerUnderConcurrency(t *testing.T) {
 // pooler-safe, and answers; so does the plan the benchmark reads.
 func TestPoolerSignOnThreads(t *testing.T) {
 	admin, schema, _ := newSchema(t)
-	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
+	w := newWriter(t, admin, schema, saver.PostgresPython)
 	storetest.Build(w, backend.Ref{ThreadID: "listed"}, storetest.Demo[:1])
 	ctx := context.Background()
 	for _, read := range []struct {
@@ -350,14 +350,14 @@ func readAllErr(b *Backend, ref backend.Ref, ids []string) (string, error) {
 // cannot be are refused when the backend is opened.
 func TestChannelNames(t *testing.T) {
 	admin, schema, ro := newSchema(t)
-	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
+	w := newWriter(t, admin, schema, saver.PostgresPython)
 	ref := backend.Ref{ThreadID: "quoted"}
 	storetest.Build(w, ref, storetest.Demo[:1])
 	b := openBackend(t, ro, schema, "it's", "messages")
 	n := 0
 	_, err := b.List(context.Background(), ref, backend.Query{}, func(r backend.Row) error {
 		n++
-		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
+		cp, err := codec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 		if err != nil {
 			return err
 		}
@@ -379,11 +379,11 @@ func TestChannelNames(t *testing.T) {
 func TestInlineAndEmptyValues(t *testing.T) {
 	admin, schema, ro := newSchema(t)
 	b := openBackend(t, ro, schema)
-	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
+	w := newWriter(t, admin, schema, saver.PostgresPython)
 	ref := backend.Ref{ThreadID: "inline"}
-	w.Put(ref, lgsaver.Checkpoint{ID: "c1", TS: time.Now(), Values: lgwrite.Map{
+	w.Put(ref, saver.Checkpoint{ID: "c1", TS: time.Now(), Values: write.Map{
 		{Key: "title", Value: "Severn"}, {Key: "count", Value: 3.5}, {Key: "tool_state", Value: map[string]any{"a": 1.0}},
-		{Key: "snapshot", Value: lgwrite.DeltaSnapshot{Value: []any{"x"}}},
+		{Key: "snapshot", Value: write.DeltaSnapshot{Value: []any{"x"}}},
 	}})
 	ctx := context.Background()
 	// An "empty" blob row with an inline value falls back to the inline
@@ -391,8 +391,8 @@ func TestInlineAndEmptyValues(t *testing.T) {
 	if _, err := admin.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.checkpoint_blobs VALUES ('inline', '', 'title', (SELECT checkpoint->'channel_versions'->>'title' FROM %[1]s.checkpoints WHERE checkpoint_id = 'c1'), 'empty', NULL)`, pgx.Identifier{schema}.Sanitize())); err != nil {
 		t.Fatal(err)
 	}
-	ts, _ := lgwrite.EncodeMsgpack(map[string]any{"a": 1.0})
-	snap, _ := lgwrite.EncodeMsgpack(lgwrite.DeltaSnapshot{Value: []any{"x"}})
+	ts, _ := write.EncodeMsgpack(map[string]any{"a": 1.0})
+	snap, _ := write.EncodeMsgpack(write.DeltaSnapshot{Value: []any{"x"}})
 	for _, tt := range []struct {
 		channel, typ, data string
 	}{
@@ -456,7 +456,7 @@ func TestPingWithoutGrants(t *testing.T) {
 	if !errors.Is(err, backend.ErrNotCheckpointStore) || !strings.Contains(err.Error(), "SELECT") {
 		t.Errorf("Ping without SELECT on checkpoint_blobs = %v; want ErrNotCheckpointStore saying to grant SELECT", err)
 	}
-	w := newWriter(t, admin, schema, lgsaver.PostgresPython)
+	w := newWriter(t, admin, schema, saver.PostgresPython)
 	storetest.Build(w, backend.Ref{ThreadID: "t"}, storetest.Demo[:1])
 	_, err = store.New(store.Config{Backend: b}).History(context.Background(), backend.Ref{ThreadID: "t"})
 	if !errors.Is(err, backend.ErrNotCheckpointStore) {
@@ -470,7 +470,7 @@ func TestPingWithoutGrants(t *testing.T) {
 func TestHostileThreadIDs(t *testing.T) {
 	admin, schema, ro := newSchema(t)
 	b := openBackend(t, ro, schema)
-	w := newWriter(t, admin, schema, lgsaver.PostgresJS)
+	w := newWriter(t, admin, schema, saver.PostgresJS)
 	st := store.New(store.Config{Backend: b})
 	ids := []string{
 		`'; DROP TABLE checkpoints; --`, `" OR 1=1 --`, `\'`, `%`, `_`, `$1`, "tab\tnew\nline",

@@ -19,7 +19,7 @@ import (
 	"github.com/historyd/historyd/auth"
 	"github.com/historyd/historyd/auth/authtest"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
@@ -44,8 +44,8 @@ func TestThreadsOfOneTenantAmongAnother(t *testing.T) {
 	for _, l := range storetest.PostgresLocales {
 		t.Run(l.Name, func(t *testing.T) {
 			dsn := storetest.PostgresDatabase(t, l)
-			admin, schema, ro := storetest.PostgresSchema(t, dsn, lgsaver.PostgresPython)
-			w := storetest.NewPostgresWriter(t, admin, schema, lgsaver.PostgresPython)
+			admin, schema, ro := storetest.PostgresSchema(t, dsn, saver.PostgresPython)
+			w := storetest.NewPostgresWriter(t, admin, schema, saver.PostgresPython)
 			for i, id := range []string{"acme/alpha", "acme/beta", "acme/gamma"} {
 				storetest.PutThread(w, backend.Ref{ThreadID: id}, storetest.Base.Add(time.Duration(i)*time.Hour), 2)
 			}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Listing threads. LangGraph's checkpoints table has the primary key
@@ -306,8 +306,8 @@ func (b *Backend) walkThreads(ctx context.Context, stmt string, args []any, w *b
 			continue
 		}
 		err := fn(backend.ThreadRow{ThreadID: tid, Count: n,
-			First: backend.Row{ID: *firstID, Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: first}},
-			Last:  backend.Row{ID: *lastID, Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: last}},
+			First: backend.Row{ID: *firstID, Checkpoint: backend.Blob{Type: format.TypeJSON, Data: first}},
+			Last:  backend.Row{ID: *lastID, Checkpoint: backend.Blob{Type: format.TypeJSON, Data: last}},
 		})
 		if err != nil {
 			return err

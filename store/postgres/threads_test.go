@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
@@ -32,7 +32,7 @@ func TestThreadsUnderOtherCollations(t *testing.T) {
 		bytewise bool
 	}{{"und-x-icu", false}, {"en-x-icu", false}, {"C", true}, {"C.utf8", true}, {"ucs_basic", true}} {
 		t.Run(coll.name, func(t *testing.T) {
-			admin, schema, ro := newSchemaFor(t, lgsaver.PostgresPython)
+			admin, schema, ro := newSchemaFor(t, saver.PostgresPython)
 			ctx := context.Background()
 			var exists bool
 			if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = $1)`, coll.name).Scan(&exists); err != nil || !exists {
@@ -46,7 +46,7 @@ func TestThreadsUnderOtherCollations(t *testing.T) {
 				}
 			}
 			exec(fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN thread_id TYPE text COLLATE %s`, cp, pgx.Identifier{coll.name}.Sanitize()))
-			w := newWriter(t, admin, schema, lgsaver.PostgresPython)
+			w := newWriter(t, admin, schema, saver.PostgresPython)
 			for i, id := range ids {
 				storetest.PutThread(w, backend.Ref{ThreadID: id}, storetest.Base.Add(time.Duration(i)*time.Minute), 1+i%2)
 			}
@@ -143,7 +143,7 @@ func TestThreadsSuiteUnderCollations(t *testing.T) {
 		t.Run(l.Name, func(t *testing.T) {
 			dsn := storetest.PostgresDatabase(t, l)
 			storetest.RunThreads(t, func(t *testing.T) (backend.Backend, storetest.Writer) {
-				admin, schema, ro := storetest.PostgresSchema(t, dsn, lgsaver.PostgresPython)
+				admin, schema, ro := storetest.PostgresSchema(t, dsn, saver.PostgresPython)
 				if !l.Bytewise {
 					// The optional migration docs/deploy.md describes,
 					// without which a listing under prefixes is refused.
@@ -152,7 +152,7 @@ func TestThreadsSuiteUnderCollations(t *testing.T) {
 						t.Fatalf("%s: %v", stmt, err)
 					}
 				}
-				return openBackend(t, ro, schema), newWriter(t, admin, schema, lgsaver.PostgresPython)
+				return openBackend(t, ro, schema), newWriter(t, admin, schema, saver.PostgresPython)
 			})
 		})
 	}

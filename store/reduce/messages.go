@@ -1,11 +1,14 @@
 package reduce
 
-import "github.com/historyd/historyd/store/lgcodec"
+import (
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/format"
+)
 
 // Messages folds writes to a messages DeltaChannel into its list, as
 // DeltaChannel.replay_writes and LangGraph's _messages_delta_reducer (which
 // deepagents copies) do over the messages as historyd reads them
-// (lgcodec.Message: type, id, and for human messages text and marks):
+// (codec.Message: type, id, and for human messages text and marks):
 //
 //   - the last Overwrite among the writes resets the list to its messages,
 //     and only the writes after it are applied;
@@ -17,14 +20,14 @@ import "github.com/historyd/historyd/store/lgcodec"
 //   - any other message, and one without an id, is appended.
 //
 // base is not modified.
-func Messages(base []lgcodec.Message, writes []lgcodec.MessageWrite) []lgcodec.Message {
+func Messages(base []codec.Message, writes []codec.MessageWrite) []codec.Message {
 	start := 0
 	for i, w := range writes {
 		if w.Overwrite {
 			base, start = w.Messages, i+1
 		}
 	}
-	var flat []lgcodec.Message
+	var flat []codec.Message
 	for _, w := range writes[start:] {
 		flat = append(flat, w.Messages...)
 	}
@@ -32,12 +35,12 @@ func Messages(base []lgcodec.Message, writes []lgcodec.MessageWrite) []lgcodec.M
 		return base
 	}
 	for i := len(flat) - 1; i >= 0; i-- {
-		if flat[i].Type == "remove" && flat[i].ID == lgcodec.RemoveAll {
+		if flat[i].Type == "remove" && flat[i].ID == format.RemoveAll {
 			base, flat = nil, flat[i+1:]
 			break
 		}
 	}
-	out := make([]lgcodec.Message, 0, len(base)+len(flat))
+	out := make([]codec.Message, 0, len(base)+len(flat))
 	removed := 0
 	index := make(map[string]int, len(base)+len(flat))
 	for _, m := range base {
@@ -81,13 +84,13 @@ func Messages(base []lgcodec.Message, writes []lgcodec.MessageWrite) []lgcodec.M
 // Resets reports whether writes replace the whole messages list (an
 // Overwrite, or a RemoveMessage of REMOVE_ALL_MESSAGES): the list they leave
 // does not depend on the one they were applied to.
-func Resets(writes []lgcodec.MessageWrite) bool {
+func Resets(writes []codec.MessageWrite) bool {
 	for _, w := range writes {
 		if w.Overwrite {
 			return true
 		}
 		for _, m := range w.Messages {
-			if m.Type == "remove" && m.ID == lgcodec.RemoveAll {
+			if m.Type == "remove" && m.ID == format.RemoveAll {
 				return true
 			}
 		}

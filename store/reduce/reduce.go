@@ -26,11 +26,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/historyd/historyd/lgwrite"
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/pyjson"
 )
 
-// Reducer folds a channel's writes, decoded as lgcodec.Decode decodes
+// Reducer folds a channel's writes, decoded as codec.Decode decodes
 // them, into its value. Apply never modifies base: a value may be the base
 // of several branches.
 type Reducer struct {
@@ -51,7 +51,7 @@ var ErrCannotApply = errors.New("the channel's reducer cannot apply the write")
 func (r Reducer) Replay(base any, writes []any) (any, error) {
 	start := 0
 	for i, w := range writes {
-		if v, ok := lgcodec.Overwritten(w); ok {
+		if v, ok := codec.Overwritten(w); ok {
 			base, start = v, i+1
 		}
 	}
@@ -244,7 +244,7 @@ func withinBudget(merged map[string]any) (map[string]any, error) {
 	total := 0
 	kept := 0
 	for _, k := range keys {
-		data, err := lgwrite.PythonJSON(entryField(merged[k], "value"))
+		data, err := pyjson.Marshal(entryField(merged[k], "value"))
 		if err == nil {
 			total += len(data)
 		}

@@ -5,12 +5,13 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/historyd/historyd/store/lgcodec"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/format"
 )
 
-func msg(typ, id string) lgcodec.Message { return lgcodec.Message{Type: typ, ID: id} }
+func msg(typ, id string) codec.Message { return codec.Message{Type: typ, ID: id} }
 
-func ids(ms []lgcodec.Message) []string {
+func ids(ms []codec.Message) []string {
 	out := []string{}
 	for _, m := range ms {
 		out = append(out, m.Type+":"+m.ID)
@@ -19,22 +20,22 @@ func ids(ms []lgcodec.Message) []string {
 }
 
 func TestMessages(t *testing.T) {
-	base := []lgcodec.Message{msg("human", "h1"), msg("ai", "a1")}
-	w := func(ms ...lgcodec.Message) lgcodec.MessageWrite { return lgcodec.MessageWrite{Messages: ms} }
+	base := []codec.Message{msg("human", "h1"), msg("ai", "a1")}
+	w := func(ms ...codec.Message) codec.MessageWrite { return codec.MessageWrite{Messages: ms} }
 	for _, c := range []struct {
 		name   string
-		writes []lgcodec.MessageWrite
+		writes []codec.MessageWrite
 		want   []string
 	}{
-		{"append", []lgcodec.MessageWrite{w(msg("human", "h2")), w(msg("ai", "a2"))}, []string{"human:h1", "ai:a1", "human:h2", "ai:a2"}},
-		{"replace by id in place", []lgcodec.MessageWrite{w(msg("ai", "h1"))}, []string{"ai:h1", "ai:a1"}},
-		{"remove by id", []lgcodec.MessageWrite{w(msg("remove", "h1"), msg("human", "h2"))}, []string{"ai:a1", "human:h2"}},
-		{"remove of an unknown id does nothing", []lgcodec.MessageWrite{w(msg("remove", "zz"))}, []string{"human:h1", "ai:a1"}},
-		{"remove all drops the list and what came before", []lgcodec.MessageWrite{w(msg("human", "h2")), w(msg("remove", lgcodec.RemoveAll), msg("human", "s1")), w(msg("ai", "a3"))}, []string{"human:s1", "ai:a3"}},
-		{"no id appends", []lgcodec.MessageWrite{w(msg("human", ""), msg("human", ""))}, []string{"human:h1", "ai:a1", "human:", "human:"}},
-		{"overwrite resets", []lgcodec.MessageWrite{w(msg("human", "h2")), {Overwrite: true, Messages: []lgcodec.Message{msg("human", "o1")}}, w(msg("ai", "a9"))}, []string{"human:o1", "ai:a9"}},
-		{"overwrite last", []lgcodec.MessageWrite{{Overwrite: true}}, []string{}},
-		{"a removed id written again is appended", []lgcodec.MessageWrite{w(msg("remove", "h1")), w(msg("human", "h1"))}, []string{"ai:a1", "human:h1"}},
+		{"append", []codec.MessageWrite{w(msg("human", "h2")), w(msg("ai", "a2"))}, []string{"human:h1", "ai:a1", "human:h2", "ai:a2"}},
+		{"replace by id in place", []codec.MessageWrite{w(msg("ai", "h1"))}, []string{"ai:h1", "ai:a1"}},
+		{"remove by id", []codec.MessageWrite{w(msg("remove", "h1"), msg("human", "h2"))}, []string{"ai:a1", "human:h2"}},
+		{"remove of an unknown id does nothing", []codec.MessageWrite{w(msg("remove", "zz"))}, []string{"human:h1", "ai:a1"}},
+		{"remove all drops the list and what came before", []codec.MessageWrite{w(msg("human", "h2")), w(msg("remove", format.RemoveAll), msg("human", "s1")), w(msg("ai", "a3"))}, []string{"human:s1", "ai:a3"}},
+		{"no id appends", []codec.MessageWrite{w(msg("human", ""), msg("human", ""))}, []string{"human:h1", "ai:a1", "human:", "human:"}},
+		{"overwrite resets", []codec.MessageWrite{w(msg("human", "h2")), {Overwrite: true, Messages: []codec.Message{msg("human", "o1")}}, w(msg("ai", "a9"))}, []string{"human:o1", "ai:a9"}},
+		{"overwrite last", []codec.MessageWrite{{Overwrite: true}}, []string{}},
+		{"a removed id written again is appended", []codec.MessageWrite{w(msg("remove", "h1")), w(msg("human", "h1"))}, []string{"ai:a1", "human:h1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := ids(base)

@@ -38,9 +38,10 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // blobType names the serializer of a row. A NULL or empty type is read as
@@ -48,7 +49,7 @@ import (
 // column and were written as JSON.
 func blobType(t *string) string {
 	if t == nil || *t == "" {
-		return lgcodec.TypeJSON
+		return format.TypeJSON
 	}
 	return *t
 }
@@ -406,13 +407,13 @@ func (b *Backend) EachValue(ctx context.Context, ref backend.Ref, channel string
 		}
 		seen[id] = true
 		t := blobType(typ)
-		val, ok, err := lgcodec.ChannelValue(t, data, channel)
+		val, ok, err := codec.ChannelValue(t, data, channel)
 		if err != nil {
 			return &store.DecodeError{Ref: ref, CheckpointID: id, Channel: "checkpoint", Err: err}
 		}
 		blob := backend.Blob{Type: t, Data: val}
 		if !ok {
-			blob = backend.Blob{Type: lgcodec.TypeEmpty}
+			blob = backend.Blob{Type: format.TypeEmpty}
 		}
 		for _, i := range at[id] {
 			if err := fn(i, blob); err != nil {

@@ -22,11 +22,12 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/format"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -37,7 +38,7 @@ type saverFile struct {
 	*storetest.SaverWriter
 	t     testing.TB
 	db    *sql.DB
-	saver lgsaver.Saver
+	saver saver.Saver
 
 	mu     sync.Mutex
 	parent map[backend.Ref]string
@@ -45,14 +46,14 @@ type saverFile struct {
 
 // newSaverFile creates a checkpoint file in a fresh directory with saver's
 // DDL.
-func newSaverFile(t testing.TB, saver lgsaver.Saver) (string, *saverFile) {
+func newSaverFile(t testing.TB, layout saver.Saver) (string, *saverFile) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "checkpoints.db")
-	return path, openSaverFile(t, (&url.URL{Scheme: "file", Path: path}).String(), saver)
+	return path, openSaverFile(t, (&url.URL{Scheme: "file", Path: path}).String(), layout)
 }
 
 // openSaverFile opens (creating) the file the URI names, with saver's DDL.
-func openSaverFile(t testing.TB, uri string, saver lgsaver.Saver) *saverFile {
+func openSaverFile(t testing.TB, uri string, layout saver.Saver) *saverFile {
 	t.Helper()
 	// Not synced: the tests need no durability, and a sync per commit
 	// would make them slow.
@@ -65,13 +66,13 @@ func openSaverFile(t testing.TB, uri string, saver lgsaver.Saver) *saverFile {
 		_, err := db.ExecContext(ctx, q, args...)
 		return err
 	}
-	f := &saverFile{SaverWriter: storetest.NewSaverWriter(t, lgsaver.NewWriter(saver, exec, "")), t: t, db: db, saver: saver,
+	f := &saverFile{SaverWriter: storetest.NewSaverWriter(t, saver.NewWriter(layout, exec, "")), t: t, db: db, saver: layout,
 		parent: map[backend.Ref]string{}}
 	t.Cleanup(func() {
 		f.Close()
 		db.Close()
 	})
-	for _, stmt := range append([]string{lgsaver.SQLiteWAL}, saver.DDL("")...) {
+	for _, stmt := range append([]string{saver.SQLiteWAL}, layout.DDL("")...) {
 		if err := exec(context.Background(), stmt); err != nil {
 			t.Fatal(err)
 		}
@@ -86,11 +87,11 @@ func (f *saverFile) put(ref backend.Ref, id string, ts time.Time, values map[str
 	parent := f.parent[ref]
 	f.parent[ref] = id
 	f.mu.Unlock()
-	var m lgwrite.Map
+	var m write.Map
 	for _, k := range slices.Sorted(maps.Keys(values)) {
-		m = append(m, lgwrite.Field{Key: k, Value: values[k]})
+		m = append(m, write.Field{Key: k, Value: values[k]})
 	}
-	f.Put(ref, lgsaver.Checkpoint{ID: id, Parent: parent, TS: ts, Values: m})
+	f.Put(ref, saver.Checkpoint{ID: id, Parent: parent, TS: ts, Values: m})
 }
 
 // insert stores a raw checkpoint row.
@@ -104,7 +105,7 @@ func (f *saverFile) insert(ref backend.Ref, id string, parent any, typ any, data
 }
 
 // savers are the two SqliteSavers' layouts.
-var savers = []lgsaver.Saver{lgsaver.SQLiteJS, lgsaver.SQLitePython}
+var savers = []saver.Saver{saver.SQLiteJS, saver.SQLitePython}
 
 func openBackend(t testing.TB, path string) *Backend {
 	t.Helper()
@@ -136,8 +137,8 @@ func TestSuite(t *testing.T) {
 func TestValuesAreRawSubValues(t *testing.T) {
 	ctx := context.Background()
 	for _, saver := range savers {
-		format := saver.Serializer()
-		t.Run(format, func(t *testing.T) {
+		serializer := saver.Serializer()
+		t.Run(serializer, func(t *testing.T) {
 			path, w := newSaverFile(t, saver)
 			ref := backend.Ref{ThreadID: "raw"}
 			state := map[string]any{"k": map[string]any{"value": 1.5, "turn": 1, "turns_written": 1}}
@@ -159,7 +160,7 @@ func TestValuesAreRawSubValues(t *testing.T) {
 			var want []byte
 			// Encoded independently of the writer: JSON by encoding/json, msgpack
 			// by another library, configured as Python's serializer writes.
-			if format == lgcodec.TypeJSON {
+			if serializer == format.TypeJSON {
 				want, _ = json.Marshal(state)
 			} else {
 				var buf bytes.Buffer
@@ -172,11 +173,11 @@ func TestValuesAreRawSubValues(t *testing.T) {
 				want = buf.Bytes()
 			}
 			for i, bl := range blobs[1:] {
-				if bl.Type != format || !bytes.Equal(bl.Data, want) {
-					t.Fatalf("blob %d = %s %x, want %s %x", i+1, bl.Type, bl.Data, format, want)
+				if bl.Type != serializer || !bytes.Equal(bl.Data, want) {
+					t.Fatalf("blob %d = %s %x, want %s %x", i+1, bl.Type, bl.Data, serializer, want)
 				}
 			}
-			v, ok, err := lgcodec.Decode(blobs[1].Type, blobs[1].Data, lgcodec.Limits{})
+			v, ok, err := codec.Decode(blobs[1].Type, blobs[1].Data, codec.Limits{})
 			if err != nil || !ok {
 				t.Fatalf("decode: %v, %v", ok, err)
 			}
@@ -184,12 +185,12 @@ func TestValuesAreRawSubValues(t *testing.T) {
 				t.Errorf("decoded %s", got)
 			}
 			blobs, err = backend.Values(ctx, b, ref, "no_such_channel", ids[:2])
-			if err != nil || blobs[0].Type != lgcodec.TypeEmpty || blobs[1].Type != lgcodec.TypeEmpty {
+			if err != nil || blobs[0].Type != format.TypeEmpty || blobs[1].Type != format.TypeEmpty {
 				t.Errorf("unknown channel: %+v, %v", blobs, err)
 			}
 			// The null branch channel is a value, not an absence.
 			blobs, err = backend.Values(ctx, b, ref, "branch:to:agent", ids[:1])
-			if err != nil || blobs[0].Type != format {
+			if err != nil || blobs[0].Type != serializer {
 				t.Errorf("null channel: %+v, %v", blobs, err)
 			}
 			cps := list(t, b, ref)
@@ -204,7 +205,7 @@ func TestValuesAreRawSubValues(t *testing.T) {
 // listed is one listed checkpoint row, parsed.
 type listed struct {
 	backend.Row
-	lgcodec.Checkpoint
+	codec.Checkpoint
 }
 
 // list lists the thread's checkpoints in id order, parsing each row.
@@ -212,7 +213,7 @@ func list(t *testing.T, b *Backend, ref backend.Ref) []listed {
 	t.Helper()
 	var out []listed
 	_, err := b.List(context.Background(), ref, backend.Query{}, func(r backend.Row) error {
-		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
+		cp, err := codec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 		if err != nil {
 			return err
 		}
@@ -346,7 +347,7 @@ func fileSum(t *testing.T, path string) [32]byte {
 // that reading leaves the database file as it was.
 func TestReadOnly(t *testing.T) {
 	ctx := context.Background()
-	path, w := newSaverFile(t, lgsaver.SQLiteJS)
+	path, w := newSaverFile(t, saver.SQLiteJS)
 	ref := backend.Ref{ThreadID: "ro"}
 	storetest.Build(w, ref, storetest.Demo)
 	// Fold the writer's log into the file, so that the file alone holds
@@ -394,15 +395,15 @@ func TestReadOnly(t *testing.T) {
 // other checkpoints of other threads still read.
 func TestCorruptCheckpoint(t *testing.T) {
 	ctx := context.Background()
-	checkpoint := lgwrite.Map{{Key: "v", Value: 4}, {Key: "id", Value: "c"}, {Key: "ts", Value: time.Now()},
-		{Key: "channel_values", Value: lgwrite.Map{{Key: "tool_state", Value: map[string]any{}}}},
-		{Key: "channel_versions", Value: lgwrite.Map{{Key: "tool_state", Value: 1}}}}
+	checkpoint := write.Map{{Key: "v", Value: 4}, {Key: "id", Value: "c"}, {Key: "ts", Value: time.Now()},
+		{Key: "channel_values", Value: write.Map{{Key: "tool_state", Value: map[string]any{}}}},
+		{Key: "channel_versions", Value: write.Map{{Key: "tool_state", Value: 1}}}}
 	good := map[string][]byte{}
 	var err error
-	if good["json"], err = lgwrite.EncodeJSON(checkpoint); err != nil {
+	if good["json"], err = write.EncodeJSON(checkpoint); err != nil {
 		t.Fatal(err)
 	}
-	if good["msgpack"], err = lgwrite.EncodeMsgpack(checkpoint); err != nil {
+	if good["msgpack"], err = write.EncodeMsgpack(checkpoint); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -425,7 +426,7 @@ func TestCorruptCheckpoint(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			path, w := newSaverFile(t, lgsaver.SQLiteJS)
+			path, w := newSaverFile(t, saver.SQLiteJS)
 			storetest.Build(w, backend.Ref{ThreadID: "fine"}, storetest.Demo[:1])
 			ref := backend.Ref{ThreadID: "broken", Namespace: "ns"}
 			storetest.Build(w, ref, storetest.Demo[:1])
@@ -454,8 +455,8 @@ func checkDecodeError(t *testing.T, what string, err error, ref backend.Ref, uns
 	if !errors.As(err, &de) || de.CheckpointID != "1f0c-9999" || de.Channel != "checkpoint" || de.Ref != ref {
 		t.Fatalf("%s error = %v; want a DecodeError for checkpoint 1f0c-9999", what, err)
 	}
-	var ue *lgcodec.UnsupportedError
-	var me *lgcodec.MalformedError
+	var ue *codec.UnsupportedError
+	var me *codec.MalformedError
 	switch {
 	case unsupported && !errors.As(err, &ue):
 		t.Errorf("%s error = %v; want an UnsupportedError", what, err)
@@ -470,7 +471,7 @@ func checkDecodeError(t *testing.T, what string, err error, ref backend.Ref, uns
 // the log; it is neither unavailability nor a wrong configuration.
 func TestCorruptFile(t *testing.T) {
 	ctx := context.Background()
-	path, w := newSaverFile(t, lgsaver.SQLitePython)
+	path, w := newSaverFile(t, saver.SQLitePython)
 	ref := backend.Ref{ThreadID: "damaged"}
 	storetest.Build(w, ref, storetest.Demo[:2])
 	// Everything into the database file itself, where the damage goes.
@@ -530,7 +531,7 @@ func TestCorruptFile(t *testing.T) {
 // recreated at the path is read afresh.
 func TestFileGoneAndBack(t *testing.T) {
 	ctx := context.Background()
-	path, w := newSaverFile(t, lgsaver.SQLiteJS)
+	path, w := newSaverFile(t, saver.SQLiteJS)
 	storetest.Build(w, backend.Ref{ThreadID: "old"}, storetest.Demo[:1])
 	b := openBackend(t, path)
 	st := store.New(store.Config{Backend: b})
@@ -549,7 +550,7 @@ func TestFileGoneAndBack(t *testing.T) {
 	}
 
 	// The agent host starts again on a fresh file at the same path.
-	w2 := openSaverFile(t, (&url.URL{Scheme: "file", Path: path}).String(), lgsaver.SQLiteJS)
+	w2 := openSaverFile(t, (&url.URL{Scheme: "file", Path: path}).String(), saver.SQLiteJS)
 	storetest.Build(w2, backend.Ref{ThreadID: "new"}, storetest.Demo[:2])
 	if err := b.Ping(ctx); err != nil {
 		t.Fatalf("Ping after recreate = %v", err)
@@ -573,7 +574,7 @@ func TestLockedIsUnavailable(t *testing.T) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	for _, stmt := range append([]string{"PRAGMA journal_mode=DELETE"}, lgsaver.SQLitePython.DDL("")...) {
+	for _, stmt := range append([]string{"PRAGMA journal_mode=DELETE"}, saver.SQLitePython.DDL("")...) {
 		if _, err := db.Exec(stmt); err != nil {
 			t.Fatal(err)
 		}
@@ -611,7 +612,7 @@ func TestLockedIsUnavailable(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	path, _ := newSaverFile(t, lgsaver.SQLiteJS)
+	path, _ := newSaverFile(t, saver.SQLiteJS)
 	b := openBackend(t, path)
 	b.Close()
 	b.Close()
@@ -665,7 +666,7 @@ func TestOpenRelativePathAndOddNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The writer needs a URI too: a bare name would be cut at the "?".
-	w := openSaverFile(t, (&url.URL{Scheme: "file", Path: odd}).String(), lgsaver.SQLiteJS)
+	w := openSaverFile(t, (&url.URL{Scheme: "file", Path: odd}).String(), saver.SQLiteJS)
 	storetest.Build(w, backend.Ref{ThreadID: "t"}, storetest.Demo[:1])
 	w.db.Close()
 	t.Chdir(filepath.Dir(odd))
@@ -687,8 +688,8 @@ func TestOpenRelativePathAndOddNames(t *testing.T) {
 func TestRealSaverFiles(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct{ file, typ string }{
-		{"python_saver.db", lgcodec.TypeMsgpack},
-		{"js_saver.db", lgcodec.TypeJSON},
+		{"python_saver.db", format.TypeMsgpack},
+		{"js_saver.db", format.TypeJSON},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			// Copied: reading a WAL database creates its -wal and -shm

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
 )
@@ -30,7 +30,7 @@ const cycleBound = 20 * time.Second
 // the checkpoints of the loop.
 type cycleThread struct {
 	name  string
-	cps   []lgsaver.Checkpoint
+	cps   []saver.Checkpoint
 	cycle []string
 	// channel is the state channel read; "" the default.
 	channel string
@@ -42,25 +42,25 @@ type cycleThread struct {
 // and one where only a state channel is rebuilt.
 func cycleThreads() []cycleThread {
 	ts := func(i int) time.Time { return Base.Add(time.Duration(i) * time.Second) }
-	md := lgwrite.Map{{Key: "source", Value: "loop"}, {Key: "counters_since_delta_snapshot", Value: lgwrite.Map{}}}
-	write := func(ch string, v any) []lgsaver.Write {
-		return []lgsaver.Write{{TaskID: "t", TaskPath: "~__pregel_pull, node", Channel: ch, Value: v}}
+	md := write.Map{{Key: "source", Value: "loop"}, {Key: "counters_since_delta_snapshot", Value: write.Map{}}}
+	writeTo := func(ch string, v any) []saver.Write {
+		return []saver.Write{{TaskID: "t", TaskPath: "~__pregel_pull, node", Channel: ch, Value: v}}
 	}
-	h1, a1 := lgwrite.Human("h1", "first question"), lgwrite.AI("a1", "one")
+	h1, a1 := write.Human("h1", "first question"), write.AI("a1", "one")
 	// unstored is a checkpoint whose messages have a version and no value.
-	unstored := func(id, parent string, i int, extra ...lgwrite.Field) lgsaver.Checkpoint {
-		return lgsaver.Checkpoint{ID: id, Parent: parent, TS: ts(i), Metadata: md,
-			Versions: append(lgwrite.Map{{Key: "messages", Value: i}}, extra...), Writes: write("messages", []any{a1})}
+	unstored := func(id, parent string, i int, extra ...write.Field) saver.Checkpoint {
+		return saver.Checkpoint{ID: id, Parent: parent, TS: ts(i), Metadata: md,
+			Versions: append(write.Map{{Key: "messages", Value: i}}, extra...), Writes: writeTo("messages", []any{a1})}
 	}
-	stored := func(id, parent string, i int, msgs ...any) lgsaver.Checkpoint {
-		return lgsaver.Checkpoint{ID: id, Parent: parent, TS: ts(i), Metadata: md,
-			Values: lgwrite.Map{{Key: "messages", Value: lgwrite.DeltaSnapshot{Value: msgs}}}}
+	stored := func(id, parent string, i int, msgs ...any) saver.Checkpoint {
+		return saver.Checkpoint{ID: id, Parent: parent, TS: ts(i), Metadata: md,
+			Values: write.Map{{Key: "messages", Value: write.DeltaSnapshot{Value: msgs}}}}
 	}
 	return []cycleThread{{
 		// The loop c-1 → c-3 → c-2 → c-1, each the parent of the one
 		// before, none storing its messages; c-4 hangs off it.
 		name: "unstored",
-		cps: []lgsaver.Checkpoint{
+		cps: []saver.Checkpoint{
 			stored("c-0", "", 0, h1),
 			unstored("c-1", "c-3", 1),
 			unstored("c-2", "c-1", 2),
@@ -70,7 +70,7 @@ func cycleThreads() []cycleThread {
 		cycle: []string{"c-1", "c-3", "c-2"},
 	}, {
 		name: "self-parent",
-		cps: []lgsaver.Checkpoint{
+		cps: []saver.Checkpoint{
 			stored("s-0", "", 0, h1),
 			unstored("s-1", "s-0", 1),
 			unstored("s-2", "s-2", 2),
@@ -81,7 +81,7 @@ func cycleThreads() []cycleThread {
 		// Every checkpoint stores its messages: nothing is rebuilt, and
 		// the order of the checkpoints still has no start.
 		name: "stored",
-		cps: []lgsaver.Checkpoint{
+		cps: []saver.Checkpoint{
 			stored("v-0", "", 0, h1),
 			stored("v-1", "v-2", 1, h1, a1),
 			stored("v-2", "v-1", 2, h1, a1),
@@ -92,12 +92,12 @@ func cycleThreads() []cycleThread {
 		// rebuilt through the loop when a turn's state is read.
 		name:    "state channel",
 		channel: "files",
-		cps: func() []lgsaver.Checkpoint {
-			out := []lgsaver.Checkpoint{stored("f-0", "", 0, h1)}
+		cps: func() []saver.Checkpoint {
+			out := []saver.Checkpoint{stored("f-0", "", 0, h1)}
 			for i, parent := range []string{"f-3", "f-1", "f-2"} {
 				cp := stored([]string{"f-1", "f-2", "f-3"}[i], parent, i+1, h1, a1)
-				cp.Versions = lgwrite.Map{{Key: "messages", Value: 2}, {Key: "files", Value: i + 1}}
-				cp.Writes = write("files", map[string]any{"/a.md": "v"})
+				cp.Versions = write.Map{{Key: "messages", Value: 2}, {Key: "files", Value: i + 1}}
+				cp.Writes = writeTo("files", map[string]any{"/a.md": "v"})
 				out = append(out, cp)
 			}
 			return out

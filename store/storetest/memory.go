@@ -14,10 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/format"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Memory is an in-memory backend.Backend. Its values are stored as
@@ -55,14 +55,14 @@ var (
 func NewMemory() *Memory { return &Memory{threads: map[backend.Ref][]memCheckpoint{}} }
 
 // Put implements Writer, storing each value as a JSON blob.
-func (m *Memory) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
+func (m *Memory) Put(ref backend.Ref, cp saver.Checkpoint) {
 	blobs := make(map[string]backend.Blob, len(cp.Values))
 	for _, f := range cp.Values {
-		data, err := lgwrite.EncodeJSON(f.Value)
+		data, err := write.EncodeJSON(f.Value)
 		if err != nil {
 			panic(fmt.Sprintf("storetest: encode %s: %v", f.Key, err))
 		}
-		blobs[f.Key] = backend.Blob{Type: lgcodec.TypeJSON, Data: data}
+		blobs[f.Key] = backend.Blob{Type: format.TypeJSON, Data: data}
 	}
 	var versions map[string]any
 	if cp.Versions != nil {
@@ -71,7 +71,7 @@ func (m *Memory) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
 			versions[f.Key] = f.Value
 		}
 	}
-	md, err := lgwrite.EncodeJSON(cp.Metadata)
+	md, err := write.EncodeJSON(cp.Metadata)
 	if err != nil || cp.Metadata == nil {
 		md = nil
 	}
@@ -79,12 +79,12 @@ func (m *Memory) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
 	c.metadata = md
 	c.updated = cp.UpdatedChannels
 	for _, w := range cp.Writes {
-		data, err := lgwrite.EncodeJSON(w.Value)
+		data, err := write.EncodeJSON(w.Value)
 		if err != nil {
 			panic(fmt.Sprintf("storetest: encode write: %v", err))
 		}
 		c.writes = append(c.writes, backend.Write{CheckpointID: cp.ID, TaskID: w.TaskID, TaskPath: w.TaskPath, Idx: w.Idx,
-			Value: backend.Blob{Type: lgcodec.TypeJSON, Data: data}})
+			Value: backend.Blob{Type: format.TypeJSON, Data: data}})
 		c.writeChannels = append(c.writeChannels, w.Channel)
 	}
 	m.add(ref, c)
@@ -174,8 +174,8 @@ func (m *Memory) List(ctx context.Context, ref backend.Ref, q backend.Query, fn 
 		if err != nil {
 			return backend.Census{}, err
 		}
-		row := backend.Row{ID: c.id, Parent: c.parent, Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: head},
-			Metadata: backend.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}
+		row := backend.Row{ID: c.id, Parent: c.parent, Checkpoint: backend.Blob{Type: format.TypeJSON, Data: head},
+			Metadata: backend.Blob{Type: format.TypeJSON, Data: c.metadata}}
 		if err := fn(row); err != nil {
 			return backend.Census{}, err
 		}
@@ -209,8 +209,8 @@ func (m *Memory) Newest(ctx context.Context, ref *backend.Ref, limit int, fn fun
 		if err != nil {
 			return err
 		}
-		if err := fn(backend.Row{ID: c.id, Parent: c.parent, Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: head},
-			Metadata: backend.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}); err != nil {
+		if err := fn(backend.Row{ID: c.id, Parent: c.parent, Checkpoint: backend.Blob{Type: format.TypeJSON, Data: head},
+			Metadata: backend.Blob{Type: format.TypeJSON, Data: c.metadata}}); err != nil {
 			return err
 		}
 	}
@@ -233,7 +233,7 @@ func (m *Memory) EachValue(ctx context.Context, ref backend.Ref, channel string,
 			if c.id != id {
 				continue
 			}
-			out[i] = backend.Blob{Type: lgcodec.TypeEmpty}
+			out[i] = backend.Blob{Type: format.TypeEmpty}
 			if b, ok := c.values[channel]; ok {
 				out[i] = b
 			}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Threads implements backend.Backend: thread ids sort bytewise, as in
@@ -75,8 +75,8 @@ func memThreadRow(id string, cps []memCheckpoint) (backend.ThreadRow, error) {
 		if err != nil {
 			return backend.Row{}, err
 		}
-		return backend.Row{ID: c.id, Parent: c.parent, Checkpoint: backend.Blob{Type: lgcodec.TypeJSON, Data: head},
-			Metadata: backend.Blob{Type: lgcodec.TypeJSON, Data: c.metadata}}, nil
+		return backend.Row{ID: c.id, Parent: c.parent, Checkpoint: backend.Blob{Type: format.TypeJSON, Data: head},
+			Metadata: backend.Blob{Type: format.TypeJSON, Data: c.metadata}}, nil
 	}
 	f, err := row(first)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 )
 
 // PostgresDSN returns the PostgreSQL database tests that need one use:
@@ -102,7 +102,7 @@ func PostgresDatabase(t testing.TB, l PostgresLocale) string {
 // role that may only SELECT from them, all dropped when the test ends. It
 // returns a pool connected as dsn's user, the schema's name (it holds
 // "checkpoints" on purpose) and a DSN connecting as the role.
-func PostgresSchema(t testing.TB, dsn string, saver lgsaver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
+func PostgresSchema(t testing.TB, dsn string, layout saver.Saver) (admin *pgxpool.Pool, schema, readOnlyDSN string) {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
@@ -116,7 +116,7 @@ func PostgresSchema(t testing.TB, dsn string, saver lgsaver.Saver) (admin *pgxpo
 	r := pgx.Identifier{role}.Sanitize()
 	// Both savers' migrations leave the same tables, but Python's adds
 	// task_path to checkpoint_writes.
-	for _, stmt := range append(append([]string{"CREATE SCHEMA " + q}, saver.DDL(q)...),
+	for _, stmt := range append(append([]string{"CREATE SCHEMA " + q}, layout.DDL(q)...),
 		"CREATE ROLE "+r+" LOGIN",
 		"GRANT USAGE ON SCHEMA "+q+" TO "+r,
 		"GRANT SELECT ON ALL TABLES IN SCHEMA "+q+" TO "+r,
@@ -141,10 +141,10 @@ func PostgresSchema(t testing.TB, dsn string, saver lgsaver.Saver) (admin *pgxpo
 
 // NewPostgresWriter writes checkpoints into schema in saver's layout,
 // through the admin pool, failing t on errors.
-func NewPostgresWriter(t testing.TB, admin *pgxpool.Pool, schema string, saver lgsaver.Saver) *SaverWriter {
+func NewPostgresWriter(t testing.TB, admin *pgxpool.Pool, schema string, layout saver.Saver) *SaverWriter {
 	exec := func(ctx context.Context, q string, args ...any) error {
 		_, err := admin.Exec(ctx, q, args...)
 		return err
 	}
-	return NewSaverWriter(t, lgsaver.NewWriter(saver, exec, pgx.Identifier{schema}.Sanitize()))
+	return NewSaverWriter(t, saver.NewWriter(layout, exec, pgx.Identifier{schema}.Sanitize()))
 }

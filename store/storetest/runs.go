@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
 )
@@ -47,11 +47,11 @@ func NewRunWriter(w Writer, ref backend.Ref, prefix string) *RunWriter {
 // Put writes the next checkpoint, with values in channel order, made by
 // source, with the writes of the tasks that run from it, and returns its
 // id.
-func (r *RunWriter) Put(source string, values lgwrite.Map, updated []string, writes ...lgsaver.Write) string {
+func (r *RunWriter) Put(source string, values write.Map, updated []string, writes ...saver.Write) string {
 	id := fmt.Sprintf("%s-%06d", r.prefix, r.step)
-	r.w.Put(r.ref, lgsaver.Checkpoint{
+	r.w.Put(r.ref, saver.Checkpoint{
 		ID: id, Parent: r.parent, TS: Base.Add(time.Duration(r.step) * time.Second), Values: values, UpdatedChannels: updated,
-		Metadata: lgwrite.Map{{Key: "source", Value: source}, {Key: "step", Value: r.step - 1}},
+		Metadata: write.Map{{Key: "source", Value: source}, {Key: "step", Value: r.step - 1}},
 		Writes:   writes,
 	})
 	r.parent = id
@@ -79,23 +79,23 @@ type StateRun struct {
 // ids, the last its end: the input checkpoint ({"question": …} in
 // __start__), the step applying the input, and the tool's step.
 func (r *RunWriter) StateRun(state map[string]map[string]any, run StateRun) (ids []string) {
-	values := func(extra ...lgwrite.Field) lgwrite.Map {
-		var m lgwrite.Map
+	values := func(extra ...write.Field) write.Map {
+		var m write.Map
 		if r.lastQuestion != "" {
-			m = append(m, lgwrite.Field{Key: "question", Value: r.lastQuestion})
+			m = append(m, write.Field{Key: "question", Value: r.lastQuestion})
 		}
 		if len(state) > 0 {
-			m = append(m, lgwrite.Field{Key: "tool_state", Value: state})
+			m = append(m, write.Field{Key: "tool_state", Value: state})
 		}
 		return append(m, extra...)
 	}
-	ids = append(ids, r.Put("input", values(lgwrite.Field{Key: "__start__", Value: map[string]any{"question": run.Question}}), []string{"__start__"}))
+	ids = append(ids, r.Put("input", values(write.Field{Key: "__start__", Value: map[string]any{"question": run.Question}}), []string{"__start__"}))
 	r.lastQuestion = run.Question
-	var writes []lgsaver.Write
+	var writes []saver.Write
 	if run.Fails {
-		writes = append(writes, lgsaver.Write{TaskID: "tool-task", Idx: -1, Channel: "__error__", Value: "RuntimeError('boom')"})
+		writes = append(writes, saver.Write{TaskID: "tool-task", Idx: -1, Channel: "__error__", Value: "RuntimeError('boom')"})
 	}
-	ids = append(ids, r.Put("loop", values(lgwrite.Field{Key: "branch:to:tool", Value: nil}), []string{"branch:to:tool", "question"}, writes...))
+	ids = append(ids, r.Put("loop", values(write.Field{Key: "branch:to:tool", Value: nil}), []string{"branch:to:tool", "question"}, writes...))
 	maps.Copy(state, entries(run.Writes))
 	ids = append(ids, r.Put("loop", values(), []string{"tool_state"}))
 	return ids
@@ -115,15 +115,15 @@ func entries(writes map[string]any) map[string]map[string]any {
 // far) and returns its checkpoint ids, the last its end: the input
 // checkpoint (the input in __start__, the previous run's __end__ and
 // __previous__ still there) and the run's one step.
-func (r *RunWriter) FunctionalRun(saved *lgwrite.Map, state map[string]map[string]any, input string, writes map[string]any) []string {
-	values := lgwrite.Map{{Key: "__start__", Value: input}}
+func (r *RunWriter) FunctionalRun(saved *write.Map, state map[string]map[string]any, input string, writes map[string]any) []string {
+	values := write.Map{{Key: "__start__", Value: input}}
 	if *saved != nil {
-		values = append(values, lgwrite.Field{Key: "__end__", Value: *saved}, lgwrite.Field{Key: "__previous__", Value: *saved})
+		values = append(values, write.Field{Key: "__end__", Value: *saved}, write.Field{Key: "__previous__", Value: *saved})
 	}
 	in := r.Put("input", values, []string{"__start__"})
 	maps.Copy(state, entries(writes))
-	*saved = lgwrite.Map{{Key: "tool_state", Value: maps.Clone(state)}, {Key: "last", Value: input}}
-	end := r.Put("loop", lgwrite.Map{{Key: "__end__", Value: *saved}, {Key: "__previous__", Value: *saved}}, []string{"__end__", "__previous__"})
+	*saved = write.Map{{Key: "tool_state", Value: maps.Clone(state)}, {Key: "last", Value: input}}
+	end := r.Put("loop", write.Map{{Key: "__end__", Value: *saved}, {Key: "__previous__", Value: *saved}}, []string{"__end__", "__previous__"})
 	return []string{in, end}
 }
 
@@ -175,7 +175,7 @@ func functionalTurns(t *testing.T, open Open) {
 	b, w := open(t)
 	ref := backend.Ref{ThreadID: "suite-functional"}
 	r := NewRunWriter(w, ref, "1f0e")
-	var saved lgwrite.Map
+	var saved write.Map
 	state := map[string]map[string]any{}
 	var ends, questions []string
 	var want []map[string]map[string]any
@@ -237,7 +237,7 @@ func runPastInput(t *testing.T, open Open) {
 	// channel holds the question: no run, no turn.
 	msgs := backend.Ref{ThreadID: "suite-messages-input"}
 	NewRunWriter(w, msgs, "1f0e").Put("input",
-		lgwrite.Map{{Key: "__start__", Value: map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}}}, []string{"__start__"})
+		write.Map{{Key: "__start__", Value: map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hello"}}}}}, []string{"__start__"})
 	h, err := st.History(ctx, msgs)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func runPastInput(t *testing.T, open Open) {
 	state := map[string]map[string]any{}
 	first := r.StateRun(state, runQuestions[0])
 	// The next run's input only: it carries on run 1's state.
-	r.Put("input", lgwrite.Map{{Key: "question", Value: "alpha"}, {Key: "tool_state", Value: state},
+	r.Put("input", write.Map{{Key: "question", Value: "alpha"}, {Key: "tool_state", Value: state},
 		{Key: "__start__", Value: map[string]any{"question": "beta"}}}, []string{"__start__"})
 	h, err = st.History(ctx, ref)
 	if err != nil {
@@ -263,7 +263,7 @@ func runPastInput(t *testing.T, open Open) {
 	}
 	// Past it: run 2 is a turn, read from the cached index.
 	r.lastQuestion = "beta"
-	second := r.Put("loop", lgwrite.Map{{Key: "question", Value: "beta"}, {Key: "tool_state", Value: state}}, []string{"question"})
+	second := r.Put("loop", write.Map{{Key: "question", Value: "beta"}, {Key: "tool_state", Value: state}}, []string{"question"})
 	h, err = st.History(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
@@ -278,20 +278,20 @@ func functionalMessages(t *testing.T, open Open) {
 	b, w := open(t)
 	ref := backend.Ref{ThreadID: "suite-functional-messages"}
 	r := NewRunWriter(w, ref, "1f0e")
-	var saved lgwrite.Map
+	var saved write.Map
 	var msgs []any
 	var inputs, ends []string
 	var want []map[string]map[string]any
 	for i, run := range runQuestions {
-		values := lgwrite.Map{{Key: "__start__", Value: run.Question}}
+		values := write.Map{{Key: "__start__", Value: run.Question}}
 		if saved != nil {
-			values = append(values, lgwrite.Field{Key: "__end__", Value: "answer"}, lgwrite.Field{Key: "__previous__", Value: saved})
+			values = append(values, write.Field{Key: "__end__", Value: "answer"}, write.Field{Key: "__previous__", Value: saved})
 		}
 		inputs = append(inputs, r.Put("input", values, []string{"__start__"}))
-		msgs = append(msgs, lgwrite.Human(fmt.Sprintf("h%d", i), run.Question), lgwrite.AI(fmt.Sprintf("a%d", i), "answer"))
+		msgs = append(msgs, write.Human(fmt.Sprintf("h%d", i), run.Question), write.AI(fmt.Sprintf("a%d", i), "answer"))
 		state := entries(run.Writes)
-		saved = lgwrite.Map{{Key: "messages", Value: append([]any(nil), msgs...)}, {Key: "tool_state", Value: state}}
-		ends = append(ends, r.Put("loop", lgwrite.Map{{Key: "__end__", Value: "answer"}, {Key: "__previous__", Value: saved}}, []string{"__end__", "__previous__"}))
+		saved = write.Map{{Key: "messages", Value: append([]any(nil), msgs...)}, {Key: "tool_state", Value: state}}
+		ends = append(ends, r.Put("loop", write.Map{{Key: "__end__", Value: "answer"}, {Key: "__previous__", Value: saved}}, []string{"__end__", "__previous__"}))
 		want = append(want, state)
 	}
 	st := store.New(store.Config{Backend: b})

@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/format"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 )
 
 // Open returns a fresh, empty backend and a Writer into its storage. The
@@ -166,8 +167,8 @@ func missingVersusEmpty(t *testing.T, open Open) {
 		t.Fatal(err)
 	}
 	// The question's checkpoint precedes any tool write: no value yet.
-	if len(blobs) != 3 || !blobs[0].Missing || blobs[1].Missing || blobs[1].Type != lgcodec.TypeEmpty ||
-		blobs[2].Missing || blobs[2].Type == lgcodec.TypeEmpty {
+	if len(blobs) != 3 || !blobs[0].Missing || blobs[1].Missing || blobs[1].Type != format.TypeEmpty ||
+		blobs[2].Missing || blobs[2].Type == format.TypeEmpty {
 		t.Errorf("Values = %+v; want missing, empty, a value", blobs)
 	}
 }
@@ -210,9 +211,9 @@ func newest(t *testing.T, open Open) {
 	written := Build(w, a, Demo[:2])
 	Build(w, other, Demo[:1])
 	last := written[len(written)-1].End
-	w.Put(a, lgsaver.Checkpoint{ID: "1f0c-900000", Parent: last, TS: Base.Add(time.Hour),
-		Values:   lgwrite.Map{{Key: "messages", Value: []any{lgwrite.Human("h", "q")}}, {Key: "notes", Value: "kept apart"}},
-		Metadata: lgwrite.Map{{Key: "source", Value: "update"}, {Key: "step", Value: 99}}})
+	w.Put(a, saver.Checkpoint{ID: "1f0c-900000", Parent: last, TS: Base.Add(time.Hour),
+		Values:   write.Map{{Key: "messages", Value: []any{write.Human("h", "q")}}, {Key: "notes", Value: "kept apart"}},
+		Metadata: write.Map{{Key: "source", Value: "update"}, {Key: "step", Value: 99}}})
 	all := map[string]backend.Ref{}
 	for _, ref := range []backend.Ref{a, other} {
 		if _, err := b.List(ctx, ref, backend.Query{}, func(r backend.Row) error {
@@ -226,7 +227,7 @@ func newest(t *testing.T, open Open) {
 		t.Helper()
 		channels = map[string]int{}
 		err := b.Newest(ctx, ref, limit, func(r backend.Row) error {
-			cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
+			cp, err := codec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 			if err != nil {
 				return fmt.Errorf("checkpoint %s: %w", r.ID, err)
 			}
@@ -279,24 +280,24 @@ func newest(t *testing.T, open Open) {
 func versionForms(t *testing.T, open Open) {
 	b, w := open(t)
 	ref := backend.Ref{ThreadID: "suite-versions"}
-	human := func(n int) lgwrite.Message {
-		return lgwrite.Human(fmt.Sprintf("h%d", n), fmt.Sprintf("question %d", n))
+	human := func(n int) write.Message {
+		return write.Human(fmt.Sprintf("h%d", n), fmt.Sprintf("question %d", n))
 	}
 	entry := func(v any) map[string]any { return map[string]any{"value": v, "turn": 1} }
 	ts := func(i int) time.Time { return Base.Add(time.Duration(i) * time.Second) }
-	cps := []lgsaver.Checkpoint{
+	cps := []saver.Checkpoint{
 		// An integer version (LangChain.js).
-		{ID: "v-1", TS: ts(1), Values: lgwrite.Map{{Key: "messages", Value: []any{human(1)}}, {Key: "tool_state", Value: map[string]any{"k": entry("one")}}},
-			Versions: lgwrite.Map{{Key: "messages", Value: 1}, {Key: "tool_state", Value: 1}}},
+		{ID: "v-1", TS: ts(1), Values: write.Map{{Key: "messages", Value: []any{human(1)}}, {Key: "tool_state", Value: map[string]any{"k": entry("one")}}},
+			Versions: write.Map{{Key: "messages", Value: 1}, {Key: "tool_state", Value: 1}}},
 		// A float version, and a null one: the state has no value here.
-		{ID: "v-2", Parent: "v-1", TS: ts(2), Values: lgwrite.Map{{Key: "messages", Value: []any{human(1), human(2)}}},
-			Versions: lgwrite.Map{{Key: "messages", Value: 2.5}, {Key: "tool_state", Value: nil}}},
+		{ID: "v-2", Parent: "v-1", TS: ts(2), Values: write.Map{{Key: "messages", Value: []any{human(1), human(2)}}},
+			Versions: write.Map{{Key: "messages", Value: 2.5}, {Key: "tool_state", Value: nil}}},
 		// A string version (Python), and a state channel with no version.
-		{ID: "v-3", Parent: "v-2", TS: ts(3), Values: lgwrite.Map{{Key: "messages", Value: []any{human(1), human(2), human(3)}}},
-			Versions: lgwrite.Map{{Key: "messages", Value: "00000000000000000000000000000003.0.25"}}},
+		{ID: "v-3", Parent: "v-2", TS: ts(3), Values: write.Map{{Key: "messages", Value: []any{human(1), human(2), human(3)}}},
+			Versions: write.Map{{Key: "messages", Value: "00000000000000000000000000000003.0.25"}}},
 		// The same string version again: the same value, read once.
-		{ID: "v-4", Parent: "v-3", TS: ts(4), Values: lgwrite.Map{{Key: "messages", Value: []any{human(1), human(2), human(3)}}, {Key: "tool_state", Value: map[string]any{"k": entry("four")}}},
-			Versions: lgwrite.Map{{Key: "messages", Value: "00000000000000000000000000000003.0.25"}, {Key: "tool_state", Value: "s4"}}},
+		{ID: "v-4", Parent: "v-3", TS: ts(4), Values: write.Map{{Key: "messages", Value: []any{human(1), human(2), human(3)}}, {Key: "tool_state", Value: map[string]any{"k": entry("four")}}},
+			Versions: write.Map{{Key: "messages", Value: "00000000000000000000000000000003.0.25"}, {Key: "tool_state", Value: "s4"}}},
 	}
 	for _, cp := range cps {
 		w.Put(ref, cp)
@@ -337,16 +338,16 @@ func writesRead(t *testing.T, open Open) {
 	b, w := open(t)
 	ref := backend.Ref{ThreadID: "suite-writes"}
 	task := "1ef4f797-8335-6428-8001-8a1503f9b875"
-	w.Put(ref, lgsaver.Checkpoint{ID: "w-1", TS: Base, Values: lgwrite.Map{{Key: "messages", Value: []any{}}},
-		Writes: []lgsaver.Write{
-			{TaskID: "00000000-0000-0000-0000-000000000000", Idx: 0, Channel: "messages", Value: []any{lgwrite.Human("h1", "first")}},
-			{TaskID: task, TaskPath: "~__pregel_pull, agent", Idx: 0, Channel: "messages", Value: []any{lgwrite.AI("a1", "reply")}},
+	w.Put(ref, saver.Checkpoint{ID: "w-1", TS: Base, Values: write.Map{{Key: "messages", Value: []any{}}},
+		Writes: []saver.Write{
+			{TaskID: "00000000-0000-0000-0000-000000000000", Idx: 0, Channel: "messages", Value: []any{write.Human("h1", "first")}},
+			{TaskID: task, TaskPath: "~__pregel_pull, agent", Idx: 0, Channel: "messages", Value: []any{write.AI("a1", "reply")}},
 			{TaskID: task, TaskPath: "~__pregel_pull, agent", Idx: 1, Channel: "files", Value: map[string]any{"/a.md": "x"}},
 		}})
-	w.Put(ref, lgsaver.Checkpoint{ID: "w-2", Parent: "w-1", TS: Base.Add(time.Second), Values: lgwrite.Map{{Key: "messages", Value: []any{}}},
-		Writes: []lgsaver.Write{{TaskID: task, Idx: 0, Channel: "messages", Value: []any{lgwrite.Human("h2", "second")}}}})
+	w.Put(ref, saver.Checkpoint{ID: "w-2", Parent: "w-1", TS: Base.Add(time.Second), Values: write.Map{{Key: "messages", Value: []any{}}},
+		Writes: []saver.Write{{TaskID: task, Idx: 0, Channel: "messages", Value: []any{write.Human("h2", "second")}}}})
 	keepsPath := true
-	if sw, ok := w.(interface{ Saver() lgsaver.Saver }); ok {
+	if sw, ok := w.(interface{ Saver() saver.Saver }); ok {
 		keepsPath = sw.Saver().Python()
 	}
 	type got struct {
@@ -356,7 +357,7 @@ func writesRead(t *testing.T, open Open) {
 	}
 	var all []got
 	err := b.EachWrite(context.Background(), ref, "messages", []string{"w-1", "no-such"}, func(wr backend.Write) error {
-		v, _, err := lgcodec.Decode(wr.Value.Type, wr.Value.Data, lgcodec.Limits{})
+		v, _, err := codec.Decode(wr.Value.Type, wr.Value.Data, codec.Limits{})
 		if err != nil {
 			return err
 		}
@@ -386,29 +387,29 @@ func writesRead(t *testing.T, open Open) {
 // each checkpoint hold the changes, and one checkpoint stores snapshots.
 func deltaThread(w Writer, ref backend.Ref) {
 	ts := func(i int) time.Time { return Base.Add(time.Duration(i) * time.Second) }
-	ws := func(ch string, v any) lgsaver.Write {
-		return lgsaver.Write{TaskID: "t", TaskPath: "~__pregel_pull, node", Channel: ch, Value: v}
+	ws := func(ch string, v any) saver.Write {
+		return saver.Write{TaskID: "t", TaskPath: "~__pregel_pull, node", Channel: ch, Value: v}
 	}
-	h1, a1, h2, a2 := lgwrite.Human("h1", "first question"), lgwrite.AI("a1", "one"), lgwrite.Human("h2", "second question"), lgwrite.AI("a2", "two")
-	for _, cp := range []lgsaver.Checkpoint{
+	h1, a1, h2, a2 := write.Human("h1", "first question"), write.AI("a1", "one"), write.Human("h2", "second question"), write.AI("a2", "two")
+	for _, cp := range []saver.Checkpoint{
 		// The input's write hangs on the thread's first checkpoint.
-		{ID: "d-0", TS: ts(0), Writes: []lgsaver.Write{ws("messages", []any{h1})}},
-		{ID: "d-1", Parent: "d-0", TS: ts(1), Versions: lgwrite.Map{{Key: "messages", Value: 1}},
-			Writes: []lgsaver.Write{ws("messages", []any{a1}), {TaskID: "t", TaskPath: "~__pregel_pull, node", Idx: 1, Channel: "files", Value: map[string]any{"/a.md": "v1"}}}},
-		{ID: "d-2", Parent: "d-1", TS: ts(2), Versions: lgwrite.Map{{Key: "messages", Value: 2}, {Key: "files", Value: 1}},
-			Writes: []lgsaver.Write{ws("messages", []any{h2})}},
+		{ID: "d-0", TS: ts(0), Writes: []saver.Write{ws("messages", []any{h1})}},
+		{ID: "d-1", Parent: "d-0", TS: ts(1), Versions: write.Map{{Key: "messages", Value: 1}},
+			Writes: []saver.Write{ws("messages", []any{a1}), {TaskID: "t", TaskPath: "~__pregel_pull, node", Idx: 1, Channel: "files", Value: map[string]any{"/a.md": "v1"}}}},
+		{ID: "d-2", Parent: "d-1", TS: ts(2), Versions: write.Map{{Key: "messages", Value: 2}, {Key: "files", Value: 1}},
+			Writes: []saver.Write{ws("messages", []any{h2})}},
 		{ID: "d-3", Parent: "d-2", TS: ts(3),
-			Values: lgwrite.Map{
-				{Key: "messages", Value: lgwrite.DeltaSnapshot{Value: []any{h1, a1, h2}}},
-				{Key: "files", Value: lgwrite.DeltaSnapshot{Value: map[string]any{"/a.md": "v1"}}},
+			Values: write.Map{
+				{Key: "messages", Value: write.DeltaSnapshot{Value: []any{h1, a1, h2}}},
+				{Key: "files", Value: write.DeltaSnapshot{Value: map[string]any{"/a.md": "v1"}}},
 			},
-			Versions: lgwrite.Map{{Key: "messages", Value: 3}, {Key: "files", Value: 2}},
-			Writes:   []lgsaver.Write{ws("files", map[string]any{"/a.md": "v2", "/b.md": "b"}), {TaskID: "t", TaskPath: "~__pregel_pull, node", Idx: 1, Channel: "messages", Value: []any{a2}}}},
-		{ID: "d-4", Parent: "d-3", TS: ts(4), Versions: lgwrite.Map{{Key: "messages", Value: 4}, {Key: "files", Value: 3}},
-			Writes: []lgsaver.Write{ws("messages", []any{lgwrite.Remove("h1")}), {TaskID: "u", Channel: "files", Value: map[string]any{"/b.md": nil}}}},
-		{ID: "d-5", Parent: "d-4", TS: ts(5), Versions: lgwrite.Map{{Key: "messages", Value: 5}, {Key: "files", Value: 4}}},
+			Versions: write.Map{{Key: "messages", Value: 3}, {Key: "files", Value: 2}},
+			Writes:   []saver.Write{ws("files", map[string]any{"/a.md": "v2", "/b.md": "b"}), {TaskID: "t", TaskPath: "~__pregel_pull, node", Idx: 1, Channel: "messages", Value: []any{a2}}}},
+		{ID: "d-4", Parent: "d-3", TS: ts(4), Versions: write.Map{{Key: "messages", Value: 4}, {Key: "files", Value: 3}},
+			Writes: []saver.Write{ws("messages", []any{write.Remove("h1")}), {TaskID: "u", Channel: "files", Value: map[string]any{"/b.md": nil}}}},
+		{ID: "d-5", Parent: "d-4", TS: ts(5), Versions: write.Map{{Key: "messages", Value: 5}, {Key: "files", Value: 4}}},
 	} {
-		cp.Metadata = lgwrite.Map{{Key: "source", Value: "loop"}, {Key: "counters_since_delta_snapshot", Value: lgwrite.Map{}}}
+		cp.Metadata = write.Map{{Key: "source", Value: "loop"}, {Key: "counters_since_delta_snapshot", Value: write.Map{}}}
 		w.Put(ref, cp)
 	}
 }
@@ -828,7 +829,7 @@ type EntryEncoder struct{}
 // Encode implements store.Encoder.
 func (EntryEncoder) Encode(e store.Entry) ([]byte, error) {
 	v := e.Value
-	if raw, ok := v.(lgcodec.Raw); ok {
+	if raw, ok := v.(codec.Raw); ok {
 		var err error
 		if v, err = raw.Decode(); err != nil {
 			return nil, err

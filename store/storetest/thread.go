@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store/backend"
 )
 
@@ -19,7 +19,7 @@ import (
 type Writer interface {
 	// Put stores one checkpoint of ref, as the saver's put and put_writes
 	// would.
-	Put(ref backend.Ref, cp lgsaver.Checkpoint)
+	Put(ref backend.Ref, cp saver.Checkpoint)
 	// Delete removes checkpoints of ref, as pruning would.
 	Delete(ref backend.Ref, ids []string)
 }
@@ -28,24 +28,24 @@ type Writer interface {
 // (lgsaver), failing the test on any error until Close.
 type SaverWriter struct {
 	t      testing.TB
-	w      *lgsaver.Writer
+	w      *saver.Writer
 	closed atomic.Bool
 }
 
 // NewSaverWriter returns a Writer through w that fails t on errors.
-func NewSaverWriter(t testing.TB, w *lgsaver.Writer) *SaverWriter {
+func NewSaverWriter(t testing.TB, w *saver.Writer) *SaverWriter {
 	return &SaverWriter{t: t, w: w}
 }
 
 // Saver returns the layout the writer stores.
-func (w *SaverWriter) Saver() lgsaver.Saver { return w.w.Saver() }
+func (w *SaverWriter) Saver() saver.Saver { return w.w.Saver() }
 
 // Close makes later errors silent: a writer goroutine a test leaves
 // running then stops failing it.
 func (w *SaverWriter) Close() { w.closed.Store(true) }
 
 // Put implements Writer.
-func (w *SaverWriter) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
+func (w *SaverWriter) Put(ref backend.Ref, cp saver.Checkpoint) {
 	if err := w.w.Put(context.Background(), ref.ThreadID, ref.Namespace, cp); err != nil && !w.closed.Load() {
 		w.t.Error(err)
 	}
@@ -171,15 +171,15 @@ func (b *Builder) Update(writes map[string]any) Written {
 
 // lineVersions returns the channel versions of a checkpoint holding
 // values, numbered per lineage, and records them.
-func (b *Builder) lineVersions(values lgwrite.Map) lgwrite.Map {
-	var out lgwrite.Map
+func (b *Builder) lineVersions(values write.Map) write.Map {
+	var out write.Map
 	for _, f := range values {
 		enc := fmt.Sprintf("%#v", f.Value)
 		if b.values[f.Key] != enc || b.versions[f.Key] == 0 {
 			b.versions[f.Key]++
 			b.values[f.Key] = enc
 		}
-		out = append(out, lgwrite.Field{Key: f.Key, Value: b.versions[f.Key]})
+		out = append(out, write.Field{Key: f.Key, Value: b.versions[f.Key]})
 	}
 	return out
 }
@@ -190,17 +190,17 @@ var Base = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
 func (b *Builder) put(into *Written, source string) {
 	id := fmt.Sprintf("%s-%06d", b.prefix, b.step)
-	values := lgwrite.Map{{Key: "messages", Value: slices.Clone(b.msgs)}}
+	values := write.Map{{Key: "messages", Value: slices.Clone(b.msgs)}}
 	if len(b.state) > 0 {
-		values = append(values, lgwrite.Field{Key: "tool_state", Value: b.state})
+		values = append(values, write.Field{Key: "tool_state", Value: b.state})
 	}
-	var versions lgwrite.Map
+	var versions write.Map
 	if b.counted {
 		versions = b.lineVersions(values)
 	}
-	b.w.Put(b.ref, lgsaver.Checkpoint{
+	b.w.Put(b.ref, saver.Checkpoint{
 		ID: id, Parent: b.parent, TS: Base.Add(time.Duration(b.step) * time.Second), Values: values, Versions: versions,
-		Metadata: lgwrite.Map{{Key: "source", Value: source}, {Key: "step", Value: b.step - 1}},
+		Metadata: write.Map{{Key: "source", Value: source}, {Key: "step", Value: b.step - 1}},
 	})
 	if into != nil {
 		into.IDs = append(into.IDs, id)
@@ -214,7 +214,7 @@ func (b *Builder) put(into *Written, source string) {
 
 // message appends a message with a fresh id: a branch's messages are
 // not the ones the branch it left held at the same place.
-func (b *Builder) message(m lgwrite.Message) {
+func (b *Builder) message(m write.Message) {
 	m.ID = fmt.Sprintf("%s-msg-%d", b.prefix, len(b.msgs))
 	if b.forked {
 		m.ID = fmt.Sprintf("%s-msg-%d-%d", b.prefix, b.step, len(b.msgs))
@@ -227,16 +227,16 @@ func (b *Builder) Turn(t Turn) Written {
 	b.turns++
 	n := b.turns
 	var w Written
-	b.message(lgwrite.Human("", t.Question))
+	b.message(write.Human("", t.Question))
 	b.put(&w, "input")
-	b.message(lgwrite.AI("", "calling tools"))
+	b.message(write.AI("", "calling tools"))
 	b.put(&w, "loop")
 	if len(t.Writes) > 0 {
 		b.write(t.Writes, n)
-		b.message(lgwrite.Tool("", "done", "tool", "call"))
+		b.message(write.Tool("", "done", "tool", "call"))
 		b.put(&w, "loop")
 	}
-	b.message(lgwrite.AI("", "answer"))
+	b.message(write.AI("", "answer"))
 	b.put(&w, "loop")
 	w.State = b.state
 	return w

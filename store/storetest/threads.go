@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
 )
@@ -23,13 +23,13 @@ func PutThread(w Writer, ref backend.Ref, at time.Time, n int) []string {
 	parent := ""
 	for i := range n {
 		id := fmt.Sprintf("1f0d-%06d", i)
-		msgs := []any{lgwrite.Human(ref.ThreadID+"-q1", "the question")}
+		msgs := []any{write.Human(ref.ThreadID+"-q1", "the question")}
 		if i > 0 {
-			msgs = append(msgs, lgwrite.AI(fmt.Sprintf("%s-a%d", ref.ThreadID, i), "an answer"))
+			msgs = append(msgs, write.AI(fmt.Sprintf("%s-a%d", ref.ThreadID, i), "an answer"))
 		}
-		w.Put(ref, lgsaver.Checkpoint{ID: id, Parent: parent, TS: at.Add(time.Duration(i) * time.Second),
-			Values:   lgwrite.Map{{Key: "messages", Value: msgs}},
-			Metadata: lgwrite.Map{{Key: "source", Value: "loop"}, {Key: "step", Value: i}}})
+		w.Put(ref, saver.Checkpoint{ID: id, Parent: parent, TS: at.Add(time.Duration(i) * time.Second),
+			Values:   write.Map{{Key: "messages", Value: msgs}},
+			Metadata: write.Map{{Key: "source", Value: "loop"}, {Key: "step", Value: i}}})
 		ids = append(ids, id)
 		parent = id
 	}
@@ -337,7 +337,7 @@ func stepsAndRest(t *testing.T, open Open) {
 	b, w := open(t)
 	ref := backend.Ref{ThreadID: "suite-steps"}
 	recorded := true
-	if sw, ok := w.(interface{ Saver() lgsaver.Saver }); ok {
+	if sw, ok := w.(interface{ Saver() saver.Saver }); ok {
 		recorded = sw.Saver().Python()
 	}
 	type step struct {
@@ -357,15 +357,15 @@ func stepsAndRest(t *testing.T, open Open) {
 	parent := ""
 	for i, s := range steps {
 		if s.human {
-			msgs = append(msgs, lgwrite.Human(fmt.Sprintf("q%d", i), fmt.Sprintf("question %d", i)))
+			msgs = append(msgs, write.Human(fmt.Sprintf("q%d", i), fmt.Sprintf("question %d", i)))
 		} else if i > 0 {
-			msgs = append(msgs, lgwrite.AI(fmt.Sprintf("a%d", i), "answer"))
+			msgs = append(msgs, write.AI(fmt.Sprintf("a%d", i), "answer"))
 		}
 		id := fmt.Sprintf("1f0f-%06d", i)
-		w.Put(ref, lgsaver.Checkpoint{ID: id, Parent: parent, TS: Base.Add(time.Duration(i) * time.Second),
-			Values:          lgwrite.Map{{Key: "messages", Value: slices.Clone(msgs)}},
+		w.Put(ref, saver.Checkpoint{ID: id, Parent: parent, TS: Base.Add(time.Duration(i) * time.Second),
+			Values:          write.Map{{Key: "messages", Value: slices.Clone(msgs)}},
 			UpdatedChannels: s.updated,
-			Metadata:        lgwrite.Map{{Key: "source", Value: s.source}, {Key: "step", Value: i - 1}}})
+			Metadata:        write.Map{{Key: "source", Value: s.source}, {Key: "step", Value: i - 1}}})
 		parent = id
 	}
 	st := store.New(store.Config{Backend: b})

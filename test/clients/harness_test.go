@@ -20,7 +20,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver
 
 	"github.com/historyd/historyd/internal/syncbuf"
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -87,7 +87,7 @@ func writeFixture(t testing.TB, bin string) string {
 		_, err := db.ExecContext(ctx, query, args...)
 		return err
 	}
-	w := storetest.NewSaverWriter(t, lgsaver.NewWriter(lgsaver.SQLiteJS, execSQL, ""))
+	w := storetest.NewSaverWriter(t, saver.NewWriter(saver.SQLiteJS, execSQL, ""))
 	for id, turns := range fixtureThreads() {
 		b := storetest.NewBuilderWithPrefix(w, backend.Ref{ThreadID: id}, "1f21")
 		for _, turn := range turns {

@@ -17,11 +17,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
-	"github.com/historyd/historyd/store/lgcodec"
 	"github.com/historyd/historyd/store/postgres"
 	"github.com/historyd/historyd/store/sqlite"
 	"github.com/historyd/historyd/store/storetest"
@@ -46,13 +46,13 @@ type readBack struct {
 // historyd must serve the same thread from it.
 func TestSaverLayouts(t *testing.T) {
 	s := loadSetup(t, true)
-	for _, saver := range lgsaver.Savers {
-		t.Run(saver.String(), func(t *testing.T) {
+	for _, layout := range saver.Savers {
+		t.Run(layout.String(), func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			w, b, reader := saverStore(t, ctx, s, saver)
-			ref := backend.Ref{ThreadID: "layout-" + saver.String()}
+			w, b, reader := saverStore(t, ctx, s, layout)
+			ref := backend.Ref{ThreadID: "layout-" + layout.String()}
 			written := writeLayoutThread(w, ref)
 
 			var got []readBack
@@ -106,15 +106,15 @@ func TestSaverLayouts(t *testing.T) {
 // saverStore makes an empty store in saver's layout and returns a writer
 // into it, historyd's backend over it, and the command line of the real
 // saver's reader.
-func saverStore(t *testing.T, ctx context.Context, s setup, saver lgsaver.Saver) (*storetest.SaverWriter, backend.Backend, []string) {
+func saverStore(t *testing.T, ctx context.Context, s setup, layout saver.Saver) (*storetest.SaverWriter, backend.Backend, []string) {
 	t.Helper()
 	pyReader, _ := filepath.Abs(filepath.Join("py", "read_back.py"))
 	jsReader := filepath.Join(s.nodeDir, "read_back.mjs")
 	reader := []string{s.python, pyReader}
-	if !saver.Python() {
+	if !layout.Python() {
 		reader = []string{s.node, jsReader}
 	}
-	if !saver.Postgres() {
+	if !layout.Postgres() {
 		path := filepath.Join(t.TempDir(), "checkpoints.db")
 		db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path}).String())
 		if err != nil {
@@ -126,7 +126,7 @@ func saverStore(t *testing.T, ctx context.Context, s setup, saver lgsaver.Saver)
 			_, err := db.ExecContext(ctx, q, args...)
 			return err
 		}
-		for _, stmt := range append([]string{lgsaver.SQLiteWAL}, saver.DDL("")...) {
+		for _, stmt := range append([]string{saver.SQLiteWAL}, layout.DDL("")...) {
 			if err := exec(ctx, stmt); err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func saverStore(t *testing.T, ctx context.Context, s setup, saver lgsaver.Saver)
 			t.Fatal(err)
 		}
 		t.Cleanup(b.Close)
-		return storetest.NewSaverWriter(t, lgsaver.NewWriter(saver, exec, "")), b, append(reader, "--sqlite", path)
+		return storetest.NewSaverWriter(t, saver.NewWriter(layout, exec, "")), b, append(reader, "--sqlite", path)
 	}
 	pool, err := pgxpool.New(ctx, s.dsn)
 	if err != nil {
@@ -145,7 +145,7 @@ func saverStore(t *testing.T, ctx context.Context, s setup, saver lgsaver.Saver)
 	t.Cleanup(pool.Close)
 	schema := fmt.Sprintf("layout_%d", rand.Uint64())
 	q := pgx.Identifier{schema}.Sanitize()
-	for _, stmt := range append([]string{"CREATE SCHEMA " + q}, saver.DDL(q)...) {
+	for _, stmt := range append([]string{"CREATE SCHEMA " + q}, layout.DDL(q)...) {
 		if _, err := pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
@@ -160,16 +160,16 @@ func saverStore(t *testing.T, ctx context.Context, s setup, saver lgsaver.Saver)
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	return storetest.NewSaverWriter(t, lgsaver.NewWriter(saver, exec, q)), b, append(reader, "--dsn", s.dsn, "--schema", schema)
+	return storetest.NewSaverWriter(t, saver.NewWriter(layout, exec, q)), b, append(reader, "--dsn", s.dsn, "--schema", schema)
 }
 
 // recording is a storetest.Writer that keeps what it forwards.
 type recording struct {
 	storetest.Writer
-	cps []lgsaver.Checkpoint
+	cps []saver.Checkpoint
 }
 
-func (r *recording) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
+func (r *recording) Put(ref backend.Ref, cp saver.Checkpoint) {
 	r.cps = append(r.cps, cp)
 	r.Writer.Put(ref, cp)
 }
@@ -178,20 +178,20 @@ func (r *recording) Put(ref backend.Ref, cp lgsaver.Checkpoint) {
 // checkpoint with what else a saver splits its own way: an inline
 // primitive, a DeltaChannel snapshot, and pending writes of two tasks. It
 // returns every checkpoint written, in order.
-func writeLayoutThread(w storetest.Writer, ref backend.Ref) []lgsaver.Checkpoint {
+func writeLayoutThread(w storetest.Writer, ref backend.Ref) []saver.Checkpoint {
 	rec := &recording{Writer: w}
 	storetest.Build(rec, ref, storetest.Demo[:2])
 	last := rec.cps[len(rec.cps)-1]
 	task := "1ef4f797-8335-6428-8001-8a1503f9b875"
-	rec.Put(ref, lgsaver.Checkpoint{
+	rec.Put(ref, saver.Checkpoint{
 		ID: last.ID + "-x", Parent: last.ID, TS: last.TS.Add(time.Second),
 		Values: append(slices.Clone(last.Values),
-			lgwrite.Field{Key: "title", Value: "Severn"},
-			lgwrite.Field{Key: "files", Value: lgwrite.DeltaSnapshot{Value: map[string]any{"/notes/severn.md": map[string]any{"content": "11420 km²"}}}},
+			write.Field{Key: "title", Value: "Severn"},
+			write.Field{Key: "files", Value: write.DeltaSnapshot{Value: map[string]any{"/notes/severn.md": map[string]any{"content": "11420 km²"}}}},
 		),
-		Metadata: lgwrite.Map{{Key: "source", Value: "loop"}, {Key: "step", Value: 99}},
-		Writes: []lgsaver.Write{
-			{TaskID: "00000000-0000-0000-0000-000000000000", Idx: 0, Channel: "messages", Value: []any{lgwrite.Human("q3", "and the Trent?")}},
+		Metadata: write.Map{{Key: "source", Value: "loop"}, {Key: "step", Value: 99}},
+		Writes: []saver.Write{
+			{TaskID: "00000000-0000-0000-0000-000000000000", Idx: 0, Channel: "messages", Value: []any{write.Human("q3", "and the Trent?")}},
 			{TaskID: task, TaskPath: "~__pregel_pull, tools", Idx: 0, Channel: "files", Value: map[string]any{"/notes/trent.md": map[string]any{"content": "10452 km²"}}},
 			{TaskID: task, TaskPath: "~__pregel_pull, tools", Idx: 1, Channel: "title", Value: "Trent"},
 		},
@@ -204,7 +204,7 @@ func listedVersions(t *testing.T, ctx context.Context, b backend.Backend, ref ba
 	t.Helper()
 	out := map[string]map[string]string{}
 	_, err := b.List(ctx, ref, backend.Query{}, func(r backend.Row) error {
-		cp, err := lgcodec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
+		cp, err := codec.ParseCheckpoint(r.Checkpoint.Type, r.Checkpoint.Data, nil)
 		if err != nil {
 			return err
 		}
@@ -218,7 +218,7 @@ func listedVersions(t *testing.T, ctx context.Context, b backend.Backend, ref ba
 }
 
 // plainValues is what the readers print for a checkpoint's values.
-func plainValues(values lgwrite.Map) map[string]any {
+func plainValues(values write.Map) map[string]any {
 	out := map[string]any{}
 	for _, f := range values {
 		out[f.Key] = plainValue(f.Value)
@@ -228,7 +228,7 @@ func plainValues(values lgwrite.Map) map[string]any {
 
 func plainValue(v any) any {
 	switch x := v.(type) {
-	case lgwrite.Message:
+	case write.Message:
 		ak := x.AdditionalKwargs
 		if ak == nil {
 			ak = map[string]any{}
@@ -238,7 +238,7 @@ func plainValue(v any) any {
 			id = x.ID
 		}
 		return map[string]any{"type": x.Type, "id": id, "content": x.Content, "additional_kwargs": ak}
-	case lgwrite.DeltaSnapshot:
+	case write.DeltaSnapshot:
 		return map[string]any{"delta_snapshot": plainValue(x.Value)}
 	case []any:
 		out := make([]any, len(x))
@@ -291,12 +291,12 @@ func jsonOf(t *testing.T, v any) any {
 	return out
 }
 
-func metaString(m lgwrite.Map, k string) any {
+func metaString(m write.Map, k string) any {
 	v, _ := m.Get(k)
 	return v
 }
 
-func metaNumber(m lgwrite.Map, k string) any {
+func metaNumber(m write.Map, k string) any {
 	v, ok := m.Get(k)
 	if !ok {
 		return nil

@@ -18,7 +18,7 @@ import (
 // TestCorruptBlob overwrites the tool_state blob one turn ended on with
 // garbage, in three threads: as a "json" blob (LangGraph.js), as a
 // "msgpack" one (Python), and as msgpack nested deeper than any serializer
-// writes (lgcodec.DefaultMaxDepth), which is damage too. Snapshot of that turn must answer DataLoss naming
+// writes (format.DefaultMaxDepth), which is damage too. Snapshot of that turn must answer DataLoss naming
 // the thread, the checkpoint and the channel; every other turn, a third
 // untouched thread, and Turns must be served as before, and the server must
 // stay healthy: damaged data is not an outage. A server that decoded the

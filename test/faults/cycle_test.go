@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/lgsaver"
-	"github.com/historyd/historyd/lgwrite"
+	"github.com/historyd/historyd/langgraph/saver"
+	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -65,9 +65,9 @@ func TestParentCycle(t *testing.T) {
 	// 1f0d-1's parent is 1f0d-3, which descends from it.
 	w := newWriter(t, pool, schema)
 	for i, parent := range []string{"1f0d-3", "1f0d-1", "1f0d-2"} {
-		w.Put(backend.Ref{ThreadID: looped.id}, lgsaver.Checkpoint{ID: fmt.Sprintf("1f0d-%d", i+1), Parent: parent,
-			TS: storetest.Base.Add(time.Hour), Versions: lgwrite.Map{{Key: "messages", Value: 100 + i}},
-			Metadata: lgwrite.Map{{Key: "source", Value: "loop"}}})
+		w.Put(backend.Ref{ThreadID: looped.id}, saver.Checkpoint{ID: fmt.Sprintf("1f0d-%d", i+1), Parent: parent,
+			TS: storetest.Base.Add(time.Hour), Versions: write.Map{{Key: "messages", Value: 100 + i}},
+			Metadata: write.Map{{Key: "source", Value: "loop"}}})
 	}
 	const loop = "1f0d-1 → 1f0d-3 → 1f0d-2 → 1f0d-1"
 	dataLoss := func(what string, err error) {

@@ -26,7 +26,7 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/syncbuf"
-	"github.com/historyd/historyd/lgsaver"
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -339,7 +339,7 @@ func connect(t *testing.T, dsn string) *pgxpool.Pool {
 // migrations create, in the given (already quoted) schema.
 func checkpointTables(t *testing.T, pool *pgxpool.Pool, schema string) {
 	t.Helper()
-	for _, stmt := range lgsaver.PostgresJS.DDL(schema) {
+	for _, stmt := range saver.PostgresJS.DDL(schema) {
 		if _, err := pool.Exec(context.Background(), stmt); err != nil {
 			t.Fatalf("create checkpoint tables: %v", err)
 		}
@@ -374,7 +374,7 @@ func newWriter(t *testing.T, pool *pgxpool.Pool, schema string) *storetest.Saver
 		_, err := pool.Exec(ctx, q, args...)
 		return err
 	}
-	return storetest.NewSaverWriter(t, lgsaver.NewWriter(lgsaver.PostgresJS, exec, schema))
+	return storetest.NewSaverWriter(t, saver.NewWriter(saver.PostgresJS, exec, schema))
 }
 
 // rivers is the conversation most tests write: every turn writes state, so
