@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // forkedThread is four turns (q1..q4), then a question sent from turn 2's
@@ -25,7 +27,7 @@ func forkedThread(tb *table) (cps []Checkpoint, turn2End string) {
 func TestLineageForks(t *testing.T) {
 	tb := newTable()
 	cps, from := forkedThread(tb)
-	h := Derive(Ref{ThreadID: "t"}, cps, tb.qs)
+	h := Derive(backend.Ref{ThreadID: "t"}, cps, tb.qs)
 	want := []turnWant{{1, true, "1ef-03", "q1", nil}, {2, true, "1ef-06", "q2", nil}, {3, true, "1eg-01", "q5", nil}, {4, true, "1eg-03", "q6", nil}}
 	if got := summarize(h); !reflect.DeepEqual(got, want) || h.Numbering != Complete || h.Head != "1eg-03" {
 		t.Fatalf("head read: %+v %v head %s\nwant %+v", got, h.Numbering, h.Head, want)
@@ -39,7 +41,7 @@ func TestLineageForks(t *testing.T) {
 		t.Errorf("forks = %+v, want %+v", h.Forks, want)
 	}
 	// The abandoned branch, read with its newest checkpoint as head.
-	ab := Derive(Ref{ThreadID: "t", Head: "1ef-12"}, cps, tb.qs)
+	ab := Derive(backend.Ref{ThreadID: "t", Head: "1ef-12"}, cps, tb.qs)
 	want = []turnWant{{1, true, "1ef-03", "q1", nil}, {2, true, "1ef-06", "q2", nil}, {3, true, "1ef-09", "q3", nil}, {4, true, "1ef-12", "q4", nil}}
 	if got := summarize(ab); !reflect.DeepEqual(got, want) || ab.Head != "1ef-12" {
 		t.Errorf("abandoned branch: %+v, want %+v", got, want)
@@ -47,7 +49,7 @@ func TestLineageForks(t *testing.T) {
 	if want := []Fork{{From: from, Turn: 2, Questions: 4, Newest: "1eg-03"}}; !reflect.DeepEqual(ab.Forks, want) {
 		t.Errorf("abandoned branch's forks = %+v, want %+v", ab.Forks, want)
 	}
-	if un := Derive(Ref{ThreadID: "t", Head: "nope"}, cps, tb.qs); un.Total != 0 || un.Head != "" {
+	if un := Derive(backend.Ref{ThreadID: "t", Head: "nope"}, cps, tb.qs); un.Total != 0 || un.Head != "" {
 		t.Errorf("unknown head: %+v", un)
 	}
 }
@@ -66,7 +68,7 @@ func TestLineageForkOfAFork(t *testing.T) {
 	tail := tb.chain("1ei", []step{{msgs: 11, humans: []string{"q1", "q2", "q5", "q6"}}})
 	tail[0].Parent = "1eg-03"
 	cps = slices.Concat(cps, nested, tail)
-	h := Derive(Ref{ThreadID: "t"}, cps, tb.qs)
+	h := Derive(backend.Ref{ThreadID: "t"}, cps, tb.qs)
 	if h.Head != "1ei-00" || h.Total != 4 {
 		t.Fatalf("head %s total %d", h.Head, h.Total)
 	}
@@ -75,7 +77,7 @@ func TestLineageForkOfAFork(t *testing.T) {
 	if want := []Fork{{From: "1ef-06", Turn: 2, Questions: 4, Newest: "1eh-01"}}; !reflect.DeepEqual(h.Forks, want) {
 		t.Errorf("forks = %+v, want %+v", h.Forks, want)
 	}
-	br := Derive(Ref{ThreadID: "t", Head: "1eh-01"}, cps, tb.qs)
+	br := Derive(backend.Ref{ThreadID: "t", Head: "1eh-01"}, cps, tb.qs)
 	want := []Fork{{From: "1ef-06", Turn: 2, Questions: 4, Newest: "1ei-00"}, {From: "1ef-09", Turn: 3, Questions: 4, Newest: "1ef-12"}}
 	if !reflect.DeepEqual(br.Forks, want) {
 		t.Errorf("nested branch's forks = %+v, want %+v", br.Forks, want)
@@ -89,7 +91,7 @@ func TestLineageRetentionCutsTheForkPoint(t *testing.T) {
 	tb := newTable()
 	cps, from := forkedThread(tb)
 	cps = without(cps, from)
-	h := Derive(Ref{ThreadID: "t"}, cps, tb.qs)
+	h := Derive(backend.Ref{ThreadID: "t"}, cps, tb.qs)
 	want := []turnWant{{1, true, "1ef-03", "q1", nil}, {2, true, "1ef-05", "q2", nil}, {3, true, "1eg-01", "q5", nil}, {4, true, "1eg-03", "q6", nil}}
 	if got := summarize(h); !reflect.DeepEqual(got, want) || h.Numbering != Complete {
 		t.Errorf("turns %+v %v\nwant %+v", got, h.Numbering, want)
@@ -98,7 +100,7 @@ func TestLineageRetentionCutsTheForkPoint(t *testing.T) {
 		t.Errorf("forks below the cut: %+v", h.Forks)
 	}
 	// With the oldest turns gone too, the numbering is counted.
-	h = Derive(Ref{ThreadID: "t"}, without(cps, "1ef-00", "1ef-01"), tb.qs)
+	h = Derive(backend.Ref{ThreadID: "t"}, without(cps, "1ef-00", "1ef-01"), tb.qs)
 	if h.Numbering != Counted || h.Total != 4 || h.Turns[2].End.ID != "1eg-01" {
 		t.Errorf("pruned: total %d %v %+v", h.Total, h.Numbering, summarize(h))
 	}
@@ -137,9 +139,9 @@ func TestForkQuestionsAreTheHeadReadsTotals(t *testing.T) {
 		if r.IntN(2) == 0 {
 			cps = slices.Delete(cps, 0, r.IntN(10))
 		}
-		h := Derive(Ref{ThreadID: "t"}, cps, tb.qs)
+		h := Derive(backend.Ref{ThreadID: "t"}, cps, tb.qs)
 		for _, f := range h.Forks {
-			b := Derive(Ref{ThreadID: "t", Head: f.Newest}, cps, tb.qs)
+			b := Derive(backend.Ref{ThreadID: "t", Head: f.Newest}, cps, tb.qs)
 			if b.Total != f.Questions {
 				t.Fatalf("seed %d: fork %+v; a read of its head totals %d", seed, f, b.Total)
 			}
@@ -161,7 +163,7 @@ func TestLineageAdversarialRows(t *testing.T) {
 	check := func(name string, cps []Checkpoint, want func(*History) bool) {
 		t.Helper()
 		start := time.Now()
-		h := Derive(Ref{ThreadID: "t"}, cps, tb.qs)
+		h := Derive(backend.Ref{ThreadID: "t"}, cps, tb.qs)
 		took := time.Since(start)
 		if !want(h) {
 			t.Errorf("%s: total %d, %d steps, %d forks, head %s", name, h.Total, len(h.Steps), len(h.Forks), h.Head)

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"slices"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Stored rows are input like any request: parent links that loop, which no
@@ -98,7 +100,7 @@ func smallerLoop(a, b []string) []string {
 // checkLinks returns a CycleError when the parent links of ref's
 // checkpoints, those of an index (known) and those listed since (cps),
 // loop.
-func checkLinks(ref Ref, known []Checkpoint, cps []listed) error {
+func checkLinks(ref backend.Ref, known []Checkpoint, cps []listed) error {
 	loop := parentCycle(len(known)+len(cps), func(i int) (string, string) {
 		if i < len(known) {
 			return known[i].ID, known[i].Parent

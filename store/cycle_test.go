@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/historyd/historyd/langgraph/format"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // links is a thread's parent links as (id, parent) pairs.
@@ -55,11 +56,11 @@ func TestParentCycle(t *testing.T) {
 
 // unstoredBackend stores no value anywhere: every checkpoint asked for
 // exists and has none, as between a DeltaChannel's snapshots.
-type unstoredBackend struct{ Empty }
+type unstoredBackend struct{ backend.Empty }
 
-func (unstoredBackend) EachValue(_ context.Context, _ Ref, _ string, ids []string, fn func(int, Blob) error) error {
+func (unstoredBackend) EachValue(_ context.Context, _ backend.Ref, _ string, ids []string, fn func(int, backend.Blob) error) error {
 	for i := range ids {
-		if err := fn(i, Blob{Type: format.TypeEmpty}); err != nil {
+		if err := fn(i, backend.Blob{Type: format.TypeEmpty}); err != nil {
 			return err
 		}
 	}
@@ -71,7 +72,7 @@ func (unstoredBackend) EachValue(_ context.Context, _ Ref, _ string, ids []strin
 // the loop, rather than walking it for ever.
 func TestRebuildLoops(t *testing.T) {
 	s := New(Config{Backend: unstoredBackend{}})
-	ref := Ref{ThreadID: "loops"}
+	ref := backend.Ref{ThreadID: "loops"}
 	for _, c := range []struct {
 		name    string
 		links   links
@@ -90,9 +91,9 @@ func TestRebuildLoops(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				_, err := rebuild(context.Background(), s, ref, "ch", nodes, c.targets, folder[int]{
-					seed:  func(string, Blob) (int, error) { return 0, nil },
+					seed:  func(string, backend.Blob) (int, error) { return 0, nil },
 					empty: func() int { return 0 },
-					apply: func(_ string, v int, _ []Write) (int, error) { return v + 1, nil },
+					apply: func(_ string, v int, _ []backend.Write) (int, error) { return v + 1, nil },
 					done:  func(string, int) error { return nil },
 				})
 				done <- err
@@ -126,10 +127,10 @@ func TestRebuildStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	applied := 0
-	_, err := rebuild(ctx, s, Ref{ThreadID: "long"}, "ch", nodes, []string{idOf(n - 1)}, folder[int]{
-		seed:  func(string, Blob) (int, error) { return 0, nil },
+	_, err := rebuild(ctx, s, backend.Ref{ThreadID: "long"}, "ch", nodes, []string{idOf(n - 1)}, folder[int]{
+		seed:  func(string, backend.Blob) (int, error) { return 0, nil },
 		empty: func() int { return 0 },
-		apply: func(_ string, v int, _ []Write) (int, error) {
+		apply: func(_ string, v int, _ []backend.Write) (int, error) {
 			if applied++; applied == 10 {
 				cancel()
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/historyd/historyd/langgraph/format"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // A DeltaChannel (LangGraph's langgraph.channels.delta, LangGraph.js's
@@ -34,12 +35,12 @@ import (
 // each rebuilt value.
 type folder[V any] struct {
 	// seed reads a stored value.
-	seed func(id string, b Blob) (V, error)
+	seed func(id string, b backend.Blob) (V, error)
 	// empty is the channel's value where it has none.
 	empty func() V
 	// apply returns base with one checkpoint's writes applied, in order.
 	// It must not modify base.
-	apply func(id string, base V, writes []Write) (V, error)
+	apply func(id string, base V, writes []backend.Write) (V, error)
 	// done receives the value at each target. V is not kept after it
 	// returns, unless done keeps it.
 	done func(id string, v V) error
@@ -60,7 +61,7 @@ const probeBatch = 32
 // target whose own stored value was read — need not be passed: every
 // target is taken to have a version of the channel and no stored value of
 // its own, or one rebuild finds.
-func rebuild[V any](ctx context.Context, s *Store, ref Ref, channel string, nodes map[string]listed, targets []string, f folder[V]) (broken []string, err error) {
+func rebuild[V any](ctx context.Context, s *Store, ref backend.Ref, channel string, nodes map[string]listed, targets []string, f folder[V]) (broken []string, err error) {
 	// base: the value a chain starts from, at the checkpoint holding it.
 	type chainState int
 	const (
@@ -117,7 +118,7 @@ func rebuild[V any](ctx context.Context, s *Store, ref Ref, channel string, node
 		}
 		for start := 0; start < len(probe); start += probeBatch {
 			batch := probe[start:min(start+probeBatch, len(probe))]
-			err := s.eachValue(ctx, ref, channel, batch, func(i int, b Blob) error {
+			err := s.eachValue(ctx, ref, channel, batch, func(i int, b backend.Blob) error {
 				id := batch[i]
 				switch {
 				case b.Missing:
@@ -204,8 +205,8 @@ func rebuild[V any](ctx context.Context, s *Store, ref Ref, channel string, node
 		parents = append(parents, p)
 	}
 	slices.Sort(parents)
-	writes := map[string][]Write{}
-	err = s.b.EachWrite(ctx, ref, channel, parents, func(w Write) error {
+	writes := map[string][]backend.Write{}
+	err = s.b.EachWrite(ctx, ref, channel, parents, func(w backend.Write) error {
 		w.Value.Data = append([]byte(nil), w.Value.Data...)
 		writes[w.CheckpointID] = append(writes[w.CheckpointID], w)
 		return nil
@@ -214,7 +215,7 @@ func rebuild[V any](ctx context.Context, s *Store, ref Ref, channel string, node
 		return nil, fmt.Errorf("read %s writes of thread %q: %w", channel, ref.ThreadID, err)
 	}
 	for _, ws := range writes {
-		slices.SortFunc(ws, func(a, b Write) int {
+		slices.SortFunc(ws, func(a, b backend.Write) int {
 			return cmp.Or(strings.Compare(a.TaskPath, b.TaskPath), strings.Compare(a.TaskID, b.TaskID), cmp.Compare(a.Idx, b.Idx))
 		})
 	}

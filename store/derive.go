@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Checkpoint is one checkpoint reduced to what turn derivation needs: its
@@ -156,7 +158,7 @@ func (n Numbering) String() string {
 // History is a thread's turns: every turn from 1 to Total, retained or not.
 type History struct {
 	// Ref names the thread.
-	Ref Ref
+	Ref backend.Ref
 	// Total is how many questions the thread has been asked.
 	Total int
 	// Turns holds turns 1..Total in order; Turns[i].N == i+1.
@@ -164,7 +166,7 @@ type History struct {
 	// Numbering says how sure the turn numbers are.
 	Numbering Numbering
 	// Head is the checkpoint whose lineage the turns are numbered on: the
-	// thread's newest checkpoint, or Ref.Head. Empty for a thread without
+	// thread's newest checkpoint, or backend.Ref.Head. Empty for a thread without
 	// checkpoints.
 	Head string
 	// Forks lists the branches that leave the lineage, oldest fork point
@@ -187,7 +189,7 @@ type Fork struct {
 	// rewound to the end of this turn (0: before the first question).
 	Turn int
 	// Questions is how many turns the abandoned branch held at its newest
-	// checkpoint, as a History with Ref.Head set to Newest counts them.
+	// checkpoint, as a History with backend.Ref.Head set to Newest counts them.
 	Questions int
 	// Newest is the abandoned branch's newest checkpoint.
 	Newest string
@@ -268,6 +270,48 @@ func (h *History) Retained() []int {
 	return out
 }
 
+// RetainedTurns picks every retained turn, in order: the pick of a read
+// of every turn whose state can be read (Store.ReadEncoded).
+func (h *History) RetainedTurns() []Turn {
+	var out []Turn
+	for _, t := range h.Turns {
+		if t.Retained {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Ended reports whether turn t of h has ended: its last checkpoint is at
+// rest, or was made between runs after the turn's own (the next input, an
+// update_state: no run of the turn goes on), or a question came after it
+// (and after those asked with it). turnOf gives the turn of each listed
+// checkpoint (h.Steps).
+//
+// A checkpoint made between runs that asks the turn's question itself (an
+// update_state adding it, followed by invoke(None); an input whose
+// messages already hold it) is where the turn starts, not where it ends:
+// the run that answers it is still to come. Taken for an end, a poll that
+// lands just after it would send the turn with the state before its run,
+// and again once the run is done.
+func (h *History) Ended(t Turn, turnOf map[string]int) bool {
+	last := t.N
+	for _, n := range t.AnsweredWith {
+		last = max(last, n)
+	}
+	if last < h.Total || t.End.Rest == AtRest {
+		return true
+	}
+	if !t.End.Between {
+		return false
+	}
+	// A parent that is not listed (pruned) leaves the question open: the
+	// checkpoint is taken for an end, as before it was known.
+	parentTurn, listed := turnOf[t.End.Parent]
+	asks := t.End.Parent == "" || (listed && parentTurn < t.N)
+	return !asks
+}
+
 // Derive builds a thread's turn history from its checkpoints, given in any
 // order, and its question table (Checkpoint.Asks index it). It is the one
 // place the turn rules live:
@@ -298,18 +342,18 @@ func (h *History) Retained() []int {
 // of cps.
 //
 // Turns are numbered on the lineage only (see tree.lineage): the head
-// (Ref.Head, or the newest checkpoint) and its ancestors, and what agrees
+// (backend.Ref.Head, or the newest checkpoint) and its ancestors, and what agrees
 // with them below a cut; every other checkpoint is on a branch, listed in
-// Forks. A Ref.Head that names no checkpoint of cps derives an empty
+// Forks. A backend.Ref.Head that names no checkpoint of cps derives an empty
 // History; Store refuses such a head with ErrUnknownHead before deriving.
-func Derive(ref Ref, cps []Checkpoint, questions []Question) *History {
+func Derive(ref backend.Ref, cps []Checkpoint, questions []Question) *History {
 	return deriveOn(ref, newTree(cps), questions)
 }
 
 // deriveOn derives the History of ref's head from the thread's tree: the
 // lineage is picked first, then its turns numbered by the rules above,
 // then the branches leaving it are listed.
-func deriveOn(ref Ref, t *tree, questions []Question) *History {
+func deriveOn(ref backend.Ref, t *tree, questions []Question) *History {
 	l, ok := t.lineage(ref.Head)
 	if !ok {
 		return &History{Ref: ref, Numbering: Complete, Turns: []Turn{}}
@@ -324,7 +368,7 @@ func deriveOn(ref Ref, t *tree, questions []Question) *History {
 
 // number applies the turn rules to the checkpoints of one lineage, those
 // of cps that keep indexes; Steps point into cps.
-func number(ref Ref, cps []Checkpoint, keep []int, questions []Question) *History {
+func number(ref backend.Ref, cps []Checkpoint, keep []int, questions []Question) *History {
 	h := &History{Ref: ref, Numbering: Complete}
 	order := checkpointOrderOf(cps, keep)
 	h.Steps = make([]Step, 0, len(order))

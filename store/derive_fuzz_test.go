@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // fuzzThread plays fuzz input as a conversation, two bytes a step: the op
@@ -96,7 +98,7 @@ func FuzzDerive(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 0, 0, 2, 0, 1, 0, 0, 0})       // a removal
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cps, qs, removed, together := fuzzThread(data)
-		ref := Ref{ThreadID: "fuzz"}
+		ref := backend.Ref{ThreadID: "fuzz"}
 		input := slices.Clone(cps)
 		h := Derive(ref, cps, qs)
 		if !reflect.DeepEqual(cps, input) {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // table numbers questions for tests: each question's id is its text.
@@ -262,7 +264,7 @@ func TestDerive(t *testing.T) {
 				orders[fmt.Sprintf("shuffled %d", seed)] = s
 			}
 			for name, order := range orders {
-				h := Derive(Ref{ThreadID: "t"}, order, tb.qs)
+				h := Derive(backend.Ref{ThreadID: "t"}, order, tb.qs)
 				if h.Total != tt.total || h.Numbering != tt.numbering {
 					t.Errorf("%s: total %d, numbering %v; want %d, %v", name, h.Total, h.Numbering, tt.total, tt.numbering)
 				}
@@ -282,7 +284,7 @@ func TestDeriveParentsFirst(t *testing.T) {
 		{ID: "b", Parent: "z", Asks: tb.asks("q1", "q2")},
 		{ID: "z", Asks: tb.asks("q1")},
 	}
-	h := Derive(Ref{ThreadID: "t"}, cps, tb.qs)
+	h := Derive(backend.Ref{ThreadID: "t"}, cps, tb.qs)
 	if got := summarize(h); !reflect.DeepEqual(got, []turnWant{{1, true, "z", "q1", nil}, {2, true, "b", "q2", nil}}) {
 		t.Errorf("turns = %+v", got)
 	}
@@ -291,7 +293,7 @@ func TestDeriveParentsFirst(t *testing.T) {
 func TestHistoryTurn(t *testing.T) {
 	tb := newTable()
 	full := tb.thread()
-	h := Derive(Ref{ThreadID: "t"}, full[4:], tb.qs)
+	h := Derive(backend.Ref{ThreadID: "t"}, full[4:], tb.qs)
 	tests := []struct {
 		n    int
 		want Outcome

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Entry is one session-state key's entry in the tool_state convention: a
@@ -41,7 +42,7 @@ const valueField = "value"
 // (codec.EachEntry), valid only during fn. A channel with no value, or a
 // null one, has no entries; a value that is not a map (deepagents' todos,
 // a list) is one entry named for the channel.
-func eachEntry(b Blob, channel string, keep map[string]bool, lim codec.Limits, fn func(string, Entry) error) error {
+func eachEntry(b backend.Blob, channel string, keep map[string]bool, lim codec.Limits, fn func(string, Entry) error) error {
 	whole, _, err := codec.EachEntry(b.Type, b.Data, keep, valueField, lim, func(k string, v any) error { return fn(k, ParseEntry(v)) })
 	if err != nil || whole == nil {
 		return err

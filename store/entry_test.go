@@ -6,6 +6,7 @@ import (
 
 	"github.com/historyd/historyd/langgraph/codec"
 	"github.com/historyd/historyd/langgraph/write"
+	"github.com/historyd/historyd/store/backend"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -61,14 +62,14 @@ func TestParseEntry(t *testing.T) {
 }
 
 func TestEachEntry(t *testing.T) {
-	blob := func(v any) Blob {
+	blob := func(v any) backend.Blob {
 		data, err := write.EncodeMsgpack(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return Blob{Type: "msgpack", Data: data}
+		return backend.Blob{Type: "msgpack", Data: data}
 	}
-	collect := func(b Blob, keep map[string]bool) (map[string]Entry, error) {
+	collect := func(b backend.Blob, keep map[string]bool) (map[string]Entry, error) {
 		out := map[string]Entry{}
 		err := eachEntry(b, "tool_state", keep, codec.Limits{}, func(k string, e Entry) error {
 			out[k] = e
@@ -89,7 +90,7 @@ func TestEachEntry(t *testing.T) {
 	if _, raw := got["b"].Value.(codec.Raw); err != nil || len(got) != 2 || !raw || *got["b"].Turn != 3 {
 		t.Errorf("lazy = %+v, %v; want both keys, values left encoded", got, err)
 	}
-	for _, b := range []Blob{{Type: "empty"}, {Type: "null"}} {
+	for _, b := range []backend.Blob{{Type: "empty"}, {Type: "null"}} {
 		if got, err := collect(b, nil); err != nil || len(got) != 0 {
 			t.Errorf("%s state = %v, %v; want no entries", b.Type, got, err)
 		}

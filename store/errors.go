@@ -4,47 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/historyd/historyd/store/backend"
 )
-
-// ErrUnavailable marks errors caused by the checkpoint storage being
-// unreachable; a retry may succeed once it is back.
-var ErrUnavailable = errors.New("checkpoint store unavailable")
-
-// ErrNotCheckpointStore marks storage where historyd cannot read LangGraph
-// checkpoint tables: none where it was told to look (wrong database, schema
-// or file), its role lacks SELECT on them, or the server refuses its login.
-// Unlike ErrUnavailable it does not heal by waiting: the configuration or
-// the database's grants must change.
-var ErrNotCheckpointStore = errors.New("cannot read LangGraph checkpoint tables")
-
-// ErrNoAnswer marks a read whose context ended while it waited for the
-// checkpoint store itself: a statement in flight, or a shared freshness
-// probe. A context that ends anywhere else (while a call waits for
-// another's read of the thread, or decodes, or sends) is not marked, so
-// that a caller is told the store kept it waiting only when it did.
-var ErrNoAnswer = errors.New("the checkpoint store had not answered")
-
-// CorruptError reports checkpoint storage that says its own files are
-// damaged (SQLite's "database disk image is malformed", PostgreSQL's
-// SQLSTATE XX001 data_corrupted and XX002 index_corrupted): neither a
-// retry nor a configuration change reads them; they must be restored (an
-// index rebuilt). Role names
-// the damaged part by what it is to historyd, which a caller may read; Err
-// is the driver's error, which names where it lives, for the operator's
-// log.
-type CorruptError struct {
-	// Role says what the damaged part is, e.g. "the SQLite checkpoint
-	// database".
-	Role string
-	// Err is the driver's error.
-	Err error
-}
-
-// Error names the damaged part, then the driver's error.
-func (e *CorruptError) Error() string { return e.Role + " is damaged: " + e.Err.Error() }
-
-// Unwrap returns the driver's error.
-func (e *CorruptError) Unwrap() error { return e.Err }
 
 // ErrStale marks a read that found a turn's last checkpoint deleted since
 // its History was derived. The cached index is dropped, so deriving the
@@ -53,13 +15,13 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // the thread kept changing.
 var ErrStale = errors.New("thread changed while it was read; read it again")
 
-// ErrUnknownHead marks a read whose Ref.Head names a checkpoint the thread
+// ErrUnknownHead marks a read whose backend.Ref.Head names a checkpoint the thread
 // (in that namespace) does not hold.
 var ErrUnknownHead = errors.New("the thread holds no such checkpoint")
 
 // ErrForeignValue marks a read of a channel at a checkpoint whose stored
 // value belongs to another branch: the storage shares values between
-// checkpoints by version (SharesBlobs), the checkpoint's branch produced
+// checkpoints by version (backend.SharesBlobs), the checkpoint's branch produced
 // the version after another branch had (a fork re-producing a version
 // number LangGraph.js counts per channel), and the value kept is the one
 // stored first. The checkpoint's own value is not stored; it is lost.
@@ -69,7 +31,7 @@ var ErrForeignValue = errors.New("the stored value belongs to another branch of 
 // value is another branch's (ErrForeignValue), naming where.
 type ForeignValueError struct {
 	// Ref names the thread.
-	Ref Ref
+	Ref backend.Ref
 	// CheckpointID is the checkpoint read.
 	CheckpointID string
 	// Channel is the channel read.
@@ -85,7 +47,7 @@ func (e *ForeignValueError) Error() string {
 func (e *ForeignValueError) Unwrap() error { return ErrForeignValue }
 
 // nsLabel names ref's namespace for an error, when not the root.
-func nsLabel(ref Ref) string {
+func nsLabel(ref backend.Ref) string {
 	if ref.Namespace == "" {
 		return ""
 	}
@@ -98,7 +60,7 @@ func nsLabel(ref Ref) string {
 // (codec.UnsupportedError).
 type DecodeError struct {
 	// Ref names the thread.
-	Ref Ref
+	Ref backend.Ref
 	// CheckpointID is the checkpoint whose value failed.
 	CheckpointID string
 	// Channel is the channel whose value failed.
@@ -125,7 +87,7 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // are repaired.
 type CycleError struct {
 	// Ref names the thread.
-	Ref Ref
+	Ref backend.Ref
 	// Checkpoints are the checkpoints of the loop, from the smallest id,
 	// each followed by its parent (the last's parent is the first).
 	Checkpoints []string

@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // refreshes shares index refreshes of one thread between concurrent
@@ -17,7 +19,7 @@ import (
 // twice at once, whatever the number of readers.
 type refreshes struct {
 	mu    sync.Mutex
-	slots map[Ref]*refreshSlot
+	slots map[backend.Ref]*refreshSlot
 }
 
 type refreshSlot struct {
@@ -57,10 +59,10 @@ func newRefreshCall(ctx context.Context) *refreshCall {
 // call began, and returns that run's result. A read whose own context ends
 // stops waiting; the shared run goes on for the others, and is cancelled
 // when no read waits for it any more.
-func (r *refreshes) do(ctx context.Context, ref Ref, fn func(context.Context) (*index, seen, error)) (*index, seen, error) {
+func (r *refreshes) do(ctx context.Context, ref backend.Ref, fn func(context.Context) (*index, seen, error)) (*index, seen, error) {
 	r.mu.Lock()
 	if r.slots == nil {
-		r.slots = map[Ref]*refreshSlot{}
+		r.slots = map[backend.Ref]*refreshSlot{}
 	}
 	sl := r.slots[ref]
 	if sl == nil {
@@ -117,7 +119,7 @@ func runRecovering(fn func()) (panicked any) {
 }
 
 // run runs c, then the refresh queued behind it, if any.
-func (r *refreshes) run(ref Ref, sl *refreshSlot, c *refreshCall, fn func(context.Context) (*index, seen, error)) {
+func (r *refreshes) run(ref backend.Ref, sl *refreshSlot, c *refreshCall, fn func(context.Context) (*index, seen, error)) {
 	for c != nil {
 		c.panicked = runRecovering(func() {
 			ctx, cancel := context.WithTimeout(c.ctx, refreshTimeout)

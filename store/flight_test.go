@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // TestRefreshNotJoinedAfterCancel: a read queued behind a running refresh
@@ -12,7 +14,7 @@ import (
 // cancelled one.
 func TestRefreshNotJoinedAfterCancel(t *testing.T) {
 	var r refreshes
-	ref := Ref{ThreadID: "t"}
+	ref := backend.Ref{ThreadID: "t"}
 	release := make(chan struct{})
 	fn := func(ctx context.Context) (*index, seen, error) {
 		select {

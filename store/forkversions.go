@@ -17,7 +17,7 @@ import (
 // as stored; every later one's becomes the version, versionSep, and its
 // producer's id.
 //
-// Where the storage shares values by version (BlobSharer), the later
+// Where the storage shares values by version (backend.BlobSharer), the later
 // producer's value was never stored: reading it returns the first's. A
 // version a checkpoint provably produced (its parent is stored and held
 // another) after another branch did is marked foreign (versionSep, "!",

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"sync"
 	"unsafe"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // A thread is cached once, whatever head it is read at: the index holds
 // every checkpoint of the thread (of every branch), its History is the
-// thread head's, and the Histories of other heads (Ref.Head) are derived
+// thread head's, and the Histories of other heads (backend.Ref.Head) are derived
 // from the same checkpoints when first asked and kept beside it, a few of
 // them (headsKept), so that an operator reading an abandoned branch turn
 // by turn derives it once.
@@ -17,10 +19,10 @@ import (
 // index keeps.
 const headsKept = 8
 
-// thread returns ref without its head: the key of the thread's index.
-func (r Ref) thread() Ref {
-	r.Head = ""
-	return r
+// threadKey returns ref without its head: the key of the thread's index.
+func threadKey(ref backend.Ref) backend.Ref {
+	ref.Head = ""
+	return ref
 }
 
 // heads is an index's Histories of other heads, the most recently used
@@ -80,7 +82,7 @@ func historySize(h *History) int64 {
 // historyAt returns the History of ref's head from the thread's index ix:
 // the thread's own when ref.Head is empty or the thread's head, else the
 // lineage ending at ref.Head, derived once and kept with the index.
-func (s *Store) historyAt(ix *index, ref Ref) (*History, error) {
+func (s *Store) historyAt(ix *index, ref backend.Ref) (*History, error) {
 	if ref.Head == "" || ref.Head == ix.hist.Head {
 		return ix.hist, nil
 	}
@@ -95,7 +97,7 @@ func (s *Store) historyAt(ix *index, ref Ref) (*History, error) {
 	kept := ix.heads.put(h)
 	// The index is charged for what it keeps, if it is still the one
 	// cached.
-	s.indexes.recharge(ref.thread(), func(cur *index) bool { return cur == ix }, ix.size+kept)
+	s.indexes.recharge(threadKey(ref), func(cur *index) bool { return cur == ix }, ix.size+kept)
 	return h, nil
 }
 

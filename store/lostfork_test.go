@@ -2,6 +2,8 @@ package store
 
 import "testing"
 
+import "github.com/historyd/historyd/store/backend"
+
 // lostFork is a thread as LangGraph.js's PostgresSaver leaves it after a
 // fork: q1 answered on 0a-0c, q2 on 0d-0e; then q2 replayed from 0d (a
 // fork checkpoint, its run's steps 0f-0g) on a branch whose messages
@@ -34,7 +36,7 @@ func lostFork(tb *table) []Checkpoint {
 // from another branch's is known to exist but its text is withheld.
 func TestDeriveLostFork(t *testing.T) {
 	tb := newTable()
-	h := Derive(Ref{ThreadID: "t"}, lostFork(tb), tb.qs)
+	h := Derive(backend.Ref{ThreadID: "t"}, lostFork(tb), tb.qs)
 	if h.Numbering == Complete {
 		t.Errorf("numbering %v; questions may be missing", h.Numbering)
 	}
@@ -60,7 +62,7 @@ func TestDeriveLostFork(t *testing.T) {
 			cps[i].Version = storedVersion(cps[i].Version)
 		}
 	}
-	h = Derive(Ref{ThreadID: "t"}, cps, tb.qs)
+	h = Derive(backend.Ref{ThreadID: "t"}, cps, tb.qs)
 	if got := h.Turns[1]; got.End.ID != "1f-06" {
 		t.Errorf("unmarked: turn 2 ends at %q, want the last step read, 1f-06", got.End.ID)
 	}

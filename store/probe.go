@@ -6,49 +6,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/historyd/historyd/store/backend"
 )
-
-// Probe is one thread's freshness check: the question every warm read
-// asks before answering from the cache. It is what List with After set
-// and no Count reports about the thread, without the rows.
-type Probe struct {
-	// Ref names the thread.
-	Ref Ref
-	// After is the newest checkpoint id the cache knows.
-	After string
-	// Verify names checkpoints whose existence ProbeResult.Present reports.
-	Verify []string
-}
-
-// ProbeResult answers one Probe.
-type ProbeResult struct {
-	// MinID is the thread's smallest checkpoint id; empty when it has none.
-	MinID string
-	// Present holds the checkpoints of Probe.Verify that exist, in any
-	// order.
-	Present []string
-	// Newer says the thread has a checkpoint whose id is greater than
-	// Probe.After.
-	Newer bool
-}
-
-// ProbeEach answers probes one thread at a time through List: the Probe
-// method of a backend for which one statement per thread costs little (an
-// embedded database, memory).
-func ProbeEach(ctx context.Context, b Backend, ps []Probe) ([]ProbeResult, error) {
-	out := make([]ProbeResult, len(ps))
-	for i, p := range ps {
-		census, err := b.List(ctx, p.Ref, Query{After: p.After, Verify: p.Verify}, func(Row) error {
-			out[i].Newer = true
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		out[i].MinID, out[i].Present = census.MinID, census.Present
-	}
-	return out, nil
-}
 
 // probeTimeout bounds a shared probe: it serves several callers, so no one
 // caller's deadline (or cancellation) may cut it short for the others;
@@ -57,7 +17,7 @@ func ProbeEach(ctx context.Context, b Backend, ps []Probe) ([]ProbeResult, error
 const probeTimeout = 30 * time.Second
 
 // prober shares freshness probes between concurrent reads. A read's probe
-// joins the batch being gathered; a batch is sent as one Backend.Probe
+// joins the batch being gathered; a batch is sent as one backend.Backend.Probe
 // call as soon as none is in flight, so under load each statement answers
 // every read that arrived while the previous one ran, and reads of the
 // same thread in one batch share one probe. A batch only ever holds
@@ -65,7 +25,7 @@ const probeTimeout = 30 * time.Second
 // fresh as each of them asked: no read is answered from a probe that
 // started before it arrived.
 type prober struct {
-	b Backend
+	b backend.Backend
 
 	mu      sync.Mutex
 	pending []*probeCall
@@ -74,9 +34,9 @@ type prober struct {
 
 // probeCall is one read waiting for its probe.
 type probeCall struct {
-	p    Probe
+	p    backend.Probe
 	done chan struct{}
-	res  ProbeResult
+	res  backend.ProbeResult
 	err  error
 	// batch is the batch that was sent with the probe; nil while pending.
 	batch *probeSend
@@ -84,7 +44,7 @@ type probeCall struct {
 	panicked any
 }
 
-// probeSend is one Backend.Probe call and how many reads still wait for
+// probeSend is one backend.Backend.Probe call and how many reads still wait for
 // it: when none does, it is cancelled.
 type probeSend struct {
 	cancel  context.CancelFunc
@@ -92,7 +52,7 @@ type probeSend struct {
 }
 
 // probe answers p, sharing the statement with the reads arriving meanwhile.
-func (pr *prober) probe(ctx context.Context, p Probe) (ProbeResult, error) {
+func (pr *prober) probe(ctx context.Context, p backend.Probe) (backend.ProbeResult, error) {
 	c := &probeCall{p: p, done: make(chan struct{})}
 	pr.mu.Lock()
 	pr.pending = append(pr.pending, c)
@@ -119,7 +79,7 @@ func (pr *prober) probe(ctx context.Context, p Probe) (ProbeResult, error) {
 			pr.pending = slices.DeleteFunc(pr.pending, func(p *probeCall) bool { return p == c })
 		}
 		pr.mu.Unlock()
-		return ProbeResult{}, fmt.Errorf("%w: %w", ErrNoAnswer, ctx.Err())
+		return backend.ProbeResult{}, fmt.Errorf("%w: %w", backend.ErrNoAnswer, ctx.Err())
 	}
 }
 
@@ -146,16 +106,16 @@ func (pr *prober) run(ctx context.Context) {
 	}
 }
 
-// send answers one batch with one Backend.Probe call, one probe per
+// send answers one batch with one backend.Backend.Probe call, one probe per
 // thread: the smallest After and every Verify id of the calls for it.
 func (pr *prober) send(ctx context.Context, batch []*probeCall) {
-	var ps []Probe
-	at := make(map[Ref]int, len(batch))
+	var ps []backend.Probe
+	at := make(map[backend.Ref]int, len(batch))
 	for _, c := range batch {
 		i, ok := at[c.p.Ref]
 		if !ok {
 			at[c.p.Ref] = len(ps)
-			ps = append(ps, Probe{Ref: c.p.Ref, After: c.p.After, Verify: slices.Clone(c.p.Verify)})
+			ps = append(ps, backend.Probe{Ref: c.p.Ref, After: c.p.After, Verify: slices.Clone(c.p.Verify)})
 			continue
 		}
 		p := &ps[i]
@@ -166,7 +126,7 @@ func (pr *prober) send(ctx context.Context, batch []*probeCall) {
 			}
 		}
 	}
-	var res []ProbeResult
+	var res []backend.ProbeResult
 	var err error
 	if p := runRecovering(func() { res, err = pr.b.Probe(ctx, ps) }); p != nil {
 		for _, c := range batch {
@@ -185,7 +145,7 @@ func (pr *prober) send(ctx context.Context, batch []*probeCall) {
 			r := res[at[c.p.Ref]]
 			// Each read learns of its own checkpoints only: a read's
 			// census is held against what it asked.
-			c.res = ProbeResult{MinID: r.MinID, Newer: r.Newer}
+			c.res = backend.ProbeResult{MinID: r.MinID, Newer: r.Newer}
 			for _, id := range r.Present {
 				if slices.Contains(c.p.Verify, id) {
 					c.res.Present = append(c.res.Present, id)

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // A graph without a messages channel (a StateGraph whose state holds a
@@ -102,7 +103,7 @@ func (th *threadData) learnInput(id, text string) {
 // into the checkpoints build derives from), and reports whether it read
 // any. Only a Runs-numbered history needs them, so a messages graph never
 // reads its inputs.
-func (s *Store) readRunInputs(ctx context.Context, ref Ref, th *threadData, h *History) (bool, error) {
+func (s *Store) readRunInputs(ctx context.Context, ref backend.Ref, th *threadData, h *History) (bool, error) {
 	var ids []string
 	var at []*Checkpoint
 	for _, st := range h.Steps {
@@ -113,7 +114,7 @@ func (s *Store) readRunInputs(ctx context.Context, ref Ref, th *threadData, h *H
 	if len(ids) == 0 {
 		return false, nil
 	}
-	err := s.eachValue(ctx, ref, startChannel, ids, func(i int, b Blob) error {
+	err := s.eachValue(ctx, ref, startChannel, ids, func(i int, b backend.Blob) error {
 		if b.Missing {
 			// Deleted since it was listed: the next refresh notices.
 			return nil

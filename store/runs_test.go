@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // run scripts one checkpoint of a thread without questions: an input
@@ -105,7 +107,7 @@ func TestDeriveRuns(t *testing.T) {
 			if tt.cut > 0 && numbering != Runs {
 				numbering = Counted
 			}
-			h := Derive(Ref{ThreadID: "t"}, cps, tb.qs)
+			h := Derive(backend.Ref{ThreadID: "t"}, cps, tb.qs)
 			if h.Numbering != numbering || h.Total != len(tt.want) {
 				t.Fatalf("numbering %v, total %d; want %v, %d", h.Numbering, h.Total, numbering, len(tt.want))
 			}
@@ -131,12 +133,12 @@ func TestDeriveRuns(t *testing.T) {
 func TestDeriveRunsAnyOrder(t *testing.T) {
 	tb := newTable()
 	cps := runChain(tb, "1ef", []run{{input: true, q: "a"}, {}, {input: true, q: "b"}, {}, {}})
-	want := Derive(Ref{}, cps, tb.qs)
+	want := Derive(backend.Ref{}, cps, tb.qs)
 	rev := make([]Checkpoint, len(cps))
 	for i, c := range cps {
 		rev[len(cps)-1-i] = c
 	}
-	got := Derive(Ref{}, rev, tb.qs)
+	got := Derive(backend.Ref{}, rev, tb.qs)
 	if got.Total != 2 || got.Total != want.Total || got.Turns[1].End.ID != want.Turns[1].End.ID || got.Turns[1].Question != "b" {
 		t.Errorf("reversed: %+v; want %+v", got.Turns, want.Turns)
 	}

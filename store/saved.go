@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/store/backend"
 )
 
 // The functional API (@entrypoint, @task) keeps no state channels of its
@@ -42,7 +43,7 @@ func (c Checkpoint) stateSource(channel string) (from, version string) {
 // b (SavedValueChannel), encoding its entries with enc as a state channel's
 // value is: a saved value that is not a map, or has no such key, holds
 // none. The saved value is decoded whole, within the store's limits.
-func (s *Store) savedState(b Blob, channel string, enc Encoder) (EncodedState, error) {
+func (s *Store) savedState(b backend.Blob, channel string, enc Encoder) (EncodedState, error) {
 	var st EncodedState
 	v, _, err := codec.Decode(b.Type, b.Data, s.limits)
 	if err != nil {
@@ -75,7 +76,7 @@ func (s *Store) messagesSource(versions map[string]string) (version string, save
 // and not at all when th knows it, and records it in th; a saved value
 // without the key holds no messages. Checkpoints found deleted are added
 // to missing, and their versions read at another checkpoint holding them.
-func (s *Store) placeSaved(ctx context.Context, ref Ref, th *threadData, cps []listed, mode codec.ReadMode, missing map[string]bool) error {
+func (s *Store) placeSaved(ctx context.Context, ref backend.Ref, th *threadData, cps []listed, mode codec.ReadMode, missing map[string]bool) error {
 	tried := map[string]bool{}
 	for {
 		var ids, versions []string
@@ -96,7 +97,7 @@ func (s *Store) placeSaved(ctx context.Context, ref Ref, th *threadData, cps []l
 		}
 		for start := 0; start < len(ids); start += scanBatch {
 			end := min(start+scanBatch, len(ids))
-			err := s.eachValue(ctx, ref, SavedValueChannel, ids[start:end], func(j int, b Blob) error {
+			err := s.eachValue(ctx, ref, SavedValueChannel, ids[start:end], func(j int, b backend.Blob) error {
 				i := start + j
 				tried[ids[i]] = true
 				if b.Missing {

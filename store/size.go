@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // What the caches charge for an item is what it holds in memory, about:
@@ -121,12 +123,12 @@ type notices struct {
 	log   *slog.Logger
 	label func(string) string
 	mu    sync.Mutex
-	seen  map[Ref]bool
+	seen  map[backend.Ref]bool
 }
 
 // note logs that ref's index, of n checkpoints, takes size bytes, more
 // than budget, unless it was logged already.
-func (ns *notices) note(ctx context.Context, ref Ref, n int, size, budget int64) {
+func (ns *notices) note(ctx context.Context, ref backend.Ref, n int, size, budget int64) {
 	if ns.log == nil {
 		return
 	}
@@ -134,7 +136,7 @@ func (ns *notices) note(ctx context.Context, ref Ref, n int, size, budget int64)
 	logged := ns.seen[ref]
 	if !logged {
 		if ns.seen == nil || len(ns.seen) >= noticesKept {
-			ns.seen = map[Ref]bool{}
+			ns.seen = map[backend.Ref]bool{}
 		}
 		ns.seen[ref] = true
 	}

@@ -8,21 +8,21 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/historyd/historyd/langgraph/codec"
-	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store/reduce"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Config configures a Store. The zero value of every field but Backend is
 // its documented default; a negative cache bound turns that cache off.
 type Config struct {
 	// Backend reads the checkpoints. Required.
-	Backend Backend
+	Backend backend.Backend
 	// MessagesChannel is the channel holding the conversation's messages.
 	// Default "messages".
 	MessagesChannel string
@@ -119,13 +119,13 @@ func (c Config) Validate() error {
 // Store derives turns from a backend's checkpoints and reads the state each
 // turn ended on. It is safe for concurrent use.
 type Store struct {
-	b        Backend
+	b        backend.Backend
 	messages string
 	states   []string
 	reducers map[string]string
 	limits   codec.Limits
 	caches   *cache
-	indexes  *shelf[Ref, *index]
+	indexes  *shelf[backend.Ref, *index]
 	recount  time.Duration
 	// refreshes shares refreshes of a thread that no turn's check ties to
 	// the asking read (see indexChecking).
@@ -150,7 +150,7 @@ type Store struct {
 // that need it.
 func New(cfg Config) *Store {
 	s := &Store{b: cfg.Backend, messages: cfg.MessagesChannel, states: slices.Clone(cfg.StateChannels), limits: cfg.Limits,
-		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider), shares: SharesBlobs(cfg.Backend)}
+		reducers: map[string]string{}, probes: &prober{b: cfg.Backend}, tracer: newTracer(cfg.TracerProvider), shares: backend.SharesBlobs(cfg.Backend)}
 	if s.messages == "" {
 		s.messages = DefaultMessagesChannel
 	}
@@ -174,7 +174,7 @@ func New(cfg Config) *Store {
 		budget = DefaultCacheBytes()
 	}
 	s.caches = newCache(budget)
-	s.indexes = newShelf[Ref, *index](s.caches, cfg.CacheThreads < 0, s.caches.capacity/4, max(cfg.CacheThreads, 0), 0)
+	s.indexes = newShelf[backend.Ref, *index](s.caches, cfg.CacheThreads < 0, s.caches.capacity/4, max(cfg.CacheThreads, 0), 0)
 	states := s.caches.capacity
 	if cfg.CacheStateBytes > 0 {
 		states = min(states, int64(cfg.CacheStateBytes))
@@ -219,7 +219,7 @@ func (s *Store) CacheStats() CacheStats {
 }
 
 // Backend returns the backend the store reads through.
-func (s *Store) Backend() Backend { return s.b }
+func (s *Store) Backend() backend.Backend { return s.b }
 
 // Ping reports whether the backend can be reached and holds checkpoint
 // tables the store can read; health probes ask the store, not its backend.
@@ -247,9 +247,9 @@ func (s *Store) readsChannel(channel string) bool {
 // shared with other callers and must not be modified.
 //
 // With ref.Head set the turns are those of the lineage ending there (see
-// Ref.Head), derived from the same cached index as the thread's own.
-func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
-	ix, _, err := s.indexChecking(ctx, ref.thread(), nil)
+// backend.Ref.Head), derived from the same cached index as the thread's own.
+func (s *Store) History(ctx context.Context, ref backend.Ref) (*History, error) {
+	ix, _, err := s.indexChecking(ctx, threadKey(ref), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func (s *Store) History(ctx context.Context, ref Ref) (*History, error) {
 // which of the checkpoints in verify still exist; seen says which
 // checkpoints the read saw. Concurrent calls with nothing to verify share
 // one read.
-func (s *Store) indexChecking(ctx context.Context, ref Ref, verify []string) (_ *index, _ seen, err error) {
+func (s *Store) indexChecking(ctx context.Context, ref backend.Ref, verify []string) (_ *index, _ seen, err error) {
 	ctx, sp := s.startSpan(ctx, SpanIndex)
 	defer func() { endSpan(sp, err) }()
 	if len(verify) > 0 {
@@ -325,10 +325,10 @@ func restOf(cp codec.Checkpoint) Rest {
 // list reads the thread's checkpoints through the backend and parses each
 // row as it comes, keeping only the versions of the channels the store
 // reads, as th shares them (see threadData.shareVersions).
-func (s *Store) list(ctx context.Context, ref Ref, q Query, th *threadData) (Census, []listed, error) {
+func (s *Store) list(ctx context.Context, ref backend.Ref, q backend.Query, th *threadData) (backend.Census, []listed, error) {
 	var out []listed
 	rows := steps{ctx: ctx}
-	census, err := s.b.List(ctx, ref, q, func(r Row) error {
+	census, err := s.b.List(ctx, ref, q, func(r backend.Row) error {
 		if err := rows.next(); err != nil {
 			return err
 		}
@@ -347,9 +347,9 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query, th *threadData) (Cen
 	if err != nil {
 		var de *DecodeError
 		if errors.As(err, &de) {
-			return Census{}, nil, err
+			return backend.Census{}, nil, err
 		}
-		return Census{}, nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
+		return backend.Census{}, nil, fmt.Errorf("list checkpoints of thread %q: %w", ref.ThreadID, err)
 	}
 	return census, out, nil
 }
@@ -358,21 +358,21 @@ func (s *Store) list(ctx context.Context, ref Ref, q Query, th *threadData) (Cen
 // date: the census and the checkpoints newer than after. Without a count,
 // a shared probe asks first (the warm path's common case is that nothing is
 // new), and the rows are listed only when it finds newer ones.
-func (s *Store) since(ctx context.Context, ref Ref, th *threadData, after string, count bool, verify []string) (Census, []listed, error) {
+func (s *Store) since(ctx context.Context, ref backend.Ref, th *threadData, after string, count bool, verify []string) (backend.Census, []listed, error) {
 	if count {
-		return s.list(ctx, ref, Query{After: after, Count: true, Verify: verify}, th)
+		return s.list(ctx, ref, backend.Query{After: after, Count: true, Verify: verify}, th)
 	}
-	pr, err := s.probes.probe(ctx, Probe{Ref: ref, After: after, Verify: verify})
+	pr, err := s.probes.probe(ctx, backend.Probe{Ref: ref, After: after, Verify: verify})
 	if err != nil {
-		return Census{}, nil, fmt.Errorf("probe thread %q: %w", ref.ThreadID, err)
+		return backend.Census{}, nil, fmt.Errorf("probe thread %q: %w", ref.ThreadID, err)
 	}
 	if !pr.Newer {
-		return Census{Count: -1, MinID: pr.MinID, Present: pr.Present}, nil, nil
+		return backend.Census{Count: -1, MinID: pr.MinID, Present: pr.Present}, nil, nil
 	}
-	return s.list(ctx, ref, Query{After: after, Verify: verify}, th)
+	return s.list(ctx, ref, backend.Query{After: after, Verify: verify}, th)
 }
 
-func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, seen, error) {
+func (s *Store) refresh(ctx context.Context, ref backend.Ref, verify []string) (*index, seen, error) {
 	old, cached := s.indexes.get(ref)
 	if cached {
 		s.indexes.count(1, 0)
@@ -435,7 +435,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 	// (a DeltaChannel's list read at a checkpoint since deleted may be
 	// beyond what the checkpoints left can show).
 	th := newThreadData()
-	_, cps, err := s.list(ctx, ref, Query{}, th)
+	_, cps, err := s.list(ctx, ref, backend.Query{}, th)
 	if err != nil {
 		return nil, seen{}, err
 	}
@@ -459,7 +459,7 @@ func (s *Store) refresh(ctx context.Context, ref Ref, verify []string) (*index, 
 
 // build derives the history of cps and caches the index, unless it is
 // too large to: the read is then served from it all the same.
-func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, th *threadData, counted time.Time) (*index, error) {
+func (s *Store) build(ctx context.Context, ref backend.Ref, cps []Checkpoint, th *threadData, counted time.Time) (*index, error) {
 	// Derivation walks every checkpoint without looking at the context:
 	// a read whose caller has gone stops before it.
 	if err := ctx.Err(); err != nil {
@@ -489,409 +489,4 @@ func (s *Store) build(ctx context.Context, ref Ref, cps []Checkpoint, th *thread
 		s.uncached.note(ctx, ref, len(cps), ix.size, s.indexes.admit)
 	}
 	return ix, nil
-}
-
-// eachValue hands fn each of channel's values at the checkpoints in ids,
-// straight from the driver's buffer (the blob is only valid during fn).
-// Errors other than fn's own are wrapped with what was being read.
-func (s *Store) eachValue(ctx context.Context, ref Ref, channel string, ids []string, fn func(int, Blob) error) error {
-	var fnErr error
-	call := func(i int, b Blob) error {
-		fnErr = fn(i, b)
-		return fnErr
-	}
-	err := s.b.EachValue(ctx, ref, channel, ids, call)
-	if err != nil && err != fnErr {
-		return fmt.Errorf("read %s of thread %q: %w", channel, ref.ThreadID, err)
-	}
-	return err
-}
-
-// scanBatch is how many messages versions one backend read fetches.
-const scanBatch = 16
-
-// threadData is what the store learns of one lineage of a thread and never
-// has to learn again: its questions, each numbered by message identity in
-// a table the checkpoints' Asks index, and what each messages version
-// holds. It is shared by the thread's successive indexes.
-type threadData struct {
-	mu        sync.Mutex
-	questions []Question
-	byID      map[string]int32
-	// versions maps a messages version to what the list holds.
-	versions map[string]held
-	// tip is the version extend recorded last, the one version whose asks
-	// may grow in place (see extend).
-	tip string
-	// shared holds one map of each set of channel versions the thread's
-	// checkpoints have, by versionsKey: the checkpoints of a thread mostly
-	// share theirs (a super-step changes one channel or two), and one map
-	// for each would be most of what a long thread's index holds.
-	shared map[string]map[string]string
-	// inputs maps an input checkpoint to its run input's text, once read
-	// (see readRunInputs).
-	inputs map[string]string
-	// size is what the thread data holds in memory, about (see size.go).
-	size int64
-}
-
-// held is what one messages version's list holds.
-type held struct {
-	messages  int
-	asks      []int32
-	synthetic bool
-	// partial says the list was rebuilt past a deleted checkpoint: it
-	// holds only what was written since, and asks only the questions
-	// asked since.
-	partial bool
-}
-
-func newThreadData() *threadData {
-	return &threadData{byID: map[string]int32{}, versions: map[string]held{}, shared: map[string]map[string]string{}, size: threadDataSize}
-}
-
-// shareVersions returns a map equal to versions, which checkpoints with
-// the same versions share and must not modify.
-func (th *threadData) shareVersions(versions map[string]string) map[string]string {
-	key := versionsKey(versions)
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	if m, ok := th.shared[key]; ok {
-		return m
-	}
-	th.shared[key] = versions
-	th.size += versionsSize(key, versions)
-	return versions
-}
-
-// bytes returns what the thread data holds in memory, about.
-func (th *threadData) bytes() int64 {
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	return th.size
-}
-
-// table returns the question table as it now stands; later questions are
-// appended, so it stays valid for the Asks already handed out.
-func (th *threadData) table() []Question {
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	return th.questions[:len(th.questions):len(th.questions)]
-}
-
-// learn records what a messages version holds, numbering its questions.
-// A human message without an id is known by its place among the list's
-// questions, which is how counting human messages knows it.
-func (th *threadData) learn(version string, count int, list []codec.Message) held {
-	return th.learnAs(version, held{messages: count}, list)
-}
-
-// learnAs is learn for a list rebuilt from writes, h saying how.
-func (th *threadData) learnAs(version string, h held, list []codec.Message) held {
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	return th.learnLocked(version, h, 0, list)
-}
-
-// extend records what a messages version holds that is the version from
-// plus the messages of tail (codec.AppendReader): from's questions, then
-// tail's. count is the whole list's length.
-func (th *threadData) extend(version, from string, count int, tail []codec.Message) held {
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	base := th.versions[from]
-	asks := base.asks
-	if from != th.tip {
-		// Another version already extends from's questions in place:
-		// appending would write into its list.
-		asks = slices.Clip(asks)
-	}
-	h := held{messages: count, asks: asks, synthetic: base.synthetic}
-	h = th.learnLocked(version, h, len(base.asks), tail)
-	// The versions of a thread mostly extend one another: they share one
-	// array of question numbers, each a longer prefix of it, instead of a
-	// copy each. Only the newest of them (the tip) may append in place.
-	th.tip = version
-	return h
-}
-
-// learnLocked adds list's questions to h, the first of them the list's
-// question number place (counted from 0), and records h for version.
-func (th *threadData) learnLocked(version string, h held, place int, list []codec.Message) held {
-	before := h.asks
-	for _, m := range list {
-		if m.Type != "human" {
-			continue
-		}
-		if m.Synthetic {
-			h.synthetic = true
-			continue
-		}
-		id := m.ID
-		if id == "" {
-			id = fmt.Sprintf("#%d", place)
-		}
-		place++
-		q, ok := th.byID[id]
-		if !ok {
-			q = int32(len(th.questions))
-			th.byID[id] = q
-			th.questions = append(th.questions, Question{ID: id, Text: m.Text})
-			th.size += questionSize(id, m.Text)
-		}
-		h.asks = append(h.asks, q)
-	}
-	if _, known := th.versions[version]; !known {
-		th.size += heldSize(version)
-	}
-	th.size += asksSize(before, h.asks)
-	th.versions[version] = h
-	return h
-}
-
-// knows reports whether a question with message id id is in the table:
-// a read of a later messages version need not read its text again.
-func (th *threadData) knows(id string) bool {
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	_, ok := th.byID[id]
-	return ok
-}
-
-func (th *threadData) lookup(version string) (held, bool) {
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	h, ok := th.versions[version]
-	return h, ok
-}
-
-// place reads what the messages channel of each checkpoint of cps holds,
-// reading and scanning each distinct messages version once, and not at all
-// when th knows it. A version with no stored value (a DeltaChannel between
-// snapshots) is rebuilt from writes, along parent links through earlier
-// (known) and new checkpoints alike. Checkpoints whose messages cannot be
-// rebuilt are Unplaced.
-func (s *Store) place(ctx context.Context, ref Ref, th *threadData, known []Checkpoint, cps []listed) ([]Checkpoint, error) {
-	// Every walk below, and derivation's, follows parent links.
-	if err := checkLinks(ref, known, cps); err != nil {
-		return nil, err
-	}
-	mode := codec.Humans
-	for _, c := range cps {
-		if c.delta {
-			// Stored lists seed rebuilt ones, which need every message.
-			mode = codec.All
-			break
-		}
-	}
-	// unread lists a checkpoint of cps for each messages version th does
-	// not know, leaving out those skip names.
-	unread := func(skip func(c listed, version string) bool) (ids, versions []string) {
-		queued := map[string]bool{}
-		for _, c := range cps {
-			v, ok := c.versions[s.messages]
-			if !ok || queued[v] || skip(c, v) || s.shares && foreignVersion(v) {
-				// A foreign list is another branch's: the checkpoint's
-				// messages are unread, and it belongs to no turn.
-				continue
-			}
-			if _, known := th.lookup(v); known {
-				continue
-			}
-			queued[v] = true
-			ids, versions = append(ids, c.id), append(versions, v)
-		}
-		return ids, versions
-	}
-	// read: checkpoint ids, one per unknown version; readVer: the versions.
-	read, readVer := unread(func(listed, string) bool { return false })
-	note(ctx, AttrIndexMessagesRead.Int(len(read)))
-	unstored := map[string]bool{} // versions with no stored value
-	// Checkpoints deleted since they were listed: left out of the result,
-	// which then holds only checkpoints seen to exist (or not yet read),
-	// and their versions read at another checkpoint holding them.
-	missing := map[string]bool{}
-	tried := map[string]bool{}
-	// Read in id order, each version mostly the one before plus what was
-	// appended: the reader then scans only what was appended.
-	versions := &codec.AppendReader{Mode: mode, Known: th.knows, Limits: s.limits}
-	lastRead := "" // the version versions read last
-	for len(read) > 0 {
-		sortTogether(read, readVer)
-		// Every messages version holds the whole conversation so far, so
-		// a long thread's versions add up to far more than any one of
-		// them: they are read a batch at a time, never all at once.
-		for start := 0; start < len(read); start += scanBatch {
-			end := min(start+scanBatch, len(read))
-			err := s.eachValue(ctx, ref, s.messages, read[start:end], func(j int, b Blob) error {
-				i := start + j
-				tried[read[i]] = true
-				switch {
-				case b.Missing:
-					missing[read[i]] = true
-					return nil
-				case b.Type == format.TypeEmpty:
-					unstored[readVer[i]] = true
-					return nil
-				}
-				m, extends, err := versions.Read(b.Type, b.Data)
-				if err != nil {
-					return &DecodeError{Ref: ref, CheckpointID: read[i], Channel: s.messages, Err: err}
-				}
-				if extends {
-					th.extend(readVer[i], lastRead, m.Count, m.List)
-				} else {
-					th.learn(readVer[i], m.Count, m.List)
-				}
-				lastRead = readVer[i]
-				return nil
-			})
-			if err != nil {
-				return nil, err
-			}
-		}
-		if len(missing) == 0 {
-			break
-		}
-		read, readVer = unread(func(c listed, v string) bool { return tried[c.id] || unstored[v] })
-	}
-	if err := s.placeSaved(ctx, ref, th, cps, mode, missing); err != nil {
-		return nil, err
-	}
-	if len(missing) > 0 {
-		cps = slices.DeleteFunc(slices.Clone(cps), func(c listed) bool { return missing[c.id] })
-	}
-	if len(unstored) > 0 {
-		note(ctx, AttrIndexDeltaRebuild.Bool(true))
-		if err := s.rebuildMessages(ctx, ref, th, known, cps, unstored); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]Checkpoint, len(cps))
-	for i, c := range cps {
-		p := Checkpoint{ID: c.id, Parent: c.parent, TS: c.ts, States: c.versions, Between: c.between, Input: c.input, Rest: c.rest}
-		if v, _, ok := s.messagesSource(c.versions); ok {
-			p.Version = v
-			if h, ok := th.lookup(v); ok {
-				p.Messages, p.Asks, p.Synthetic, p.Partial = h.messages, h.asks, h.synthetic, h.partial
-			} else {
-				p.Unplaced = true
-			}
-		}
-		out[i] = p
-	}
-	return out, nil
-}
-
-// sortTogether sorts ids, and vers along with them.
-func sortTogether(ids, vers []string) {
-	idx := make([]int, len(ids))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(ids[a], ids[b]) })
-	ids2, vers2 := make([]string, len(ids)), make([]string, len(ids))
-	for i, j := range idx {
-		ids2[i], vers2[i] = ids[j], vers[j]
-	}
-	copy(ids, ids2)
-	copy(vers, vers2)
-}
-
-// rebuiltList is a messages list rebuilt from writes; partial says it was
-// rebuilt past a deleted checkpoint and holds only what was written since.
-type rebuiltList struct {
-	list    []codec.Message
-	partial bool
-}
-
-// rebuildMessages rebuilds, from writes, the messages versions of cps that
-// have no stored value, and records what each holds.
-func (s *Store) rebuildMessages(ctx context.Context, ref Ref, th *threadData, known []Checkpoint, cps []listed, unstored map[string]bool) error {
-	nodes := make(map[string]listed, len(known)+len(cps))
-	for _, c := range known {
-		nodes[c.ID] = listed{id: c.ID, parent: c.Parent, versions: c.States, between: c.Between}
-	}
-	var targets []string
-	done := map[string]bool{}
-	for _, c := range cps {
-		nodes[c.id] = c
-		if v := c.versions[s.messages]; unstored[v] && !done[v] {
-			done[v] = true
-			targets = append(targets, c.id)
-		}
-	}
-	_, err := rebuild(ctx, s, ref, s.messages, nodes, targets, folder[rebuiltList]{
-		seed: func(id string, b Blob) (rebuiltList, error) {
-			m, err := codec.ReadMessages(b.Type, b.Data, s.limits, codec.All)
-			if err != nil {
-				return rebuiltList{}, &DecodeError{Ref: ref, CheckpointID: id, Channel: s.messages, Err: err}
-			}
-			return rebuiltList{list: m.List}, nil
-		},
-		empty: func() rebuiltList { return rebuiltList{} },
-		// Past a deleted checkpoint the list starts over, unknown: what is
-		// written since still shows which questions were asked since.
-		orphan: func() rebuiltList { return rebuiltList{partial: true} },
-		apply: func(id string, base rebuiltList, writes []Write) (rebuiltList, error) {
-			ws := make([]codec.MessageWrite, 0, len(writes))
-			for _, w := range writes {
-				mw, err := codec.ReadMessageWrite(w.Value.Type, w.Value.Data, s.limits)
-				if err != nil {
-					return rebuiltList{}, &DecodeError{Ref: ref, CheckpointID: id, Channel: s.messages, Err: err}
-				}
-				ws = append(ws, mw)
-			}
-			return rebuiltList{list: reduce.Messages(base.list, ws), partial: base.partial && !reduce.Resets(ws)}, nil
-		},
-		done: func(id string, v rebuiltList) error {
-			th.learnAs(nodes[id].versions[s.messages], held{messages: len(v.list), partial: v.partial}, v.list)
-			return nil
-		},
-	})
-	return err
-}
-
-// staleReads is how many times readFresh derives the history again when
-// a turn's last checkpoint was deleted between deriving and reading. Each
-// try costs one listing of what changed; a retention job deleting while a
-// busy reader reads can overtake a try or two, and a refusal (ErrStale)
-// should be what only a thread changing faster than it can be read gets.
-const staleReads = 4
-
-// readFresh derives the history, picks turns and reads them with read,
-// deriving afresh and reading again (up to staleReads tries in all, while
-// ctx lasts) when read reports ErrStale: a turn whose last checkpoint was
-// deleted since the history was derived is never answered from the cache. The turns pick selects from the cached
-// history are checked to still exist in the same read that refreshes the
-// history, and read learns which checkpoints that read saw.
-func readFresh[T any](ctx context.Context, s *Store, ref Ref, pick func(*History) []Turn, read func(*index, []Turn, seen) (T, error)) (*History, []Turn, T, error) {
-	var zero T
-	thread := ref.thread()
-	for attempt := 0; ; attempt++ {
-		var verify []string
-		if old, ok := s.indexes.get(thread); ok {
-			if h, err := s.historyAt(old, ref); err == nil {
-				for _, t := range pick(h) {
-					if t.Retained {
-						verify = append(verify, t.End.ID)
-					}
-				}
-			}
-		}
-		ix, sn, err := s.indexChecking(ctx, thread, verify)
-		if err == nil {
-			var h *History
-			if h, err = s.historyAt(ix, ref); err == nil {
-				turns := pick(h)
-				var out T
-				if out, err = read(ix, turns, sn); err == nil {
-					return h, turns, out, nil
-				}
-			}
-		}
-		if !errors.Is(err, ErrStale) || attempt+1 >= staleReads || ctx.Err() != nil {
-			return nil, nil, zero, err
-		}
-	}
 }

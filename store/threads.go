@@ -6,116 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/store/backend"
 )
-
-// ThreadQuery is what Backend.Threads is asked: a walk over the storage's
-// distinct thread ids, in ascending order as the storage sorts them.
-type ThreadQuery struct {
-	// Namespace is the checkpoint namespace whose checkpoints are counted
-	// and whose first and last checkpoints are read.
-	Namespace string
-	// Prefixes, when not empty, restricts the walk to thread ids starting
-	// with one of them, byte for byte. They are normalized (see
-	// NormalizePrefixes): sorted, none a prefix of another.
-	Prefixes []string
-	// After, when not empty, starts the walk after this thread id; empty
-	// starts from the first.
-	After string
-	// Limit is the most thread ids one walk visits. A walk visits only ids
-	// under Prefixes: Prefixes are what a tenant may read, and nothing of
-	// a tenant's listing (its cursor, its refusals, its cost) may depend
-	// on threads outside them. A storage that cannot range over a prefix
-	// (PostgreSQL whose thread_id sorts by a collation that is not
-	// bytewise, with no index that is) fails a walk under Prefixes with
-	// ErrUnorderedPrefixes rather than visit other ids.
-	Limit int
-}
-
-// ThreadRow is one thread a walk visited and handed over: its checkpoints
-// in the query's namespace, counted, and the oldest and newest of them by
-// id.
-type ThreadRow struct {
-	// ThreadID is the thread id.
-	ThreadID string
-	// Count is how many checkpoints the thread has in the namespace; never
-	// 0, as a thread with none there is not handed over.
-	Count int64
-	// First and Last are the checkpoints with the smallest and the largest
-	// id, as List lists rows (Checkpoint holds at least "ts"; Metadata may
-	// be empty).
-	First, Last Row
-}
-
-// ThreadWalk is how a Backend.Threads walk ended.
-type ThreadWalk struct {
-	// Last is the last thread id the walk visited, handed over or not;
-	// empty when it visited none.
-	Last string
-	// More says the walk stopped at Limit: threads after Last may remain.
-	More bool
-}
-
-// NormalizePrefixes sorts prefixes bytewise, drops duplicates and every
-// prefix another one covers ("a/b/" under "a/"), so that the id ranges
-// they name are disjoint and in order. A nil or empty result is no
-// restriction: so is a list holding "".
-func NormalizePrefixes(prefixes []string) []string {
-	ps := slices.Clone(prefixes)
-	slices.Sort(ps)
-	ps = slices.Compact(ps)
-	var out []string
-	for _, p := range ps {
-		if p == "" {
-			return nil
-		}
-		if len(out) > 0 && strings.HasPrefix(p, out[len(out)-1]) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
-// PrefixRange is one contiguous range of thread ids, in byte order: the
-// ids starting with Prefix from From on (the ids after From unless
-// Inclusive).
-type PrefixRange struct {
-	// Prefix is what every id of the range starts with; "" for every id.
-	Prefix string
-	// From is where the range starts.
-	From string
-	// Inclusive says From itself is in the range.
-	Inclusive bool
-}
-
-// PrefixRanges returns, in byte order, the ranges a walk after after
-// visits under prefixes (normalized), for backends whose thread ids sort
-// bytewise: the ranges wholly at or before after are left out.
-func PrefixRanges(prefixes []string, after string) []PrefixRange {
-	if len(prefixes) == 0 {
-		return []PrefixRange{{From: after, Inclusive: after == ""}}
-	}
-	var out []PrefixRange
-	for _, p := range prefixes {
-		switch {
-		case after < p:
-			out = append(out, PrefixRange{Prefix: p, From: p, Inclusive: true})
-		case strings.HasPrefix(after, p):
-			out = append(out, PrefixRange{Prefix: p, From: after})
-		}
-		// Otherwise after is past every id starting with p.
-	}
-	return out
-}
-
-// Empty implements Backend: there are no threads.
-func (Empty) Threads(context.Context, ThreadQuery, func(ThreadRow) error) (ThreadWalk, error) {
-	return ThreadWalk{}, nil
-}
 
 // ThreadOrder is the order Store.Threads lists threads in.
 type ThreadOrder int
@@ -145,13 +40,6 @@ const (
 // ErrTooManyToSort marks a ByLastActivity listing of more threads than
 // MaxThreadsSorted.
 var ErrTooManyToSort = errors.New("too many threads to list by last activity")
-
-// ErrUnorderedPrefixes marks a listing under thread-id prefixes that the
-// backend cannot walk without visiting other threads: its thread ids do
-// not sort bytewise, so the ids under a prefix are no range of its index.
-// It is the operator's to fix (for PostgreSQL, an index; the error says
-// which), and it depends on nothing the store holds.
-var ErrUnorderedPrefixes = errors.New("thread ids do not sort bytewise, so a thread-id prefix is no range of the index")
 
 // ThreadCursor is where a listing stopped: the next page starts after it.
 type ThreadCursor struct {
@@ -227,7 +115,7 @@ func (s *Store) Threads(ctx context.Context, q ThreadsQuery) (ThreadsPage, error
 	if q.Limit < 1 {
 		return ThreadsPage{}, errors.New("store: ThreadsQuery.Limit must be at least 1")
 	}
-	q.Prefixes = NormalizePrefixes(q.Prefixes)
+	q.Prefixes = backend.NormalizePrefixes(q.Prefixes)
 	var page ThreadsPage
 	var err error
 	if q.Order == ByLastActivity {
@@ -242,7 +130,7 @@ func (s *Store) Threads(ctx context.Context, q ThreadsQuery) (ThreadsPage, error
 		if page.Threads[i].Err != nil {
 			continue // its times did not decode; nor would its turns
 		}
-		h, err := s.History(ctx, Ref{ThreadID: page.Threads[i].ThreadID, Namespace: q.Namespace})
+		h, err := s.History(ctx, backend.Ref{ThreadID: page.Threads[i].ThreadID, Namespace: q.Namespace})
 		if err != nil && failsListing(err) {
 			return ThreadsPage{}, err
 		}
@@ -258,19 +146,19 @@ func (s *Store) Threads(ctx context.Context, q ThreadsQuery) (ThreadsPage, error
 // read) is the thread's own (ThreadSummary.Err).
 func failsListing(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotCheckpointStore)
+		errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrNotCheckpointStore)
 }
 
 // summary reads a visited thread's row; keep says whether the query's
 // time filters keep it. A checkpoint whose time does not decode is the
 // thread's error (ThreadSummary.Err), and the thread is kept.
-func (s *Store) summary(q ThreadsQuery, r ThreadRow) (ThreadSummary, bool) {
+func (s *Store) summary(q ThreadsQuery, r backend.ThreadRow) (ThreadSummary, bool) {
 	sum := ThreadSummary{ThreadID: r.ThreadID, Checkpoints: r.Count, LastID: r.Last.ID}
-	ts := func(row Row) time.Time {
+	ts := func(row backend.Row) time.Time {
 		cp, err := codec.ParseCheckpoint(row.Checkpoint.Type, row.Checkpoint.Data, func(string) bool { return false })
 		if err != nil {
 			if sum.Err == nil {
-				sum.Err = &DecodeError{Ref: Ref{ThreadID: r.ThreadID, Namespace: q.Namespace}, CheckpointID: row.ID, Channel: "checkpoint", Err: err}
+				sum.Err = &DecodeError{Ref: backend.Ref{ThreadID: r.ThreadID, Namespace: q.Namespace}, CheckpointID: row.ID, Channel: "checkpoint", Err: err}
 			}
 			return time.Time{}
 		}
@@ -290,7 +178,7 @@ func (s *Store) summary(q ThreadsQuery, r ThreadRow) (ThreadSummary, bool) {
 	return sum, keep
 }
 
-func (s *Store) walk(ctx context.Context, q ThreadQuery, fn func(ThreadRow) error) (ThreadWalk, error) {
+func (s *Store) walk(ctx context.Context, q backend.ThreadQuery, fn func(backend.ThreadRow) error) (backend.ThreadWalk, error) {
 	w, err := s.b.Threads(ctx, q, fn)
 	if err != nil && !errors.Is(err, errPageFull) {
 		err = fmt.Errorf("list threads: %w", err)
@@ -313,7 +201,7 @@ func (s *Store) threadsByID(ctx context.Context, q ThreadsQuery) (ThreadsPage, e
 		}
 		n = min(n, MaxThreadsVisited-visited)
 		lastHanded := ""
-		w, err := s.walk(ctx, ThreadQuery{Namespace: q.Namespace, Prefixes: q.Prefixes, After: after, Limit: n}, func(r ThreadRow) error {
+		w, err := s.walk(ctx, backend.ThreadQuery{Namespace: q.Namespace, Prefixes: q.Prefixes, After: after, Limit: n}, func(r backend.ThreadRow) error {
 			lastHanded = r.ThreadID
 			if sum, keep := s.summary(q, r); keep {
 				page.Threads = append(page.Threads, sum)
@@ -350,7 +238,7 @@ func byActivity(a, b ThreadSummary) int {
 
 func (s *Store) threadsByActivity(ctx context.Context, q ThreadsQuery) (ThreadsPage, error) {
 	var all []ThreadSummary
-	w, err := s.walk(ctx, ThreadQuery{Namespace: q.Namespace, Prefixes: q.Prefixes, Limit: MaxThreadsSorted + 1}, func(r ThreadRow) error {
+	w, err := s.walk(ctx, backend.ThreadQuery{Namespace: q.Namespace, Prefixes: q.Prefixes, Limit: MaxThreadsSorted + 1}, func(r backend.ThreadRow) error {
 		if sum, keep := s.summary(q, r); keep {
 			all = append(all, sum)
 		}

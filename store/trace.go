@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // TracerName is the instrumentation scope of the store's spans.
@@ -115,11 +117,11 @@ func ErrorKind(err error) string {
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "deadline_exceeded"
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, backend.ErrUnavailable):
 		return "unavailable"
 	case errors.Is(err, ErrStale):
 		return "stale"
-	case errors.Is(err, ErrNotCheckpointStore):
+	case errors.Is(err, backend.ErrNotCheckpointStore):
 		return "not_checkpoint_store"
 	case errors.Is(err, ErrUnknownChannel):
 		return "unknown_channel"

@@ -782,16 +782,8 @@ func ping(t *testing.T, open Open) {
 	}
 }
 
-// Retained picks every retained turn.
-func Retained(h *store.History) []store.Turn {
-	var out []store.Turn
-	for _, turn := range h.Turns {
-		if turn.Retained {
-			out = append(out, turn)
-		}
-	}
-	return out
-}
+// Retained picks every retained turn (History.RetainedTurns).
+func Retained(h *store.History) []store.Turn { return h.RetainedTurns() }
 
 // Only picks turn n when it is retained.
 func Only(n int) func(*store.History) []store.Turn {

@@ -1,13 +1,19 @@
-// Package store derives a LangGraph thread's turns from its checkpoints and
-// reads the session state each turn ended on. It holds the turn rules, the
-// caches and the StateEntry convention. Backends (store/postgres,
-// store/sqlite) only answer queries with rows and bytes; what those bytes
-// mean is langgraph/codec's, and the gRPC layer above only maps results to
-// the wire.
-package store
+// Package backend is the contract between historyd's store and the
+// storage it reads LangGraph checkpoints from: the Backend interface a
+// storage implements (store/postgres, store/sqlite, storetest's memory),
+// the rows, blobs and queries it exchanges, and the errors it marks
+// failures with. A backend answers queries with rows and bytes and nothing
+// more: what the bytes mean is langgraph/codec's, and turns, caching and
+// projection are package store's, above it, once for every backend.
+//
+// This file is the whole contract; the package's other files are helpers
+// a backend or a test may build on (Empty, ProbeEach, PrefixRanges,
+// Values).
+package backend
 
 import (
 	"context"
+	"errors"
 )
 
 // Ref names the checkpoints of one thread within one checkpoint namespace.
@@ -18,8 +24,8 @@ type Ref struct {
 	Namespace string
 	// Head, when set, is the checkpoint whose lineage (its parent chain)
 	// the turns are numbered on, instead of the thread's head (its newest
-	// checkpoint): a branch a fork abandoned (History.Forks). A head the
-	// thread does not hold is ErrUnknownHead. Reads of every head of a
+	// checkpoint): a branch a fork abandoned (store.History.Forks). A head
+	// the thread does not hold is store.ErrUnknownHead. Reads of every head of a
 	// thread share one cached index.
 	Head string
 }
@@ -92,7 +98,7 @@ type Query struct {
 	Verify []string
 }
 
-// Census is what Store checks a cached index against to notice deleted
+// Census is what store.Store checks a cached index against to notice deleted
 // checkpoints. It comes from the same consistent read as the rows.
 type Census struct {
 	// Count is how many checkpoints the thread has; -1 when not counted.
@@ -102,6 +108,77 @@ type Census struct {
 	// Present holds the checkpoints of Query.Verify that exist, in any
 	// order.
 	Present []string
+}
+
+// Probe is one thread's freshness check: the question every warm read
+// asks before answering from the cache. It is what List with After set
+// and no Count reports about the thread, without the rows.
+type Probe struct {
+	// Ref names the thread.
+	Ref Ref
+	// After is the newest checkpoint id the cache knows.
+	After string
+	// Verify names checkpoints whose existence ProbeResult.Present reports.
+	Verify []string
+}
+
+// ProbeResult answers one Probe.
+type ProbeResult struct {
+	// MinID is the thread's smallest checkpoint id; empty when it has none.
+	MinID string
+	// Present holds the checkpoints of Probe.Verify that exist, in any
+	// order.
+	Present []string
+	// Newer says the thread has a checkpoint whose id is greater than
+	// Probe.After.
+	Newer bool
+}
+
+// ThreadQuery is what Backend.Threads is asked: a walk over the storage's
+// distinct thread ids, in ascending order as the storage sorts them.
+type ThreadQuery struct {
+	// Namespace is the checkpoint namespace whose checkpoints are counted
+	// and whose first and last checkpoints are read.
+	Namespace string
+	// Prefixes, when not empty, restricts the walk to thread ids starting
+	// with one of them, byte for byte. They are normalized (see
+	// NormalizePrefixes): sorted, none a prefix of another.
+	Prefixes []string
+	// After, when not empty, starts the walk after this thread id; empty
+	// starts from the first.
+	After string
+	// Limit is the most thread ids one walk visits. A walk visits only ids
+	// under Prefixes: Prefixes are what a tenant may read, and nothing of
+	// a tenant's listing (its cursor, its refusals, its cost) may depend
+	// on threads outside them. A storage that cannot range over a prefix
+	// (PostgreSQL whose thread_id sorts by a collation that is not
+	// bytewise, with no index that is) fails a walk under Prefixes with
+	// ErrUnorderedPrefixes rather than visit other ids.
+	Limit int
+}
+
+// ThreadRow is one thread a walk visited and handed over: its checkpoints
+// in the query's namespace, counted, and the oldest and newest of them by
+// id.
+type ThreadRow struct {
+	// ThreadID is the thread id.
+	ThreadID string
+	// Count is how many checkpoints the thread has in the namespace; never
+	// 0, as a thread with none there is not handed over.
+	Count int64
+	// First and Last are the checkpoints with the smallest and the largest
+	// id, as List lists rows (Checkpoint holds at least "ts"; Metadata may
+	// be empty).
+	First, Last Row
+}
+
+// ThreadWalk is how a Backend.Threads walk ended.
+type ThreadWalk struct {
+	// Last is the last thread id the walk visited, handed over or not;
+	// empty when it visited none.
+	Last string
+	// More says the walk stopped at Limit: threads after Last may remain.
+	More bool
 }
 
 // Backend reads LangGraph checkpoints from one kind of storage. It answers
@@ -165,68 +242,53 @@ type BlobSharer interface {
 	// version. LangGraph.js PostgresSaver numbers versions 1, 2, 3, … and
 	// keeps the first value stored under a version: a fork that produces a
 	// version again, which the branch it abandoned already produced, reads
-	// back that branch's value (see ErrForeignValue).
+	// back that branch's value (see store.ErrForeignValue).
 	SharesBlobs() bool
 }
 
-// SharesBlobs reports whether b's checkpoints share stored values by
-// version (BlobSharer); false for a backend that does not say.
-func SharesBlobs(b Backend) bool {
-	bs, ok := b.(BlobSharer)
-	return ok && bs.SharesBlobs()
+// ErrUnavailable marks errors caused by the checkpoint storage being
+// unreachable; a retry may succeed once it is back.
+var ErrUnavailable = errors.New("checkpoint store unavailable")
+
+// ErrNotCheckpointStore marks storage where historyd cannot read LangGraph
+// checkpoint tables: none where it was told to look (wrong database, schema
+// or file), its role lacks SELECT on them, or the server refuses its login.
+// Unlike ErrUnavailable it does not heal by waiting: the configuration or
+// the database's grants must change.
+var ErrNotCheckpointStore = errors.New("cannot read LangGraph checkpoint tables")
+
+// ErrNoAnswer marks a read whose context ended while it waited for the
+// checkpoint store itself: a statement in flight, or a shared freshness
+// probe. A context that ends anywhere else (while a call waits for
+// another's read of the thread, or decodes, or sends) is not marked, so
+// that a caller is told the store kept it waiting only when it did.
+var ErrNoAnswer = errors.New("the checkpoint store had not answered")
+
+// CorruptError reports checkpoint storage that says its own files are
+// damaged (SQLite's "database disk image is malformed", PostgreSQL's
+// SQLSTATE XX001 data_corrupted and XX002 index_corrupted): neither a
+// retry nor a configuration change reads them; they must be restored (an
+// index rebuilt). Role names
+// the damaged part by what it is to historyd, which a caller may read; Err
+// is the driver's error, which names where it lives, for the operator's
+// log.
+type CorruptError struct {
+	// Role says what the damaged part is, e.g. "the SQLite checkpoint
+	// database".
+	Role string
+	// Err is the driver's error.
+	Err error
 }
 
-// Empty is the backend of a store that holds no checkpoints at all: every
-// thread is unknown. Tenant isolation answers a thread the tenant may not
-// read through a store over it, exactly as an unknown thread is answered.
-type Empty struct{}
+// Error names the damaged part, then the driver's error.
+func (e *CorruptError) Error() string { return e.Role + " is damaged: " + e.Err.Error() }
 
-var _ Backend = Empty{}
+// Unwrap returns the driver's error.
+func (e *CorruptError) Unwrap() error { return e.Err }
 
-// List implements Backend: there are no checkpoints.
-func (Empty) List(context.Context, Ref, Query, func(Row) error) (Census, error) {
-	return Census{Count: 0}, nil
-}
-
-// Probe implements Backend: no thread has a checkpoint.
-func (Empty) Probe(_ context.Context, ps []Probe) ([]ProbeResult, error) {
-	return make([]ProbeResult, len(ps)), nil
-}
-
-// EachValue implements Backend: every checkpoint is missing.
-func (Empty) EachValue(_ context.Context, _ Ref, _ string, ids []string, fn func(int, Blob) error) error {
-	for i := range ids {
-		if err := fn(i, Blob{Missing: true}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// EachWrite implements Backend: there are no writes.
-func (Empty) EachWrite(context.Context, Ref, string, []string, func(Write) error) error { return nil }
-
-// Newest implements Backend: there are no checkpoints.
-func (Empty) Newest(context.Context, *Ref, int, func(Row) error) error { return nil }
-
-// Ping implements Backend: an empty store is always reachable.
-func (Empty) Ping(context.Context) error { return nil }
-
-// Close implements Backend.
-func (Empty) Close() {}
-
-// Values collects channel's values at the checkpoints of ids, in the order
-// of ids, each copied out of the backend's buffers: a convenience for
-// tests and tools; the store streams.
-func Values(ctx context.Context, b Backend, ref Ref, channel string, ids []string) ([]Blob, error) {
-	out := make([]Blob, len(ids))
-	err := b.EachValue(ctx, ref, channel, ids, func(i int, v Blob) error {
-		v.Data = append([]byte(nil), v.Data...)
-		out[i] = v
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
+// ErrUnorderedPrefixes marks a listing under thread-id prefixes that the
+// backend cannot walk without visiting other threads: its thread ids do
+// not sort bytewise, so the ids under a prefix are no range of its index.
+// It is the operator's to fix (for PostgreSQL, an index; the error says
+// which), and it depends on nothing the store holds.
+var ErrUnorderedPrefixes = errors.New("thread ids do not sort bytewise, so a thread-id prefix is no range of the index")

@@ -10,6 +10,8 @@ import (
 	"github.com/historyd/historyd/langgraph/codec"
 	"github.com/historyd/historyd/langgraph/format"
 	"github.com/historyd/historyd/store/reduce"
+
+	"github.com/historyd/historyd/store/backend"
 )
 
 // Encoder turns one entry into the bytes the layer above serves. The store
@@ -77,7 +79,7 @@ func (st EncodedState) project(keys []string) EncodedState {
 // index the version was read through, which a new lineage never shares.
 type stateKey struct {
 	enc     Encoder
-	ref     Ref
+	ref     backend.Ref
 	channel string
 	lineage string
 	version string
@@ -99,7 +101,7 @@ var ErrUnknownChannel = errors.New("not a state channel historyd serves")
 // checkpoint was deleted: when one turns out to be gone (a deletion that
 // spared the thread's oldest checkpoint), it derives the history afresh and
 // reads again, once.
-func (s *Store) ReadEncoded(ctx context.Context, ref Ref, channel string, pick func(*History) []Turn, keys []string, enc Encoder) (*History, []Turn, []EncodedState, error) {
+func (s *Store) ReadEncoded(ctx context.Context, ref backend.Ref, channel string, pick func(*History) []Turn, keys []string, enc Encoder) (*History, []Turn, []EncodedState, error) {
 	if channel == "" {
 		channel = s.states[0]
 	}
@@ -107,14 +109,58 @@ func (s *Store) ReadEncoded(ctx context.Context, ref Ref, channel string, pick f
 		return nil, nil, nil, fmt.Errorf("channel %q: %w (it serves %s)", channel, ErrUnknownChannel, strings.Join(s.states, ", "))
 	}
 	return readFresh(ctx, s, ref, pick, func(ix *index, turns []Turn, sn seen) ([]EncodedState, error) {
-		return s.encodedStates(ctx, ref.thread(), channel, ix, turns, keys, enc, sn)
+		return s.encodedStates(ctx, threadKey(ref), channel, ix, turns, keys, enc, sn)
 	})
+}
+
+// staleReads is how many times readFresh derives the history again when
+// a turn's last checkpoint was deleted between deriving and reading. Each
+// try costs one listing of what changed; a retention job deleting while a
+// busy reader reads can overtake a try or two, and a refusal (ErrStale)
+// should be what only a thread changing faster than it can be read gets.
+const staleReads = 4
+
+// readFresh derives the history, picks turns and reads them with read,
+// deriving afresh and reading again (up to staleReads tries in all, while
+// ctx lasts) when read reports ErrStale: a turn whose last checkpoint was
+// deleted since the history was derived is never answered from the cache. The turns pick selects from the cached
+// history are checked to still exist in the same read that refreshes the
+// history, and read learns which checkpoints that read saw.
+func readFresh[T any](ctx context.Context, s *Store, ref backend.Ref, pick func(*History) []Turn, read func(*index, []Turn, seen) (T, error)) (*History, []Turn, T, error) {
+	var zero T
+	thread := threadKey(ref)
+	for attempt := 0; ; attempt++ {
+		var verify []string
+		if old, ok := s.indexes.get(thread); ok {
+			if h, err := s.historyAt(old, ref); err == nil {
+				for _, t := range pick(h) {
+					if t.Retained {
+						verify = append(verify, t.End.ID)
+					}
+				}
+			}
+		}
+		ix, sn, err := s.indexChecking(ctx, thread, verify)
+		if err == nil {
+			var h *History
+			if h, err = s.historyAt(ix, ref); err == nil {
+				turns := pick(h)
+				var out T
+				if out, err = read(ix, turns, sn); err == nil {
+					return h, turns, out, nil
+				}
+			}
+		}
+		if !errors.Is(err, ErrStale) || attempt+1 >= staleReads || ctx.Err() != nil {
+			return nil, nil, zero, err
+		}
+	}
 }
 
 // encodedStates reads the turns' states from the cache when the refresh
 // that derived them saw their last checkpoints (sn), and from the backend
 // otherwise, which is also what notices a last checkpoint since deleted.
-func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *index, turns []Turn, keys []string, enc Encoder, sn seen) (_ []EncodedState, err error) {
+func (s *Store) encodedStates(ctx context.Context, ref backend.Ref, channel string, ix *index, turns []Turn, keys []string, enc Encoder, sn seen) (_ []EncodedState, err error) {
 	ctx, sp := s.startSpan(ctx, SpanReadState)
 	defer func() { endSpan(sp, err) }()
 	lineage := ix.minID
@@ -167,8 +213,8 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 	bytesDecoded := 0
 	// each reads the values of the turns of miss from the channel from:
 	// the channel itself, or the saved value it is a key of.
-	each := func(from string, miss []int) func(j int, b Blob) error {
-		return func(j int, b Blob) error {
+	each := func(from string, miss []int) func(j int, b backend.Blob) error {
+		return func(j int, b backend.Blob) error {
 			i := miss[j]
 			t := turns[i]
 			v := t.End.State(channel)
@@ -242,10 +288,26 @@ func (s *Store) encodedStates(ctx context.Context, ref Ref, channel string, ix *
 	return out, nil
 }
 
+// eachValue hands fn each of channel's values at the checkpoints in ids,
+// straight from the driver's buffer (the blob is only valid during fn).
+// Errors other than fn's own are wrapped with what was being read.
+func (s *Store) eachValue(ctx context.Context, ref backend.Ref, channel string, ids []string, fn func(int, backend.Blob) error) error {
+	var fnErr error
+	call := func(i int, b backend.Blob) error {
+		fnErr = fn(i, b)
+		return fnErr
+	}
+	err := s.b.EachValue(ctx, ref, channel, ids, call)
+	if err != nil && err != fnErr {
+		return fmt.Errorf("read %s of thread %q: %w", channel, ref.ThreadID, err)
+	}
+	return err
+}
+
 // rebuildStates rebuilds, from writes, channel's value at the ends of the
 // turns whose versions are in unstored, encodes and caches each, and
 // fills out.
-func (s *Store) rebuildStates(ctx context.Context, ref Ref, channel string, ix *index, turns []Turn, unstored map[string][]int, keys []string, enc Encoder, out []EncodedState) error {
+func (s *Store) rebuildStates(ctx context.Context, ref backend.Ref, channel string, ix *index, turns []Turn, unstored map[string][]int, keys []string, enc Encoder, out []EncodedState) error {
 	reducer, ok := reduce.Named(s.reducers[channel])
 	if !ok {
 		return fmt.Errorf("channel %q of thread %q is rebuilt from writes, but %q is not a reducer historyd has", channel, ref.ThreadID, s.reducers[channel])
@@ -262,7 +324,7 @@ func (s *Store) rebuildStates(ctx context.Context, ref Ref, channel string, ix *
 		at[id] = is
 	}
 	slices.Sort(targets)
-	decode := func(id string, b Blob) (any, error) {
+	decode := func(id string, b backend.Blob) (any, error) {
 		v, _, err := codec.Decode(b.Type, b.Data, s.limits)
 		if err != nil {
 			return nil, &DecodeError{Ref: ref, CheckpointID: id, Channel: channel, Err: err}
@@ -272,7 +334,7 @@ func (s *Store) rebuildStates(ctx context.Context, ref Ref, channel string, ix *
 	broken, err := rebuild(ctx, s, ref, channel, nodes, targets, folder[any]{
 		seed:  decode,
 		empty: func() any { return nil },
-		apply: func(id string, base any, writes []Write) (any, error) {
+		apply: func(id string, base any, writes []backend.Write) (any, error) {
 			vals := make([]any, len(writes))
 			for i, w := range writes {
 				v, err := decode(id, w.Value)
@@ -331,7 +393,7 @@ func (st *EncodedState) appendEncoded(enc Encoder) func(string, Entry) error {
 // each before the next is decoded. Entry values stay encoded
 // (codec.EachEntry) until the encoder re-encodes them, so no state value
 // is ever built in memory.
-func (s *Store) encodeState(b Blob, channel string, keep map[string]bool, enc Encoder) (EncodedState, error) {
+func (s *Store) encodeState(b backend.Blob, channel string, keep map[string]bool, enc Encoder) (EncodedState, error) {
 	var st EncodedState
 	if err := eachEntry(b, channel, keep, s.limits, st.appendEncoded(enc)); err != nil {
 		return EncodedState{}, err
