@@ -194,13 +194,18 @@ pick_user() {
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# free_port: a port the kernel picks for a listener on 127.0.0.1:0, free
+# once that listener closes (a server that then fails to bind it is retried
+# on another).
 free_port() {
-  local p i
-  for i in $(seq 1 200); do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-    if ! port_in_use "$p"; then echo "$p"; return; fi
-  done
-  die "no free TCP port found on 127.0.0.1"
+  local p=
+  if command -v perl >/dev/null; then
+    p=$(perl -MIO::Socket::INET -e 'my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 0, Proto => "tcp", Listen => 1) or die "$!\n"; print $s->sockport, "\n"') || p=
+  elif command -v python3 >/dev/null; then
+    p=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') || p=
+  fi
+  [[ -n $p ]] || die "no free TCP port on 127.0.0.1 (perl or python3 asks the kernel for one): set PG_TEST_PORT"
+  echo "$p"
 }
 
 # load_env: read the env file's settings, if any, into PGDIR/PGPORT_/BIN.
