@@ -96,7 +96,13 @@
 # Environment: PG_TEST_ENV_FILE (env file path), PG_TEST_DB (database name,
 # default historyd_test), PG_TEST_BIN (directory holding initdb and pg_ctl),
 # PG_TEST_PORT (the port `start` listens on; default a free one, and `start`
-# fails when PG_TEST_PORT is taken).
+# fails when PG_TEST_PORT is taken), PG_TEST_STANDBY_PORT and
+# PG_TEST_POOLER_PORT (the same for `standby start` and `pooler start`).
+#
+# These settings name one cluster. Tests that start clusters of their own
+# (test/faults) run this script with an env file and ports of their own and
+# none of these inherited, so PG_TEST_PORT may be set for the shared cluster
+# scripts/test.sh starts while they run.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -188,13 +194,18 @@ pick_user() {
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# free_port: a port the kernel picks for a listener on 127.0.0.1:0, free
+# once that listener closes (a server that then fails to bind it is retried
+# on another).
 free_port() {
-  local p i
-  for i in $(seq 1 200); do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-    if ! port_in_use "$p"; then echo "$p"; return; fi
-  done
-  die "no free TCP port found on 127.0.0.1"
+  local p=
+  if command -v perl >/dev/null; then
+    p=$(perl -MIO::Socket::INET -e 'my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 0, Proto => "tcp", Listen => 1) or die "$!\n"; print $s->sockport, "\n"') || p=
+  elif command -v python3 >/dev/null; then
+    p=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') || p=
+  fi
+  [[ -n $p ]] || die "no free TCP port on 127.0.0.1 (perl or python3 asks the kernel for one): set PG_TEST_PORT"
+  echo "$p"
 }
 
 # load_env: read the env file's settings, if any, into PGDIR/PGPORT_/BIN.
@@ -302,7 +313,12 @@ cmd_pooler_start() {
   mkdir -p "$dir"
   printf '"%s" ""\n"%s" ""\n' "$SUPERUSER" "$POOLER_ROLE" >"$dir/userlist.txt"
   for attempt in 1 2 3 4 5; do
-    port=$(free_port)
+    if [[ -n ${PG_TEST_POOLER_PORT:-} ]]; then
+      port=$PG_TEST_POOLER_PORT
+      if port_in_use "$port"; then die "PG_TEST_POOLER_PORT=$port: something already listens on 127.0.0.1:$port"; fi
+    else
+      port=$(free_port)
+    fi
     # Stock PgBouncer but for where it listens, logs and finds its users
     # and databases: nothing here accommodates historyd (no
     # ignore_startup_parameters, no max_prepared_statements).
@@ -326,7 +342,7 @@ INI
       break
     fi
     kill_pidfile "$dir/pgbouncer.pid"
-    if [[ $attempt -eq 5 ]]; then
+    if [[ $attempt -eq 5 || -n ${PG_TEST_POOLER_PORT:-} ]]; then
       tail -n 20 "$dir/pgbouncer.log" >&2 2>/dev/null || true
       die "pgbouncer did not start (log above)"
     fi
@@ -386,7 +402,15 @@ cmd_standby_start() {
     rm -rf -- "$sdir"
     die "pg_basebackup failed (output above)"
   fi
-  port=$(free_port)
+  if [[ -n ${PG_TEST_STANDBY_PORT:-} ]]; then
+    port=$PG_TEST_STANDBY_PORT
+    if port_in_use "$port"; then
+      rm -rf -- "$sdir"
+      die "PG_TEST_STANDBY_PORT=$port: something already listens on 127.0.0.1:$port"
+    fi
+  else
+    port=$(free_port)
+  fi
   cat >>"$sdir/postgresql.conf" <<CONF
 # historyd test standby
 port = $port

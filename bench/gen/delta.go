@@ -36,8 +36,6 @@ package gen
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
@@ -46,6 +44,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/langgraph/write"
 )
 
@@ -171,10 +170,7 @@ func WriteDeep(ctx context.Context, conn *pgx.Conn, threadID string, p DeepParam
 	}
 	var sum *DeepSummary
 	err := replace(ctx, conn, threadID, func(w *writer) (err error) {
-		sum, err = buildDeep(threadID, p, opt, w)
-		if err == nil {
-			err = w.err
-		}
+		sum, err = buildDeep(ctx, threadID, p, opt, w.row)
 		return err
 	})
 	return sum, err
@@ -333,7 +329,8 @@ type deepFile struct {
 }
 
 // deepThread is the state of generating one deepagents thread. It reuses
-// the plain generator's ids, versions, versions_seen, messages and sink.
+// the plain generator's ids, versions, versions_seen, messages and
+// checkpoint writing (put).
 type deepThread struct {
 	*thread
 	dp       DeepParams
@@ -354,28 +351,12 @@ type deepThread struct {
 	deep *DeepSummary
 }
 
-func buildDeep(threadID string, p DeepParams, opt Options, out sink) (*DeepSummary, error) {
+func buildDeep(ctx context.Context, threadID string, p DeepParams, opt Options, rows saver.Rows) (*DeepSummary, error) {
 	plan := p.plan()
-	if ts, ok := out.(threadSetter); ok {
-		ts.setThread(threadID)
-	}
-	start := opt.Start
-	if start.IsZero() {
-		start = time.Now().UTC().Add(-time.Duration(p.Turns) * time.Minute).Truncate(time.Microsecond)
-	}
-	base := &thread{
-		id: threadID, opt: opt, out: out,
-		rng:      mrand.New(mrand.NewPCG(p.Seed, uint64(p.Turns)<<32|uint64(p.Files))),
-		now:      start,
-		step:     -1,
-		versions: map[string]string{},
-		seen:     map[string]map[string]string{"__input__": {}},
-		sum:      &Summary{Rows: map[string]int{}},
-	}
-	if _, err := rand.Read(base.node[:]); err != nil {
+	base, err := newThread(ctx, threadID, opt, p.Turns, p.Seed, uint64(p.Turns)<<32|uint64(p.Files), rows)
+	if err != nil {
 		return nil, err
 	}
-	base.node[0] |= 0x01 // multicast bit, as a random node id sets it
 	d := &deepThread{
 		thread: base, dp: p,
 		counters: map[string][2]int{},
@@ -394,16 +375,12 @@ func buildDeep(threadID string, p DeepParams, opt Options, out sink) (*DeepSumma
 	for _, f := range d.files {
 		d.deep.FileBytes += len(f.content)
 	}
-	if w, ok := out.(*writer); ok && w.err != nil {
-		return nil, w.err
+	if base.err != nil {
+		return nil, base.err
 	}
+	d.deep.FilesBlobBytes = base.blobMax[filesChan]
+	d.deep.MessagesBlobBytes = base.blobMax[msgsChan]
 	return d.deep, nil
-}
-
-// task is one task's pending writes, numbered from 0.
-type task struct {
-	path   string
-	writes []pendingWrite
 }
 
 // advance is one superstep's effect on the channel versions: the channels
@@ -429,11 +406,11 @@ func (d *deepThread) turn(n int, tp turnPlan) error {
 		return err
 	}
 	// input: the question arrives on __start__; its task appends it.
-	v := d.advance([]string{"__start__"})
-	d.blob("__start__", v, concat(mapHeader(1), mustEncode(msgsChan), arrayHeader(1), human))
+	d.advance([]string{"__start__"})
+	d.blob("__start__", concat(mapHeader(1), mustEncode(msgsChan), arrayHeader(1), human))
 	d.emitDeep("input", nil, []task{{"~__pregel_pull, __start__", []pendingWrite{
-		{"", msgsChan, "msgpack", concat(arrayHeader(1), human)},
-		{"", toPatch, "null", []byte{}},
+		{msgsChan, concat(arrayHeader(1), human)},
+		{toPatch, nil},
 	}}}, []string{"__start__"})
 	if n > 1 {
 		// The input checkpoint holds the previous turn's messages and a
@@ -446,8 +423,8 @@ func (d *deepThread) turn(n int, tp turnPlan) error {
 	d.seen["__start__"] = map[string]string{"__start__": d.versions["__start__"]}
 	d.addMessage("human", hid, human)
 	d.advance([]string{toPatch, msgsChan}, "__start__")
-	d.emitDeep("loop", map[string]any{toPatch: nil}, []task{{"~__pregel_pull, " + patchNode, []pendingWrite{
-		{"", toModel, "null", []byte{}},
+	d.emitDeep("loop", none(toPatch), []task{{"~__pregel_pull, " + patchNode, []pendingWrite{
+		{toModel, nil},
 	}}}, []string{patchNode})
 	d.seen[patchNode] = map[string]string{toPatch: d.versions[toPatch]}
 	d.advance([]string{toModel}, toPatch)
@@ -481,21 +458,21 @@ func (d *deepThread) turn(n int, tp turnPlan) error {
 		if err != nil {
 			return err
 		}
-		modelWrites := []pendingWrite{{"", msgsChan, "msgpack", concat(arrayHeader(1), ai)}}
+		modelWrites := []pendingWrite{{msgsChan, concat(arrayHeader(1), ai)}}
 		for _, s := range sends {
-			modelWrites = append(modelWrites, pendingWrite{"", tasksChan, "msgpack", s})
+			modelWrites = append(modelWrites, pendingWrite{tasksChan, s})
 		}
-		d.emitDeep("loop", map[string]any{toModel: nil}, []task{{"~__pregel_pull, " + modelNode, modelWrites}}, []string{modelNode})
+		d.emitDeep("loop", none(toModel), []task{{"~__pregel_pull, " + modelNode, modelWrites}}, []string{modelNode})
 
 		// tools: one push task per Send.
 		d.seen[modelNode] = map[string]string{toModel: d.versions[toModel]}
 		d.addMessage("ai", aid, ai)
-		v := d.advance([]string{tasksChan, msgsChan}, toModel)
+		d.advance([]string{tasksChan, msgsChan}, toModel)
 		list := arrayHeader(len(sends))
 		for _, s := range sends {
 			list = append(list, s...)
 		}
-		d.blob(tasksChan, v, list)
+		d.blob(tasksChan, list)
 		d.now = d.now.Add(time.Duration(20+d.rng.IntN(200)) * time.Millisecond)
 		var tasks []task
 		next := make([]string, len(round))
@@ -504,9 +481,9 @@ func (d *deepThread) turn(n int, tp turnPlan) error {
 				return err
 			}
 			tasks = append(tasks, task{fmt.Sprintf("~__pregel_push, %010d, 0000000000", i), []pendingWrite{
-				{"", res.channel, "msgpack", res.update},
-				{"", msgsChan, "msgpack", concat(arrayHeader(1), res.message)},
-				{"", toModel, "null", []byte{}},
+				{res.channel, res.update},
+				{msgsChan, concat(arrayHeader(1), res.message)},
+				{toModel, nil},
 			}})
 			next[i] = toolsNode
 		}
@@ -525,10 +502,10 @@ func (d *deepThread) turn(n int, tp turnPlan) error {
 			}
 		}
 		slices.Sort(updated)
-		v = d.advance(updated, tasksChan)
-		d.blob(tasksChan, v, arrayHeader(0))
+		d.advance(updated, tasksChan)
+		d.blob(tasksChan, arrayHeader(0))
 		if slices.Contains(updated, stateChan) {
-			d.blob(stateChan, v, d.stateBlob())
+			d.blob(stateChan, d.stateBlob())
 		}
 	}
 
@@ -541,15 +518,15 @@ func (d *deepThread) turn(n int, tp turnPlan) error {
 	if err != nil {
 		return err
 	}
-	d.emitDeep("loop", map[string]any{toModel: nil}, []task{{"~__pregel_pull, " + modelNode, []pendingWrite{
-		{"", msgsChan, "msgpack", concat(arrayHeader(1), answer)},
-		{"", toNotify, "null", []byte{}},
+	d.emitDeep("loop", none(toModel), []task{{"~__pregel_pull, " + modelNode, []pendingWrite{
+		{msgsChan, concat(arrayHeader(1), answer)},
+		{toNotify, nil},
 	}}}, []string{modelNode})
 	d.seen[modelNode] = map[string]string{toModel: d.versions[toModel]}
 	d.addMessage("ai", aid, answer)
 	d.advance([]string{toNotify, msgsChan}, toModel)
-	d.emitDeep("loop", map[string]any{toNotify: nil}, []task{{"~__pregel_pull, " + notifyNode, []pendingWrite{
-		{"", "__no_writes__", "null", []byte{}},
+	d.emitDeep("loop", none(toNotify), []task{{"~__pregel_pull, " + notifyNode, []pendingWrite{
+		{"__no_writes__", nil},
 	}}}, []string{notifyNode})
 	d.seen[notifyNode] = map[string]string{toNotify: d.versions[toNotify]}
 	d.advance(nil, toNotify)
@@ -768,10 +745,8 @@ func (d *deepThread) messagesValue() []byte {
 // the superstep before it (and a snapshot of each that reached the
 // frequency), the current versions, its metadata, and the writes of the
 // tasks that run from it.
-func (d *deepThread) emitDeep(source string, inline map[string]any, tasks []task, next []string) {
-	if inline == nil {
-		inline = map[string]any{}
-	}
+func (d *deepThread) emitDeep(source string, inline write.Map, tasks []task, next []string) {
+	values := slices.Clone(inline)
 	var snaps []string
 	for _, ch := range deltaChannels {
 		c := d.counters[ch]
@@ -780,17 +755,7 @@ func (d *deepThread) emitDeep(source string, inline map[string]any, tasks []task
 			c[0]++
 		}
 		if _, has := d.versions[ch]; has && c[0] >= d.dp.SnapshotFrequency {
-			blob, err := write.EncodeMsgpack(write.DeltaSnapshot{Value: write.Raw(d.deltaValue(ch))})
-			if err != nil {
-				panic(err) // a Raw value cannot fail
-			}
-			d.blob(ch, d.versions[ch], blob)
-			if ch == filesChan {
-				d.deep.FilesBlobBytes = max(d.deep.FilesBlobBytes, len(blob))
-			} else {
-				d.deep.MessagesBlobBytes = max(d.deep.MessagesBlobBytes, len(blob))
-			}
-			inline[ch] = true
+			values = append(values, write.Field{Key: ch, Value: write.DeltaSnapshot{Value: write.Raw(d.deltaValue(ch))}})
 			snaps = append(snaps, ch)
 			d.deep.Snapshots[ch]++
 			c = [2]int{}
@@ -803,47 +768,16 @@ func (d *deepThread) emitDeep(source string, inline map[string]any, tasks []task
 			counters[ch] = c
 		}
 	}
-	updated := d.updated
-	if updated == nil {
-		updated = []string{}
-	}
-	slices.Sort(updated)
-	d.now = d.now.Add(time.Duration(900+d.rng.IntN(2200)) * time.Microsecond)
-	id := d.uuid6(d.now, d.step)
-	versions := make(map[string]string, len(d.versions))
-	for k, v := range d.versions {
-		versions[k] = v
-	}
-	seen := make(map[string]map[string]string, len(d.seen))
-	for k, m := range d.seen {
-		seen[k] = m
-	}
-	cp := mustJSON(map[string]any{
-		"v":                4,
-		"id":               id,
-		"ts":               write.IsoFormat(d.now),
-		"versions_seen":    seen,
-		"channel_values":   inline,
-		"channel_versions": versions,
-		"updated_channels": updated,
-	})
-	meta := map[string]any{"step": d.step, "source": source, "parents": map[string]any{}, "ls_integration": "deepagents"}
+	meta := write.Map{{Key: "ls_integration", Value: "deepagents"}}
 	if len(counters) > 0 {
-		meta["counters_since_delta_snapshot"] = counters
+		meta = append(meta, write.Field{Key: "counters_since_delta_snapshot", Value: counters})
 	}
-	d.out.checkpoint(id, d.lastID, cp, mustJSON(meta))
-	d.sum.Rows["checkpoints"]++
+	id, step := d.put(source, values, meta, tasks)
 	writes := 0
 	for _, tk := range tasks {
-		taskID := d.uuid4()
-		for i, w := range tk.writes {
-			d.out.write(id, taskID, tk.path, i, w.channel, w.typ, w.data)
-			d.sum.TotalBlobBytes += int64(len(w.data))
-			d.sum.Rows["checkpoint_writes"]++
-			writes++
-		}
+		writes += len(tk.writes)
 	}
-	c := DeepCheckpoint{ID: id, Step: d.step, Source: source, Messages: len(d.msgs), Humans: d.humans,
+	c := DeepCheckpoint{ID: id, Step: step, Source: source, Messages: len(d.msgs), Humans: d.humans,
 		Next: next, Snapshots: snaps, Counters: counters, Writes: writes}
 	if d.opt.KeepDetail {
 		c.MessageIDs = slices.Clone(d.msgIDs)
@@ -861,19 +795,6 @@ func (d *deepThread) emitDeep(source string, inline map[string]any, tasks []task
 		}
 	}
 	d.deep.Checkpoints = append(d.deep.Checkpoints, c)
-	d.lastID = id
-	d.step++
-	d.updated = nil
-}
-
-// mustJSON is the JSON of plain maps, strings and numbers, which cannot
-// fail to encode.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }
 
 // PlanDeep is what WriteDeep would write for p, without writing it: the
@@ -883,12 +804,5 @@ func PlanDeep(threadID string, p DeepParams) (*DeepSummary, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return buildDeep(threadID, p, Options{}, discard{})
+	return buildDeep(context.Background(), threadID, p, Options{}, nil)
 }
-
-// discard is a sink that keeps nothing.
-type discard struct{}
-
-func (discard) checkpoint(string, string, []byte, []byte)                 {}
-func (discard) blob(string, string, string, []byte)                       {}
-func (discard) write(string, string, string, int, string, string, []byte) {}

@@ -23,6 +23,7 @@
 // size for the whole thread. Values are GeoJSON polygons whose coordinate
 // rings set their size.
 //
+// The rows are lgsaver's (its PostgresPython layout), loaded with COPY.
 // The tables must exist; the bench creates them with LangGraph's own
 // PostgresSaver.setup().
 package gen
@@ -31,7 +32,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -43,6 +43,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/langgraph/write"
 )
 
@@ -173,7 +174,7 @@ func Write(ctx context.Context, conn *pgx.Conn, threadID string, p Params, opt O
 	}
 	var sum *Summary
 	err := replace(ctx, conn, threadID, func(w *writer) (err error) {
-		sum, err = build(threadID, p, opt, w)
+		sum, err = build(ctx, threadID, p, opt, w.row)
 		return err
 	})
 	return sum, err
@@ -187,12 +188,12 @@ func replace(ctx context.Context, conn *pgx.Conn, threadID string, fill func(w *
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
-	for _, table := range []string{"checkpoints", "checkpoint_blobs", "checkpoint_writes"} {
+	for _, table := range copyOrder {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE thread_id = $1`, threadID); err != nil {
 			return fmt.Errorf("clear %s: %w", table, err)
 		}
 	}
-	w := &writer{ctx: ctx, tx: tx}
+	w := &writer{tx: tx, tables: map[string]*copyTable{}}
 	if err := fill(w); err != nil {
 		return err
 	}
@@ -202,108 +203,85 @@ func replace(ctx context.Context, conn *pgx.Conn, threadID string, fill func(w *
 	return tx.Commit(ctx)
 }
 
-// writer is the sink that writes rows with COPY, in the caller's
-// transaction, buffering up to flushBytes of them at a time.
+// writer loads the rows lgsaver's writer makes (saver.Rows) with COPY,
+// in the caller's transaction, buffering up to flushBytes of them at a
+// time.
 type writer struct {
-	ctx        context.Context
-	tx         pgx.Tx
-	threadID   string
-	cps, blobs [][]any
-	writes     [][]any
-	buffered   int
-	err        error
+	tx       pgx.Tx
+	tables   map[string]*copyTable
+	buffered int
 }
+
+// copyTable is the rows of one table not copied yet.
+type copyTable struct {
+	cols []string
+	rows [][]any
+}
+
+// copyOrder is the order tables are copied in: blobs before the
+// checkpoints that name their versions, writes after their checkpoints.
+var copyOrder = []string{"checkpoint_blobs", "checkpoints", "checkpoint_writes"}
 
 const flushBytes = 16 << 20
 
-func (w *writer) add(table string, row []any, size int) {
-	switch table {
-	case "checkpoints":
-		w.cps = append(w.cps, row)
-	case "checkpoint_blobs":
-		w.blobs = append(w.blobs, row)
-	case "checkpoint_writes":
-		w.writes = append(w.writes, row)
+// row buffers one row, and copies what is buffered once it is flushBytes.
+func (w *writer) row(ctx context.Context, r saver.Row) error {
+	t := w.tables[r.Table]
+	if t == nil {
+		if !slices.Contains(copyOrder, r.Table) {
+			return fmt.Errorf("a row of table %s, which is not one of %v", r.Table, copyOrder)
+		}
+		t = &copyTable{cols: r.Columns}
+		w.tables[r.Table] = t
 	}
-	w.buffered += size
+	t.rows = append(t.rows, r.Values)
+	for _, v := range r.Values {
+		switch x := v.(type) {
+		case string:
+			w.buffered += len(x)
+		case []byte:
+			w.buffered += len(x)
+		}
+	}
+	if w.buffered >= flushBytes {
+		return w.flush(ctx)
+	}
+	return nil
 }
 
 func (w *writer) flush(ctx context.Context) error {
-	if w.err != nil {
-		return w.err
-	}
-	copies := []struct {
-		table string
-		cols  []string
-		rows  *[][]any
-	}{
-		{"checkpoint_blobs", []string{"thread_id", "checkpoint_ns", "channel", "version", "type", "blob"}, &w.blobs},
-		{"checkpoints", []string{"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "checkpoint", "metadata"}, &w.cps},
-		{"checkpoint_writes", []string{"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel", "type", "blob"}, &w.writes},
-	}
-	for _, c := range copies {
-		if len(*c.rows) == 0 {
+	for _, table := range copyOrder {
+		t := w.tables[table]
+		if t == nil || len(t.rows) == 0 {
 			continue
 		}
-		if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{c.table}, c.cols, pgx.CopyFromRows(*c.rows)); err != nil {
-			w.err = fmt.Errorf("copy into %s: %w", c.table, err)
-			return w.err
+		if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{table}, t.cols, pgx.CopyFromRows(t.rows)); err != nil {
+			return fmt.Errorf("copy into %s: %w", table, err)
 		}
-		*c.rows = (*c.rows)[:0]
+		t.rows = t.rows[:0]
 	}
 	w.buffered = 0
 	return nil
 }
 
-// sink receives rows; the writer implements it over COPY.
-type sink interface {
-	checkpoint(id, parent string, cp, meta []byte)
-	blob(channel, version, typ string, data []byte)
-	write(checkpointID, taskID, taskPath string, idx int, channel, typ string, data []byte)
-}
-
-func (w *writer) checkpoint(id, parent string, cp, meta []byte) {
-	var par any
-	if parent != "" {
-		par = parent
-	}
-	w.add("checkpoints", []any{w.thread(), "", id, par, nil, string(cp), string(meta)}, len(cp)+len(meta))
-	w.maybeFlush()
-}
-
-func (w *writer) blob(channel, version, typ string, data []byte) {
-	w.add("checkpoint_blobs", []any{w.thread(), "", channel, version, typ, data}, len(data))
-	w.maybeFlush()
-}
-
-func (w *writer) write(checkpointID, taskID, taskPath string, idx int, channel, typ string, data []byte) {
-	w.add("checkpoint_writes", []any{w.thread(), "", checkpointID, taskID, taskPath, int32(idx), channel, typ, data}, len(data))
-	w.maybeFlush()
-}
-
-func (w *writer) maybeFlush() {
-	if w.buffered >= flushBytes && w.err == nil {
-		_ = w.flush(w.ctx)
-	}
-}
-
-var _ sink = (*writer)(nil)
-
-func (w *writer) thread() string { return w.threadID }
-
-// The writer needs the thread id for every row.
-type threadSetter interface{ setThread(string) }
-
-func (w *writer) setThread(id string) { w.threadID = id }
-
 // thread is the state of generating one thread.
 type thread struct {
-	id   string
-	p    Params
-	opt  Options
-	out  sink
-	rng  *mrand.Rand
-	node [6]byte
+	ctx   context.Context
+	id    string
+	p     Params
+	opt   Options
+	saver *saver.Writer // in Python's PostgresSaver layout
+	err   error         // the first the saver returned
+	rng   *mrand.Rand
+	node  [6]byte
+
+	// pending are the blob-stored channel values given a new version
+	// since the last checkpoint, for the next one: the saver stores a
+	// value once per version, so that is the checkpoint it reads them
+	// from.
+	pending write.Map
+	// blobMax is the size of the largest blob stored, per channel.
+	blobMax map[string]int
 
 	now      time.Time
 	step     int
@@ -330,31 +308,55 @@ type thread struct {
 	sum *Summary
 }
 
-func build(threadID string, p Params, opt Options, out sink) (*Summary, error) {
-	if ts, ok := out.(threadSetter); ok {
-		ts.setThread(threadID)
-	}
+// newThread starts generating the thread id, its checkpoints' rows handed
+// to rows (none when nil); turns and stream seed its random numbers with
+// the parameters' seed.
+func newThread(ctx context.Context, id string, opt Options, turns int, seed, stream uint64, rows saver.Rows) (*thread, error) {
 	start := opt.Start
 	if start.IsZero() {
-		start = time.Now().UTC().Add(-time.Duration(p.Turns) * time.Minute).Truncate(time.Microsecond)
+		start = time.Now().UTC().Add(-time.Duration(turns) * time.Minute).Truncate(time.Microsecond)
 	}
 	t := &thread{
-		id: threadID, p: p, opt: opt, out: out,
-		rng:      mrand.New(mrand.NewPCG(p.Seed, uint64(p.Turns)<<32|uint64(p.Keys))),
+		ctx: ctx, id: id, opt: opt,
+		rng:      mrand.New(mrand.NewPCG(seed, stream)),
 		now:      start,
 		step:     -1,
 		versions: map[string]string{},
 		seen:     map[string]map[string]string{"__input__": {}},
-		entries:  map[string][]byte{},
-		plain:    map[string]any{},
-		written:  map[string]int{},
-		lastTurn: map[string]int{},
-		sum:      &Summary{ThreadID: threadID, Params: p, TurnEnds: map[int]string{}, Rows: map[string]int{}},
+		blobMax:  map[string]int{},
+		sum:      &Summary{ThreadID: id, TurnEnds: map[int]string{}, Rows: map[string]int{}},
 	}
+	t.saver = saver.NewRowWriter(saver.PostgresPython, func(ctx context.Context, r saver.Row) error {
+		t.sum.Rows[r.Table]++
+		switch r.Table {
+		case "checkpoint_blobs":
+			n := len(r.Values[5].([]byte))
+			ch := r.Values[2].(string)
+			t.blobMax[ch] = max(t.blobMax[ch], n)
+			t.sum.TotalBlobBytes += int64(n)
+		case "checkpoint_writes":
+			t.sum.TotalBlobBytes += int64(len(r.Values[len(r.Values)-1].([]byte)))
+		}
+		if rows == nil {
+			return nil
+		}
+		return rows(ctx, r)
+	})
 	if _, err := rand.Read(t.node[:]); err != nil {
 		return nil, err
 	}
 	t.node[0] |= 0x01 // multicast bit, as a random node id sets it
+	return t, nil
+}
+
+func build(ctx context.Context, threadID string, p Params, opt Options, rows saver.Rows) (*Summary, error) {
+	t, err := newThread(ctx, threadID, opt, p.Turns, p.Seed, uint64(p.Turns)<<32|uint64(p.Keys), rows)
+	if err != nil {
+		return nil, err
+	}
+	t.p = p
+	t.sum.Params = p
+	t.entries, t.plain, t.written, t.lastTurn = map[string][]byte{}, map[string]any{}, map[string]int{}, map[string]int{}
 	for k := range p.Keys {
 		t.keys = append(t.keys, fmt.Sprintf("geo-ops/sketch_polygon/region_%03d", k))
 	}
@@ -374,9 +376,10 @@ func build(threadID string, p Params, opt Options, out sink) (*Summary, error) {
 			return nil, err
 		}
 	}
-	if w, ok := out.(*writer); ok && w.err != nil {
-		return nil, w.err
+	if t.err != nil {
+		return nil, t.err
 	}
+	t.sum.StateBlobBytes = t.blobMax["tool_state"]
 	return t.sum, nil
 }
 
@@ -425,12 +428,12 @@ func (t *thread) turn(n, rounds int) error {
 	const agentPath, toolsPath = "~__pregel_pull, agent", "~__pregel_pull, tools"
 
 	// input: the question arrives on __start__; its task appends it.
-	v := t.bump("__start__")
-	t.blob("__start__", v, concat(mapHeader(1), mustEncode("messages"), arrayHeader(1), human))
-	t.emit("input", nil, []pendingWrite{
-		{"~__pregel_pull, __start__", "messages", "msgpack", concat(arrayHeader(1), human)},
-		{"~__pregel_pull, __start__", "branch:to:agent", "null", []byte{}},
-	})
+	t.bump("__start__")
+	t.blob("__start__", concat(mapHeader(1), mustEncode("messages"), arrayHeader(1), human))
+	t.emit("input", nil, task{"~__pregel_pull, __start__", []pendingWrite{
+		{"messages", concat(arrayHeader(1), human)},
+		{"branch:to:agent", nil},
+	}})
 	if n > 1 {
 		// The input checkpoint holds the previous turn's messages and a
 		// greater id than its last step: by the rules it is where the
@@ -441,7 +444,7 @@ func (t *thread) turn(n, rounds int) error {
 	t.appendMessage("human", human)
 	t.bump("__start__", "branch:to:agent", "messages") // __start__ consumed: a version, no value
 	t.putMessages()
-	inline := map[string]any{"branch:to:agent": nil}
+	inline := none("branch:to:agent")
 
 	for r := range rounds {
 		call := fmt.Sprintf("call_%d_%d_%s", n, r, t.hex(6))
@@ -460,10 +463,10 @@ func (t *thread) turn(n, rounds int) error {
 			return err
 		}
 		// agent is triggered: it calls the tool.
-		t.emit("loop", inline, []pendingWrite{
-			{agentPath, "messages", "msgpack", concat(arrayHeader(1), aiCall)},
-			{agentPath, "branch:to:tools", "null", []byte{}},
-		})
+		t.emit("loop", inline, task{agentPath, []pendingWrite{
+			{"messages", concat(arrayHeader(1), aiCall)},
+			{"branch:to:tools", nil},
+		}})
 		t.seen["agent"] = map[string]string{"branch:to:agent": t.versions["branch:to:agent"]}
 		t.appendMessage("ai", aiCall)
 		t.bump("branch:to:tools", "messages")
@@ -478,19 +481,17 @@ func (t *thread) turn(n, rounds int) error {
 		if err != nil {
 			return err
 		}
-		t.emit("loop", map[string]any{"branch:to:tools": nil}, []pendingWrite{
-			{toolsPath, "messages", "msgpack", concat(arrayHeader(1), toolMsg)},
-			{toolsPath, "tool_state", "msgpack", update},
-			{toolsPath, "branch:to:agent", "null", []byte{}},
-		})
+		t.emit("loop", none("branch:to:tools"), task{toolsPath, []pendingWrite{
+			{"messages", concat(arrayHeader(1), toolMsg)},
+			{"tool_state", update},
+			{"branch:to:agent", nil},
+		}})
 		t.seen["tools"] = map[string]string{"branch:to:tools": t.versions["branch:to:tools"]}
 		t.appendMessage("tool", toolMsg)
 		apply()
-		v := t.bump("branch:to:agent", "messages", "tool_state")
+		t.bump("branch:to:agent", "messages", "tool_state")
 		t.putMessages()
-		state := t.stateBlob()
-		t.blob("tool_state", v, state)
-		t.sum.StateBlobBytes = max(t.sum.StateBlobBytes, len(state))
+		t.blob("tool_state", t.stateBlob())
 		t.state = true
 	}
 
@@ -502,12 +503,12 @@ func (t *thread) turn(n, rounds int) error {
 	if err != nil {
 		return err
 	}
-	t.emit("loop", inline, []pendingWrite{{agentPath, "messages", "msgpack", concat(arrayHeader(1), answer)}})
+	t.emit("loop", inline, task{agentPath, []pendingWrite{{"messages", concat(arrayHeader(1), answer)}}})
 	t.seen["agent"] = map[string]string{"branch:to:agent": t.versions["branch:to:agent"]}
 	t.appendMessage("ai", answer)
 	t.bump("messages")
 	t.putMessages()
-	t.emit("loop", nil, nil)
+	t.emit("loop", nil, task{})
 	t.sum.TurnEnds[n] = t.lastID
 	return nil
 }
@@ -524,62 +525,48 @@ func (t *thread) bump(channels ...string) string {
 	return v
 }
 
-// blob stores a channel value.
-func (t *thread) blob(channel, version string, data []byte) {
-	t.out.blob(channel, version, "msgpack", data)
-	t.sum.Rows["checkpoint_blobs"]++
-	t.sum.TotalBlobBytes += int64(len(data))
+// blob gives the next checkpoint the value of a channel the step before
+// it updated (its version is new), msgpack encoded: one Python's
+// PostgresSaver stores as a blob.
+func (t *thread) blob(channel string, data []byte) {
+	t.pending = append(t.pending, write.Field{Key: channel, Value: write.Raw(data)})
 }
 
+// none is the channels with the value None, inline in a checkpoint: the
+// trigger channels a step wrote.
+func none(channels ...string) write.Map {
+	m := make(write.Map, len(channels))
+	for i, c := range channels {
+		m[i] = write.Field{Key: c}
+	}
+	return m
+}
+
+// task is one task's pending writes, numbered from 0.
+type task struct {
+	path   string
+	writes []pendingWrite
+}
+
+// pendingWrite is one write of a task: msgpack data, or None when nil.
 type pendingWrite struct {
-	path, channel, typ string
-	data               []byte
+	channel string
+	data    []byte
+}
+
+// value is the write's value as the saver takes it.
+func (w pendingWrite) value() any {
+	if w.data == nil {
+		return nil
+	}
+	return write.Raw(w.data)
 }
 
 // emit writes one checkpoint with the current versions, its metadata and
 // the writes of the task that runs from it.
-func (t *thread) emit(source string, inline map[string]any, writes []pendingWrite) {
-	updated := t.updated
-	if updated == nil {
-		updated = []string{}
-	}
-	slices.Sort(updated)
-	t.now = t.now.Add(time.Duration(900+t.rng.IntN(2200)) * time.Microsecond)
-	id := t.uuid6(t.now, t.step)
-	versions := make(map[string]string, len(t.versions))
-	for k, v := range t.versions {
-		versions[k] = v
-	}
-	seen := make(map[string]map[string]string, len(t.seen))
-	for k, m := range t.seen {
-		seen[k] = m
-	}
-	if inline == nil {
-		inline = map[string]any{}
-	}
-	cp, err := json.Marshal(map[string]any{
-		"v":                4,
-		"id":               id,
-		"ts":               write.IsoFormat(t.now),
-		"versions_seen":    seen,
-		"channel_values":   inline,
-		"channel_versions": versions,
-		"updated_channels": updated,
-	})
-	if err != nil {
-		panic(err) // only plain maps and strings
-	}
-	meta, _ := json.Marshal(map[string]any{"step": t.step, "source": source, "parents": map[string]any{}})
-	t.out.checkpoint(id, t.lastID, cp, meta)
-	t.sum.Rows["checkpoints"]++
-	// Writes: the one task that runs from this checkpoint, numbered from 0.
-	task := t.uuid4()
-	for i, w := range writes {
-		t.out.write(id, task, w.path, i, w.channel, w.typ, w.data)
-		t.sum.TotalBlobBytes += int64(len(w.data))
-		t.sum.Rows["checkpoint_writes"]++
-	}
-	c := Checkpoint{ID: id, Step: t.step, Humans: t.humans, Writes: len(writes)}
+func (t *thread) emit(source string, inline write.Map, tk task) {
+	id, step := t.put(source, inline, nil, []task{tk})
+	c := Checkpoint{ID: id, Step: step, Humans: t.humans, Writes: len(tk.writes)}
 	if t.opt.KeepDetail {
 		c.Types = slices.Clone(t.types)
 		if t.state {
@@ -590,9 +577,49 @@ func (t *thread) emit(source string, inline map[string]any, writes []pendingWrit
 		}
 	}
 	t.sum.Checkpoints = append(t.sum.Checkpoints, c)
+}
+
+// put writes one checkpoint through the saver, the plain generator's and
+// the deepagents one's alike: the current versions and versions_seen, the
+// channels the step before it updated, values (inline ones and
+// DeltaChannel snapshots) with the pending blobs, metadata (its step and
+// source, then meta), and the writes of the tasks that run from it. It
+// returns the checkpoint's id and step.
+func (t *thread) put(source string, values, meta write.Map, tasks []task) (string, int) {
+	updated := t.updated
+	if updated == nil {
+		updated = []string{}
+	}
+	slices.Sort(updated)
+	t.now = t.now.Add(time.Duration(900+t.rng.IntN(2200)) * time.Microsecond)
+	id, step := t.uuid6(t.now, t.step), t.step
+	versions := make(write.Map, 0, len(t.versions))
+	for _, k := range slices.Sorted(maps.Keys(t.versions)) {
+		versions = append(versions, write.Field{Key: k, Value: t.versions[k]})
+	}
+	cp := saver.Checkpoint{
+		ID: id, Parent: t.lastID, TS: t.now,
+		Values:          append(slices.Clone(values), t.pending...),
+		Versions:        versions,
+		VersionsSeen:    t.seen,
+		UpdatedChannels: updated,
+		Metadata:        append(write.Map{{Key: "step", Value: step}, {Key: "source", Value: source}, {Key: "parents", Value: map[string]any{}}}, meta...),
+	}
+	// Each task's writes, numbered from 0.
+	for _, tk := range tasks {
+		taskID := t.uuid4()
+		for i, w := range tk.writes {
+			cp.Writes = append(cp.Writes, saver.Write{TaskID: taskID, TaskPath: tk.path, Idx: i, Channel: w.channel, Value: w.value()})
+		}
+	}
+	if err := t.saver.Put(t.ctx, t.id, "", cp); err != nil && t.err == nil {
+		t.err = err
+	}
+	t.pending = nil
 	t.lastID = id
 	t.step++
 	t.updated = nil
+	return id, step
 }
 
 func (t *thread) appendMessage(typ string, enc []byte) {
@@ -614,7 +641,7 @@ func (t *thread) putMessages() {
 	for _, m := range t.msgs {
 		b = append(b, m...)
 	}
-	t.blob("messages", t.versions["messages"], b)
+	t.blob("messages", b)
 }
 
 // rewrite gives each key in target a fresh value written in turn n. It

@@ -1,11 +1,15 @@
 package gen
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/historyd/historyd/langgraph/codec"
+	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/store"
 	"github.com/historyd/historyd/store/backend"
 )
@@ -19,27 +23,37 @@ type memSink struct {
 	blobs  map[[2]string][]byte // channel, version
 }
 
-func (m *memSink) checkpoint(id, parent string, cp, meta []byte) {
-	var c, md map[string]any
-	if err := json.Unmarshal(cp, &c); err != nil {
-		panic(err)
+// row keeps one row the generator's saver writes.
+func (m *memSink) row(_ context.Context, r saver.Row) error {
+	col := func(name string) any {
+		i := slices.Index(r.Columns, name)
+		if i < 0 {
+			panic(fmt.Sprintf("no column %s in %s's row %v", name, r.Table, r.Columns))
+		}
+		return r.Values[i]
 	}
-	if err := json.Unmarshal(meta, &md); err != nil {
-		panic(err)
+	switch r.Table {
+	case "checkpoints":
+		var c, md map[string]any
+		if err := json.Unmarshal([]byte(col("checkpoint").(string)), &c); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(col("metadata").(string)), &md); err != nil {
+			return err
+		}
+		id := col("checkpoint_id").(string)
+		parent, _ := col("parent_checkpoint_id").(string)
+		m.order = append(m.order, id)
+		m.cps[id], m.meta[id], m.parent[id] = c, md, parent
+	case "checkpoint_blobs":
+		key := [2]string{col("channel").(string), col("version").(string)}
+		if _, dup := m.blobs[key]; dup {
+			return fmt.Errorf("blob written twice: %s %s", key[0], key[1])
+		}
+		m.blobs[key] = col("blob").([]byte)
 	}
-	m.order = append(m.order, id)
-	m.cps[id], m.meta[id], m.parent[id] = c, md, parent
+	return nil
 }
-
-func (m *memSink) blob(channel, version, typ string, data []byte) {
-	key := [2]string{channel, version}
-	if _, dup := m.blobs[key]; dup {
-		panic("blob written twice: " + channel + " " + version)
-	}
-	m.blobs[key] = data
-}
-
-func (m *memSink) write(string, string, string, int, string, string, []byte) {}
 
 // TestThreadsDeriveAsHistorydDerives checks a generated thread against
 // historyd's own decoder and turn rules, without a database: ids sort in
@@ -54,7 +68,7 @@ func TestThreadsDeriveAsHistorydDerives(t *testing.T) {
 	} {
 		t.Run(p.Name("plan"), func(t *testing.T) {
 			m := &memSink{cps: map[string]map[string]any{}, meta: map[string]map[string]any{}, blobs: map[[2]string][]byte{}, parent: map[string]string{}}
-			sum, err := build("plan", p, Options{KeepDetail: true}, m)
+			sum, err := build(context.Background(), "plan", p, Options{KeepDetail: true}, m.row)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/historyd/historyd/bench/gen"
 	"github.com/historyd/historyd/bench/load"
 	"github.com/historyd/historyd/bench/py"
+	"github.com/historyd/historyd/internal/stateentry"
 )
 
 // deepPlan is what the deepagents rows measure.
@@ -297,7 +298,9 @@ func (r *runner) deepServe(ctx context.Context, dp deepPlan, op load.Op, t load.
 			return res, fmt.Errorf("no state (total %d, result %T)", ans.GetTotal(), ans.GetResult())
 		}
 		res.CheckpointID, res.Total, res.Entries = st.GetCheckpointId(), int(ans.GetTotal()), len(st.GetEntries())
-		res.state = plainEntries(st.GetEntries())
+		if res.state, err = plainEntries(st.GetEntries()); err != nil {
+			return res, err
+		}
 	} else {
 		rep, err := s.Do(ctx, op, t)
 		res.Cold = time.Since(t0)
@@ -327,44 +330,24 @@ func (r *runner) deepServe(ctx context.Context, dp deepPlan, op load.Op, t load.
 }
 
 // plainEntries is a Snapshot's state as the channel's value in plain data:
-// each key's stored value, the entry rebuilt from the tool_state
-// convention's fields when the value had them, the whole stored value
-// (deepagents' FileData) when not.
-func plainEntries(entries map[string]*historydv1.StateEntry) map[string]any {
+// each key's entry as the tool_state convention's dict (stateentry.Map)
+// when it had the convention's fields, the whole stored value (deepagents'
+// FileData) when not.
+func plainEntries(entries map[string]*historydv1.StateEntry) (map[string]any, error) {
 	out := make(map[string]any, len(entries))
 	for k, e := range entries {
-		v := e.GetValue().AsInterface()
+		m, err := stateentry.Map(e)
+		if err != nil {
+			return nil, fmt.Errorf("entry %q: %w", k, err)
+		}
 		conv := e.Tool != nil || e.Seq != nil || e.Turn != nil || e.TurnsWritten != nil || len(e.GetInputs()) > 0 || len(e.GetExtra().GetFields()) > 0
 		if !conv {
-			out[k] = v
+			out[k] = m["value"]
 			continue
-		}
-		m := map[string]any{"value": v}
-		if e.Tool != nil {
-			m["tool"] = e.GetTool()
-		}
-		if e.Seq != nil {
-			m["seq"] = e.GetSeq()
-		}
-		if e.Turn != nil {
-			m["turn"] = e.GetTurn()
-		}
-		if e.TurnsWritten != nil {
-			m["turns_written"] = e.GetTurnsWritten()
-		}
-		if in := e.GetInputs(); len(in) > 0 {
-			mi := map[string]any{}
-			for ik, iv := range in {
-				mi[ik] = iv
-			}
-			m["inputs"] = mi
-		}
-		for ek, ev := range e.GetExtra().AsMap() {
-			m[ek] = ev
 		}
 		out[k] = m
 	}
-	return out
+	return out, nil
 }
 
 // sameState compares historyd's state with LangGraph's JSON of the

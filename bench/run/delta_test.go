@@ -23,19 +23,27 @@ func TestSameStateComparesAsLangGraphReads(t *testing.T) {
 		"/a.md": {Value: fd},
 		"k":     {Value: gauge, Tool: &tool, Seq: &seq, Turn: &turn, TurnsWritten: &tw, Inputs: map[string]string{"gauge": "model"}},
 	}
+	plain := func() map[string]any {
+		t.Helper()
+		m, err := plainEntries(entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
 	lg := `{"/a.md": {"content": "x\n", "encoding": "utf-8", "created_at": "t0", "modified_at": "t1"},
 	        "k": {"value": {"gauge": "g", "readings": [1.5, 2.25]}, "tool": "survey_gauge", "seq": 3, "inputs": {"gauge": "model"}, "turn": 2, "turns_written": 1}}`
-	if err := sameState(plainEntries(entries), json.RawMessage(lg)); err != nil {
+	if err := sameState(plain(), json.RawMessage(lg)); err != nil {
 		t.Fatal(err)
 	}
 	changed := strings.Replace(lg, `"seq": 3`, `"seq": 4`, 1)
-	if err := sameState(plainEntries(entries), json.RawMessage(changed)); err == nil || !strings.Contains(err.Error(), `"k"`) {
+	if err := sameState(plain(), json.RawMessage(changed)); err == nil || !strings.Contains(err.Error(), `"k"`) {
 		t.Fatalf("a changed seq: %v, want an error naming the key", err)
 	}
 	if err := sameState(map[string]any{}, json.RawMessage(`null`)); err != nil {
 		t.Fatalf("no value on either side: %v", err)
 	}
-	if err := sameState(plainEntries(entries), json.RawMessage(`{}`)); err == nil {
+	if err := sameState(plain(), json.RawMessage(`{}`)); err == nil {
 		t.Fatal("historyd's two keys against none: no error")
 	}
 }

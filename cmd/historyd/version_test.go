@@ -2,23 +2,19 @@ package main
 
 import (
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // TestVersionFromLinkFlags builds historyd the way the image build does,
 // with -X for main.version and main.commit, so that renaming either
 // variable fails here rather than shipping images that say "unknown".
 func TestVersionFromLinkFlags(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "historyd")
 	const ver, rev = "v0.0.0-test-7-g0123456", "0123456789abcdef0123456789abcdef01234567"
-	build := exec.Command("go", "build", "-o", bin,
-		"-ldflags", "-X main.version="+ver+" -X main.commit="+rev, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testbin.BuildWith(t, "-ldflags", "-X main.version="+ver+" -X main.commit="+rev)
 	out, err := exec.Command(bin, "version").Output()
 	if err != nil {
 		t.Fatalf("historyd version: %v", err)

@@ -68,6 +68,19 @@ type Write struct {
 // database/sql DB's ExecContext wrapped to drop the result.
 type Exec func(ctx context.Context, query string, args ...any) error
 
+// Row is one row a Writer stores: its table, unqualified, and the values
+// of its columns, in column order. Every row of one table from one Writer
+// has the same columns.
+type Row struct {
+	Table   string
+	Columns []string
+	Values  []any
+}
+
+// Rows receives the rows a Writer made by NewRowWriter stores, in the
+// order the saver's statements would store them.
+type Rows func(ctx context.Context, r Row) error
+
 // Writer stores checkpoints in one saver's layout through Exec. It keeps,
 // per thread, each channel's last version and value, to number versions as
 // the saver does and to store blobs only for new versions. It is safe for
@@ -75,6 +88,7 @@ type Exec func(ctx context.Context, query string, args ...any) error
 type Writer struct {
 	saver  Saver
 	exec   Exec
+	rows   Rows
 	schema string
 
 	mu       sync.Mutex
@@ -88,12 +102,37 @@ type channelState struct {
 	n       int    // how many versions it had
 	version any    // its current version, as stored
 	value   string // the encoding of its current value
+	// stored are the versions it had so far, as stored: a version comes
+	// back when a fork continues from an older checkpoint, and its value
+	// is stored already.
+	stored map[string]bool
+}
+
+// remember records version as stored and reports whether it is new.
+func (st *channelState) remember(version any) bool {
+	v := versionText(version)
+	if st.stored[v] {
+		return false
+	}
+	if st.stored == nil {
+		st.stored = map[string]bool{}
+	}
+	st.stored[v] = true
+	return true
 }
 
 // NewWriter returns a Writer in saver's layout. schema qualifies
 // PostgreSQL tables as in DDL; it is ignored for SQLite.
 func NewWriter(saver Saver, exec Exec, schema string) *Writer {
 	return &Writer{saver: saver, exec: exec, schema: schema, channels: map[threadKey]map[string]*channelState{}}
+}
+
+// NewRowWriter returns a Writer in saver's layout that hands each row to
+// rows instead of running a statement, for loading rows in bulk (COPY)
+// into tables that hold none of the thread's rows yet: rows never get a
+// row twice, so no conflicts arise. Its Delete fails.
+func NewRowWriter(saver Saver, rows Rows) *Writer {
+	return &Writer{saver: saver, rows: rows, channels: map[threadKey]map[string]*channelState{}}
 }
 
 // Saver returns the layout the writer stores.
@@ -161,10 +200,14 @@ func (w *Writer) versions(thread, ns string, cp Checkpoint) (write.Map, map[stri
 	if cp.Versions != nil {
 		for _, f := range cp.Versions {
 			st := chans[f.Key]
-			if st == nil || fmt.Sprint(st.version) != fmt.Sprint(f.Value) {
-				fresh[f.Key] = true
-				chans[f.Key] = &channelState{version: f.Value}
+			if st == nil {
+				st = &channelState{}
+				chans[f.Key] = st
 			}
+			if st.remember(f.Value) {
+				fresh[f.Key] = true
+			}
+			st.version = f.Value
 		}
 		return cp.Versions, fresh, nil
 	}
@@ -182,6 +225,7 @@ func (w *Writer) versions(thread, ns string, cp Checkpoint) (write.Map, map[stri
 			st.n++
 			st.value = string(enc)
 			st.version = w.nextVersion(f.Key, st.n)
+			st.remember(st.version)
 			fresh[f.Key] = true
 		}
 	}
@@ -258,7 +302,7 @@ func (w *Writer) putPostgresPython(ctx context.Context, thread, ns string, cp Ch
 		if err != nil {
 			return fmt.Errorf("channel %q: %w", f.Key, err)
 		}
-		if err := w.exec(ctx, `INSERT INTO `+w.table("checkpoint_blobs")+` (thread_id, checkpoint_ns, channel, version, type, blob) VALUES (`+w.placeholders(6)+`) ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`,
+		if err := w.insert(ctx, "INSERT", "checkpoint_blobs", blobColumns, blobConflict,
 			thread, ns, f.Key, versionText(version), typ, data); err != nil {
 			return err
 		}
@@ -287,7 +331,7 @@ func (w *Writer) putPostgresJS(ctx context.Context, thread, ns string, cp Checkp
 			}
 			typ = "json"
 		}
-		if err := w.exec(ctx, `INSERT INTO `+w.table("checkpoint_blobs")+` (thread_id, checkpoint_ns, channel, version, type, blob) VALUES (`+w.placeholders(6)+`) ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`,
+		if err := w.insert(ctx, "INSERT", "checkpoint_blobs", blobColumns, blobConflict,
 			thread, ns, f.Key, versionText(f.Value), typ, data); err != nil {
 			return err
 		}
@@ -309,7 +353,7 @@ func (w *Writer) putPostgresRow(ctx context.Context, thread, ns string, cp Check
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
 	}
-	return w.exec(ctx, `INSERT INTO `+w.table("checkpoints")+` (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata) VALUES (`+w.placeholders(6)+`)
+	return w.insert(ctx, "INSERT", "checkpoints", postgresCheckpointColumns, `
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata`,
 		thread, ns, cp.ID, nullable(cp.Parent), string(checkpoint), string(metadata))
 }
@@ -343,7 +387,7 @@ func (w *Writer) putSQLite(ctx context.Context, thread, ns string, cp Checkpoint
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
 	}
-	return w.exec(ctx, `INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	return w.insert(ctx, "INSERT OR REPLACE", "checkpoints", sqliteCheckpointColumns, "",
 		thread, ns, cp.ID, nullable(cp.Parent), w.saver.Serializer(), data, metadata)
 }
 
@@ -371,25 +415,50 @@ func (w *Writer) putWrite(ctx context.Context, thread, ns, checkpoint string, wr
 	if err != nil {
 		return err
 	}
+	const writeConflict = ` ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING`
 	switch w.saver {
 	case PostgresPython:
-		return w.exec(ctx, `INSERT INTO `+w.table("checkpoint_writes")+` (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob) VALUES (`+w.placeholders(9)+`) ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING`,
+		return w.insert(ctx, "INSERT", "checkpoint_writes", []string{"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel", "type", "blob"}, writeConflict,
 			thread, ns, checkpoint, wr.TaskID, wr.TaskPath, wr.Idx, wr.Channel, typ, data)
 	case PostgresJS:
-		return w.exec(ctx, `INSERT INTO `+w.table("checkpoint_writes")+` (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob) VALUES (`+w.placeholders(8)+`) ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING`,
+		return w.insert(ctx, "INSERT", "checkpoint_writes", []string{"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "type", "blob"}, writeConflict,
 			thread, ns, checkpoint, wr.TaskID, wr.Idx, wr.Channel, typ, data)
 	case SQLitePython:
-		return w.exec(ctx, `INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		return w.insert(ctx, "INSERT OR IGNORE", "writes", []string{"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel", "type", "value"}, "",
 			thread, ns, checkpoint, wr.TaskID, wr.TaskPath, wr.Idx, wr.Channel, typ, data)
 	default:
-		return w.exec(ctx, `INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		return w.insert(ctx, "INSERT OR IGNORE", "writes", []string{"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "type", "value"}, "",
 			thread, ns, checkpoint, wr.TaskID, wr.Idx, wr.Channel, typ, data)
 	}
+}
+
+// The columns of the rows a Writer stores, where they are the same in more
+// than one place.
+var (
+	blobColumns               = []string{"thread_id", "checkpoint_ns", "channel", "version", "type", "blob"}
+	postgresCheckpointColumns = []string{"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "checkpoint", "metadata"}
+	sqliteCheckpointColumns   = []string{"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "checkpoint", "metadata"}
+)
+
+// blobConflict is what the PostgresSavers do with a blob stored already.
+const blobConflict = ` ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING`
+
+// insert stores one row of table (unqualified): handed to the writer's
+// Rows, or run as `verb INTO table (columns) VALUES (…)` followed by
+// suffix, the statement's conflict clause.
+func (w *Writer) insert(ctx context.Context, verb, table string, columns []string, suffix string, args ...any) error {
+	if w.rows != nil {
+		return w.rows(ctx, Row{Table: table, Columns: columns, Values: args})
+	}
+	return w.exec(ctx, verb+` INTO `+w.table(table)+` (`+strings.Join(columns, ", ")+`) VALUES (`+w.placeholders(len(columns))+`)`+suffix, args...)
 }
 
 // Delete deletes the thread's checkpoints with these ids, as a retention
 // job would: their blobs and writes stay.
 func (w *Writer) Delete(ctx context.Context, thread, ns string, ids ...string) error {
+	if w.exec == nil {
+		return fmt.Errorf("lgsaver: %v: a row writer cannot delete", w.saver)
+	}
 	for _, id := range ids {
 		if err := w.exec(ctx, `DELETE FROM `+w.table("checkpoints")+` WHERE thread_id = `+w.placeholder(1)+` AND checkpoint_ns = `+w.placeholder(2)+` AND checkpoint_id = `+w.placeholder(3),
 			thread, ns, id); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/historyd/historyd/client"
 	"github.com/historyd/historyd/client/inspect"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // TestLangGraphAgent runs a real LangGraph agent (a StateGraph with a
@@ -25,9 +26,9 @@ import (
 // it, and byte for byte the Go inspector's answer to the same call.
 func TestLangGraphAgent(t *testing.T) {
 	skipIfShort(t)
-	root := repoRoot(t)
+	root := testbin.RepoRoot(t)
 	python := need(t, "HISTORYD_TEST_PYTHON", "the agent runs with LangGraph in the conformance virtualenv (scripts/pyenv.sh builds it)")
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	db := filepath.Join(t.TempDir(), "agent.db")
 	// The demo writes the tables in SqliteSaver's format; the agent's
 	// SqliteSaver writes its threads beside the demo's.

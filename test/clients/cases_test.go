@@ -14,6 +14,7 @@ import (
 
 	"github.com/historyd/historyd/client"
 	"github.com/historyd/historyd/client/inspect"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the want of every case in client/testdata/cases.json with the Go inspector's answer")
@@ -95,7 +96,7 @@ func loadTable(t *testing.T, root string) table {
 // requires each answer to be the table's, byte for byte.
 func TestSharedCases(t *testing.T) {
 	skipIfShort(t)
-	root := repoRoot(t)
+	root := testbin.RepoRoot(t)
 	if *update {
 		updateTable(t, root)
 		return
@@ -172,7 +173,7 @@ func updateTable(t *testing.T, root string) {
 // every state channel the fixture's threads hold, returning its address.
 func serveFixture(t *testing.T) string {
 	t.Helper()
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	return startHistoryd(t, bin, "--dsn", writeFixture(t, bin), "--state-channels", strings.Join(fixtureChannels, ","))
 }
 

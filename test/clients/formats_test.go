@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // formatsOutput is what each language's format checker writes.
@@ -27,7 +29,7 @@ type formatsOutput struct {
 // JavaScript's -0 and key order. Both must have read the same entries.
 func TestValueFormats(t *testing.T) {
 	skipIfShort(t)
-	root := repoRoot(t)
+	root := testbin.RepoRoot(t)
 	python := need(t, "HISTORYD_TEST_CLIENT_PYTHON", "the Python format checker needs the client virtualenv's interpreter (scripts/pyclient.sh builds it)")
 	jsDir := need(t, "HISTORYD_TEST_CLIENT_JS", "the TypeScript format checker needs client/js with its node_modules (scripts/jsclient.sh installs them)")
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,31 +11,19 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
 
-	"github.com/historyd/historyd/internal/syncbuf"
+	"github.com/historyd/historyd/internal/testbin"
 	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
 
-// repoRoot is the module's root directory (this package is test/clients).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root not found from %s: %v", root, err)
-	}
-	return root
-}
+// TestMain builds historyd once for the package's tests (testbin.Main).
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // need returns the environment variable's value, failing the test with
 // why it is needed and how to get it when it is not set.
@@ -47,23 +34,6 @@ func need(t testing.TB, name, why string) string {
 		t.Fatalf("%s is not set: %s. `make test` sets it (scripts/test.sh); see test/clients/README.md to run this by hand", name, why)
 	}
 	return v
-}
-
-// buildHistoryd builds ./cmd/historyd from this tree into a temporary
-// directory, so the clients are tested against the code as it is now.
-func buildHistoryd(t testing.TB) string {
-	t.Helper()
-	goCmd := os.Getenv("GO")
-	if goCmd == "" {
-		goCmd = "go"
-	}
-	bin := filepath.Join(t.TempDir(), "historyd")
-	cmd := exec.Command(goCmd, "build", "-o", bin, "./cmd/historyd")
-	cmd.Dir = repoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/historyd: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // writeFixture writes the demo file with `historyd demo` and adds the
@@ -98,10 +68,10 @@ func writeFixture(t testing.TB, bin string) string {
 	return path
 }
 
-// startHistoryd runs `historyd serve --listen 127.0.0.1:PORT args...`, waits
+// startHistoryd runs `historyd serve args...` on a port of its own, waits
 // until its health check answers SERVING and returns its address. The
-// process is stopped at the end of the test, and its log shown when the
-// test failed.
+// process is stopped (SIGINT) at the end of the test, and its log shown
+// when the test failed.
 func startHistoryd(t testing.TB, bin string, args ...string) string {
 	t.Helper()
 	return startHistorydWith(t, insecure.NewCredentials(), bin, args...)
@@ -111,73 +81,21 @@ func startHistoryd(t testing.TB, bin string, args ...string) string {
 // with creds (TLS, for one started with --tls-cert).
 func startHistorydWith(t testing.TB, creds credentials.TransportCredentials, bin string, args ...string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("no free loopback port: %v", err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
-	// Only what the test passes configures it: no HISTORYD_* from outside.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HISTORYD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	logs := &syncbuf.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("historyd log:\n%s", logs.String())
-		}
-	})
-
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return addr
-		}
-		select {
-		case <-exited:
-			t.Fatalf("historyd exited before serving:\n%s", logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("historyd not SERVING on %s after 30s (%v):\n%s", addr, err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return testbin.StartWith(t, testbin.Config{Serving: creds, Graceful: true}, bin, args...).Addr
 }
 
 // run runs a child process in dir with extra environment, failing the test
 // with its output when it fails. It returns what the child wrote to stdout.
+// The child's temporary files (TMPDIR: the TLS keys and expected.json the
+// TypeScript client's tests write, Python's tempfile) go to the test's
+// temporary directory, removed when the test ends.
 func run(t testing.TB, dir string, env []string, argv ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+t.TempDir()), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

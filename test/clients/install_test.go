@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // headCommit is the commit this tree is at: what an install from git gets.
@@ -48,7 +50,7 @@ print(json.dumps({"file": historyd_client.__file__, "langchain_core": langchain_
 // from a historyd with it.
 func TestPythonInstall(t *testing.T) {
 	skipIfShort(t)
-	root := repoRoot(t)
+	root := testbin.RepoRoot(t)
 	python := need(t, "HISTORYD_TEST_CLIENT_PYTHON_OLDEST", "pip installs the client into a virtualenv of the oldest supported Python (scripts/pyclients.sh --venvs builds it)")
 	dir := t.TempDir()
 	venv := filepath.Join(dir, "venv")
@@ -65,7 +67,7 @@ func TestPythonInstall(t *testing.T) {
 	noPath := []string{"PYTHONPATH="}
 	run(t, filepath.Join(root, "client/python/tests"), noPath, py, "-m", "unittest", "discover", "-s", ".")
 
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	db := filepath.Join(dir, "demo.db")
 	if out, err := exec.Command(bin, "demo", "--out", db).CombinedOutput(); err != nil {
 		t.Fatalf("historyd demo: %v\n%s", err, out)
@@ -138,7 +140,7 @@ export const i: Inspector = new Inspector({ history: h });
 // exports map.
 func TestJSInstall(t *testing.T) {
 	skipIfShort(t)
-	root := repoRoot(t)
+	root := testbin.RepoRoot(t)
 	jsDir := need(t, "HISTORYD_TEST_CLIENT_JS", "tsc comes from client/js's node_modules (scripts/jsclient.sh installs them)")
 	raw, err := os.ReadFile(filepath.Join(root, "client/js/package.json"))
 	if err != nil {
@@ -150,7 +152,7 @@ func TestJSInstall(t *testing.T) {
 	if err := json.Unmarshal(raw, &pkg); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	db := filepath.Join(t.TempDir(), "demo.db")
 	if out, err := exec.Command(bin, "demo", "--out", db).CombinedOutput(); err != nil {
 		t.Fatalf("historyd demo: %v\n%s", err, out)

@@ -2,6 +2,8 @@ package clients_test
 
 import (
 	"testing"
+
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // TestJSClient runs the TypeScript client's own tests (npm test in
@@ -14,7 +16,7 @@ func TestJSClient(t *testing.T) {
 	jsDir := need(t, "HISTORYD_TEST_CLIENT_JS", "npm test runs in client/js with its node_modules (scripts/jsclient.sh installs them)")
 	dsn := need(t, "HISTORYD_TEST_DSN", "the end-to-end test writes a LangGraph.js thread to PostgreSQL (scripts/pg-test.sh starts one)")
 	writer := need(t, "HISTORYD_TEST_NODE", "the end-to-end test writes its thread with test/conformance/js's writer (scripts/nodeenv.sh installs its node_modules)")
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	out := run(t, jsDir, []string{"HISTORYD_BIN=" + bin, "HISTORYD_TEST_DSN=" + dsn, "HISTORYD_TEST_NODE=" + writer}, "npm", "test", "--silent")
 	t.Logf("npm test:\n%s", out)
 }
@@ -26,7 +28,7 @@ func TestJSClient(t *testing.T) {
 func TestPythonClient(t *testing.T) {
 	skipIfShort(t)
 	python := need(t, "HISTORYD_TEST_CLIENT_PYTHON", "the client virtualenv's interpreter (scripts/pyclient.sh builds it)")
-	root := repoRoot(t)
+	root := testbin.RepoRoot(t)
 	out := run(t, root+"/client/python/tests", []string{"PYTHONPATH=" + root + "/client/python/src"}, python, "-m", "unittest", "discover", "-s", ".", "-v")
 	t.Logf("unittest:\n%s", out)
 }

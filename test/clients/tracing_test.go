@@ -10,6 +10,7 @@ import (
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/historyd/historyd/internal/testbin"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/store"
@@ -68,7 +69,7 @@ h.close();
 // server's TestTracing.)
 func TestTracePropagation(t *testing.T) {
 	skipIfShort(t)
-	root := repoRoot(t)
+	root := testbin.RepoRoot(t)
 	python := need(t, "HISTORYD_TEST_PYTHON", "the Python client runs with opentelemetry-api in the conformance virtualenv (scripts/pyenv.sh builds it)")
 	jsDir := need(t, "HISTORYD_TEST_CLIENT_JS", "the TypeScript client runs from client/js with its node_modules, @opentelemetry/api among them (scripts/jsclient.sh installs them)")
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/historyd/historyd/auth/authtest"
 	"github.com/historyd/historyd/client"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // pythonMismatch reads turn 1 of the demo thread with both Python clients,
@@ -67,11 +68,11 @@ console.log(JSON.stringify(out));
 // one line saying which the server speaks, each naming its own option.
 func TestTransportMismatch(t *testing.T) {
 	skipIfShort(t)
-	root := repoRoot(t)
+	root := testbin.RepoRoot(t)
 	python := need(t, "HISTORYD_TEST_CLIENT_PYTHON", "the Python clients run in the client virtualenv (scripts/pyclient.sh builds it)")
 	jsDir := need(t, "HISTORYD_TEST_CLIENT_JS", "the TypeScript client runs from client/js with its node_modules (scripts/jsclient.sh installs them)")
 
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "demo.db")
 	if out, err := exec.Command(bin, "demo", "--out", db).CombinedOutput(); err != nil {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/stateentry"
 	"github.com/historyd/historyd/internal/syncbuf"
 )
 
@@ -384,7 +385,7 @@ func (o *observations) check(t *testing.T, fin *expectation) {
 		if err := proto.Unmarshal(raw, &ts); err != nil {
 			t.Fatal(err)
 		}
-		m, err := toEntriesJSON(ts.GetEntries())
+		m, err := stateentry.Maps(ts.GetEntries())
 		if err != nil {
 			t.Fatalf("a served state: %v", err)
 		}

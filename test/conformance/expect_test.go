@@ -9,10 +9,8 @@ import (
 	"strconv"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/stateentry"
 )
 
 // expectation is what a writer's expected.json says: the thread as LangGraph
@@ -128,85 +126,14 @@ func (tt *expTurn) keysWritten() []string {
 
 // entriesJSON turns historyd's entries back into the JSON dict form the
 // writers record, going through protojson exactly as a JSON client would
-// see the values.
+// see the values (stateentry.Maps).
 func entriesJSON(t *testing.T, entries map[string]*historydv1.StateEntry) map[string]any {
 	t.Helper()
-	out, err := toEntriesJSON(entries)
+	out, err := stateentry.Maps(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// toEntriesJSON is entriesJSON for goroutines other than the test's own,
-// which must not call t.Fatal.
-func toEntriesJSON(entries map[string]*historydv1.StateEntry) (map[string]any, error) {
-	out := make(map[string]any, len(entries))
-	for k, e := range entries {
-		v, err := entryJSON(e)
-		if err != nil {
-			return nil, fmt.Errorf("entry %q: %w", k, err)
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-func entryJSON(e *historydv1.StateEntry) (any, error) {
-	m := map[string]any{}
-	// Extra first, so the conventional fields win were a name in both.
-	for name, v := range e.GetExtra().GetFields() {
-		x, err := protoJSON(v)
-		if err != nil {
-			return nil, err
-		}
-		m[name] = x
-	}
-	if e.GetValue() != nil {
-		x, err := protoJSON(e.GetValue())
-		if err != nil {
-			return nil, err
-		}
-		m["value"] = x
-	}
-	if e.Tool != nil {
-		m["tool"] = e.GetTool()
-	}
-	if e.Seq != nil {
-		m["seq"] = e.GetSeq()
-	}
-	if e.Turn != nil {
-		m["turn"] = e.GetTurn()
-	}
-	if e.TurnsWritten != nil {
-		m["turns_written"] = e.GetTurnsWritten()
-	}
-	if len(e.GetInputs()) > 0 {
-		m["inputs"] = e.GetInputs()
-	}
-	// Normalise to what encoding/json decodes, as the expectation is.
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode entry: %w", err)
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("decode entry: %w", err)
-	}
-	return v, nil
-}
-
-// protoJSON is v as protojson writes it, decoded by encoding/json.
-func protoJSON(v proto.Message) (any, error) {
-	raw, err := protojson.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("protojson: %w", err)
-	}
-	var out any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, fmt.Errorf("decode protojson %s: %w", shorten(string(raw)), err)
-	}
-	return out, nil
 }
 
 // diffJSON lists where got differs from want (both as encoding/json decodes

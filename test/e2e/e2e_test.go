@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/historyd/historyd/internal/testbin"
 	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/server/servertest"
 	"github.com/historyd/historyd/service"
@@ -45,15 +46,6 @@ const (
 
 // The answering script's exit code for "mcp-toolsets-runtime does not import".
 const exitUnavailable = 3
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 func need(t *testing.T, names ...string) map[string]string {
 	t.Helper()
@@ -83,7 +75,7 @@ func need(t *testing.T, names ...string) map[string]string {
 // answers from an in-process Python gRPC server.
 func TestPythonClientUnit(t *testing.T) {
 	env := need(t, envPython)
-	root := repoRoot(t)
+	root := testbin.RepoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out, err := python(ctx, env[envPython], root, "-m", "unittest", "discover", "-v",
@@ -101,7 +93,7 @@ func TestPythonClientUnit(t *testing.T) {
 // had, and a pruned turn.
 func TestInspectStateThroughHistoryd(t *testing.T) {
 	env := need(t, envDSN, envPython)
-	root := repoRoot(t)
+	root := testbin.RepoRoot(t)
 	dsn, py := env[envDSN], env[envPython]
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

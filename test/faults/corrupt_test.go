@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // TestCorruptBlob overwrites the tool_state blob one turn ended on with
@@ -27,7 +28,7 @@ import (
 // them.
 func TestCorruptBlob(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	pool := connect(t, sharedDSN(t))
 	schema := newSchema(t, pool, "corrupt")
 	q := pgx.Identifier{schema}.Sanitize()
@@ -49,8 +50,8 @@ func TestCorruptBlob(t *testing.T) {
 		"corrupt-deep": {"msgpack", append(append([]byte{0x81, 0xa4, 'n', 'a', 'm', 'e'}, bytes.Repeat([]byte{0x91}, 300)...), 0xc0)},
 	}
 
-	h := startHistoryd(t, bin, "--dsn", sharedDSN(t), "--schema", schema)
-	conn := dial(t, h.addr)
+	h := testbin.Start(t, bin, "--dsn", sharedDSN(t), "--schema", schema)
+	conn := dial(t, h.Addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client := historydv1.NewThreadHistoryClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -94,8 +95,8 @@ WHERE c.thread_id = $1 AND c.checkpoint_ns = '' AND c.checkpoint_id = $2
 	}
 	// A server reading the damaged blob reports it, and serves the rest;
 	// the warm server keeps running beside it, its index caches warm.
-	h2 := startHistoryd(t, bin, "--dsn", sharedDSN(t), "--schema", schema)
-	conn = dial(t, h2.addr)
+	h2 := testbin.Start(t, bin, "--dsn", sharedDSN(t), "--schema", schema)
+	conn = dial(t, h2.Addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client = historydv1.NewThreadHistoryClient(conn)
 
@@ -147,8 +148,8 @@ WHERE c.thread_id = $1 AND c.checkpoint_ns = '' AND c.checkpoint_id = $2
 	if st, err := health(conn, serviceName); err != nil || st != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health with a damaged blob = %v, %v; want SERVING", st, err)
 	}
-	h.requireRunning(t)
-	h2.requireRunning(t)
+	h.RequireRunning(t)
+	h2.RequireRunning(t)
 }
 
 // checkDataLoss checks that err is DataLoss naming the thread, checkpoint

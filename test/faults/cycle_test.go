@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/langgraph/write"
 	"github.com/historyd/historyd/store/backend"
@@ -34,14 +35,14 @@ const idleCPU = 500 * time.Millisecond
 // must end it within its grace period.
 func TestParentCycle(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	pool := connect(t, sharedDSN(t))
 	schema := newSchema(t, pool, "cycle")
 	plain := writeThread(t, pool, schema, "plain", rivers)
 	looped := writeThread(t, pool, schema, "looped", rivers[:2])
 	const grace = 2 * time.Second
-	h := startHistoryd(t, bin, "--dsn", sharedDSN(t), "--schema", schema, "--shutdown-grace", grace.String(), "--watch-poll-interval", "100ms")
-	conn := dial(t, h.addr)
+	h := testbin.Start(t, bin, "--dsn", sharedDSN(t), "--schema", schema, "--shutdown-grace", grace.String(), "--watch-poll-interval", "100ms")
+	conn := dial(t, h.Addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client := historydv1.NewThreadHistoryClient(conn)
 	ctx := context.Background()
@@ -104,17 +105,17 @@ func TestParentCycle(t *testing.T) {
 		t.Errorf("another thread: %v", err)
 	}
 
-	before := h.cpuTime(t)
+	before := cpuTime(t, h)
 	time.Sleep(3 * time.Second)
-	idle := h.cpuTime(t) - before
+	idle := cpuTime(t, h) - before
 	t.Logf("CPU time in 3s without calls, after the reads of the looped thread: %v (bound %v)", idle, idleCPU)
 	if idle > idleCPU {
 		t.Errorf("historyd used %v of CPU in 3s without calls: something it started is still running", idle)
 	}
 
-	signalled := h.signal(t, syscall.SIGTERM)
-	code := h.waitExit(t, grace+10*time.Second)
-	exited := h.exitAt.Sub(signalled)
+	signalled := h.Signal(t, syscall.SIGTERM)
+	code := h.WaitExit(t, grace+10*time.Second)
+	exited := h.ExitAt().Sub(signalled)
 	t.Logf("SIGTERM: exited %v after the signal, code %d", exited.Round(time.Millisecond), code)
 	if code != 0 || exited > grace+2*time.Second {
 		t.Errorf("SIGTERM: exit code %d after %v, want 0 within the %v grace period", code, exited, grace)
@@ -122,9 +123,9 @@ func TestParentCycle(t *testing.T) {
 }
 
 // cpuTime reads the CPU time the process has used, user and system.
-func (h *historyd) cpuTime(t *testing.T) time.Duration {
+func cpuTime(t *testing.T, h *testbin.Process) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", h.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", h.Cmd.Process.Pid))
 	if err != nil {
 		t.Fatalf("read historyd's CPU time: %v", err)
 	}
@@ -132,13 +133,13 @@ func (h *historyd) cpuTime(t *testing.T) time.Duration {
 	// hold spaces: utime and stime are the 12th and 13th of them.
 	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	if len(fields) < 13 {
-		t.Fatalf("/proc/%d/stat: %q", h.cmd.Process.Pid, b)
+		t.Fatalf("/proc/%d/stat: %q", h.Cmd.Process.Pid, b)
 	}
 	var ticks int64
 	for _, f := range fields[11:13] {
 		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			t.Fatalf("/proc/%d/stat: %q", h.cmd.Process.Pid, b)
+			t.Fatalf("/proc/%d/stat: %q", h.Cmd.Process.Pid, b)
 		}
 		ticks += n
 	}

@@ -16,6 +16,7 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/tcpproxy"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // viaProxy is dsn pointed at the proxy, without its sslmode: pgx's default
@@ -43,7 +44,7 @@ func viaProxy(t *testing.T, dsn string, p *tcpproxy.Proxy) string {
 // maxRecovery.
 func TestNoDialStormWhileStoreDown(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	c := startCluster(t, 0)
 	pool := connect(t, c.DSN)
 	public := pgx.Identifier{"public"}.Sanitize()
@@ -52,8 +53,8 @@ func TestNoDialStormWhileStoreDown(t *testing.T) {
 	pool.Close()
 
 	proxy := tcpproxy.Start(t, fmt.Sprintf("127.0.0.1:%d", c.Port))
-	h := startHistoryd(t, bin, "--dsn", viaProxy(t, c.DSN, proxy))
-	conn := dial(t, h.addr)
+	h := testbin.Start(t, bin, "--dsn", viaProxy(t, c.DSN, proxy))
+	conn := dial(t, h.Addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client := historydv1.NewThreadHistoryClient(conn)
 	if _, err := client.Snapshot(context.Background(), &historydv1.SnapshotRequest{ThreadId: th.id, Turn: 1}); err != nil {
@@ -68,7 +69,7 @@ func TestNoDialStormWhileStoreDown(t *testing.T) {
 		workers = 4
 		window  = 10 * time.Second
 	)
-	logsBefore := len(h.logs.String())
+	logsBefore := len(h.Logs.String())
 	connsBefore := proxy.Conns()
 	proxy.ResetMax()
 	var (
@@ -100,7 +101,7 @@ func TestNoDialStormWhileStoreDown(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	conns := proxy.Conns() - connsBefore
-	lines := strings.Count(h.logs.String()[logsBefore:], "\n")
+	lines := strings.Count(h.Logs.String()[logsBefore:], "\n")
 	rate := float64(conns) / elapsed.Seconds()
 	t.Logf("PostgreSQL down for %v under %d callers: %d calls (%v), %d connections to PostgreSQL (%.1f/s), at most %d at once, %d log lines",
 		elapsed.Round(time.Millisecond), workers, calls, codesSeen, conns, rate, proxy.MaxOpen(), lines)
@@ -121,7 +122,7 @@ func TestNoDialStormWhileStoreDown(t *testing.T) {
 	}
 	if lines > 10 {
 		t.Errorf("%d log lines in %v of outage, want a handful (a line per change of state and a summary now and then):\n%s",
-			lines, elapsed.Round(time.Second), firstLines(h.logs.String()[logsBefore:], 20))
+			lines, elapsed.Round(time.Second), firstLines(h.Logs.String()[logsBefore:], 20))
 	}
 
 	// Recovery: PostgreSQL back, the next attempt finds it.
@@ -153,7 +154,7 @@ func TestNoDialStormWhileStoreDown(t *testing.T) {
 		t.Errorf("recovery took %v, want at most %v", recovered.Round(time.Millisecond), maxRecovery)
 	}
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 5*time.Second)
-	h.requireRunning(t)
+	h.RequireRunning(t)
 }
 
 // firstLines returns the first n lines of s.

@@ -62,7 +62,9 @@
 //
 // Most tests need PostgreSQL: the ones that stop or restart it, or need a
 // standby or a pg_hba.conf of their own, start their own throwaway clusters
-// with scripts/pg-test.sh; the others use a fresh schema in the database
+// with scripts/pg-test.sh, each with an env file in its temporary directory
+// and ports it picks (PG_TEST_PORT, PG_TEST_STANDBY_PORT), inheriting none
+// of the shared cluster's PG_TEST_* settings; the others use a fresh schema in the database
 // HISTORYD_TEST_SUPERUSER_DSN (or HISTORYD_TEST_DSN) names, and the
 // PgBouncer in front of it (HISTORYD_TEST_POOLER_*), which scripts/test.sh
 // (`make test`) provides. With -short they are skipped.

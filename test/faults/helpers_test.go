@@ -1,20 +1,17 @@
 package faults
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,11 +22,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/internal/syncbuf"
+	"github.com/historyd/historyd/internal/testbin"
 	"github.com/historyd/historyd/langgraph/saver"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
+
+// TestMain builds historyd once for the package's tests (testbin.Main).
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // serviceName is what health checks of ThreadHistory name.
 var serviceName = historydv1.ThreadHistory_ServiceDesc.ServiceName
@@ -41,154 +41,6 @@ func skipIfShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault-injection tests run the historyd binary, most against PostgreSQL (-short)")
 	}
-}
-
-// repoRoot is the module's root directory (this package is test/faults).
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root not found from %s: %v", root, err)
-	}
-	return root
-}
-
-// buildHistoryd builds ./cmd/historyd from this tree into a temporary
-// directory, so the test runs the code as it is now, not some older bin/.
-func buildHistoryd(t *testing.T) string {
-	t.Helper()
-	goCmd := os.Getenv("GO")
-	if goCmd == "" {
-		goCmd = "go"
-	}
-	bin := filepath.Join(t.TempDir(), "historyd")
-	cmd := exec.Command(goCmd, "build", "-o", bin, "./cmd/historyd")
-	cmd.Dir = repoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/historyd: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// freePort returns a loopback TCP port nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("no free loopback port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// historyd is one running `historyd serve` process.
-type historyd struct {
-	cmd    *exec.Cmd
-	addr   string
-	logs   *syncbuf.Buffer
-	exited chan struct{} // closed once the process has exited
-	err    error         // what Wait returned; read only after exited
-	exitAt time.Time     // when Wait returned
-}
-
-// startHistoryd runs `historyd serve --listen 127.0.0.1:PORT args...` and
-// waits until it accepts connections. The process is killed at the end of
-// the test if still running, and its log is shown when the test failed.
-func startHistoryd(t *testing.T, bin string, args ...string) *historyd {
-	t.Helper()
-	return startHistorydEnv(t, bin, nil, args...)
-}
-
-// startHistorydEnv is startHistoryd with the variables env (KEY=value)
-// set too, and GOMEMLIMIT only when env sets it.
-func startHistorydEnv(t *testing.T, bin string, env []string, args ...string) *historyd {
-	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
-	// Only what the test passes configures it: no HISTORYD_* from outside.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HISTORYD_") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	h := &historyd{cmd: cmd, addr: addr, logs: &syncbuf.Buffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = h.logs, h.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	go func() {
-		h.err = cmd.Wait()
-		h.exitAt = time.Now()
-		close(h.exited)
-	}()
-	t.Cleanup(func() {
-		if !h.hasExited() {
-			_ = cmd.Process.Kill()
-			<-h.exited
-		}
-		if t.Failed() {
-			t.Logf("historyd log:\n%s", h.logs)
-		}
-	})
-	// historyd pings the store (up to 5s) before it listens.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return h
-		}
-		if h.hasExited() {
-			t.Fatalf("historyd exited before listening on %s: %v\n%s", addr, h.err, h.logs)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("historyd not listening on %s after 20s: %v\n%s", addr, err, h.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (h *historyd) hasExited() bool {
-	select {
-	case <-h.exited:
-		return true
-	default:
-		return false
-	}
-}
-
-// requireRunning fails the test when the process has exited.
-func (h *historyd) requireRunning(t *testing.T) {
-	t.Helper()
-	if h.hasExited() {
-		t.Fatalf("historyd exited: %v\n%s", h.err, h.logs)
-	}
-}
-
-// peakRSS reads the process's peak resident set size (VmHWM), in bytes.
-func (h *historyd) peakRSS(t *testing.T) int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", h.cmd.Process.Pid))
-	if err != nil {
-		t.Fatalf("read historyd's memory use: %v", err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmHWM line %q: %v", s.Text(), err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no VmHWM in /proc/%d/status", h.cmd.Process.Pid)
-	return 0
 }
 
 // dial connects a client to addr; the connection is closed with the test.
@@ -238,15 +90,18 @@ type cluster struct {
 	Port    int
 }
 
-// startCluster starts a throwaway cluster, on port when port is not 0, and
-// removes it at the end of the test.
+// startCluster starts a throwaway cluster on port, or on a free port the
+// test picks when port is 0, and removes it at the end of the test. Its
+// scripts/pg-test.sh runs get none of the PG_TEST_* settings of the shared
+// cluster the test's environment may name (command), so that setting
+// PG_TEST_PORT for that one does not send the test's own there.
 func startCluster(t *testing.T, port int) *cluster {
 	t.Helper()
-	c := &cluster{t: t, script: filepath.Join(repoRoot(t), "scripts", "pg-test.sh"), envFile: filepath.Join(t.TempDir(), "pg-test.env")}
-	var extra []string
-	if port != 0 {
-		extra = append(extra, fmt.Sprintf("PG_TEST_PORT=%d", port))
+	c := &cluster{t: t, script: filepath.Join(testbin.RepoRoot(t), "scripts", "pg-test.sh"), envFile: filepath.Join(t.TempDir(), "pg-test.env")}
+	if port == 0 {
+		port = testbin.FreePort(t)
 	}
+	extra := []string{fmt.Sprintf("PG_TEST_PORT=%d", port)}
 	if out, err := c.command(extra, "start").CombinedOutput(); err != nil {
 		t.Fatalf("a PostgreSQL cluster of the test's own is needed: scripts/pg-test.sh start: %v\n%s", err, out)
 	}
@@ -296,17 +151,35 @@ func (c *cluster) env(key string) string {
 	return ""
 }
 
+// ownSettings are the scripts/pg-test.sh settings that name one cluster:
+// the test's own clusters set them themselves rather than inherit the
+// shared cluster's. (PG_TEST_BIN and PG_TEST_DB are inherited: where
+// PostgreSQL is installed, and the database the tests expect.)
+var ownSettings = []string{"PG_TEST_ENV_FILE=", "PG_TEST_PORT=", "PG_TEST_STANDBY_PORT=", "PG_TEST_POOLER_PORT="}
+
+// command is a scripts/pg-test.sh run on the test's own cluster, with the
+// settings extraEnv adds.
 func (c *cluster) command(extraEnv []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(c.script, args...)
-	cmd.Env = append(append(os.Environ(), "PG_TEST_ENV_FILE="+c.envFile), extraEnv...)
+	for _, kv := range os.Environ() {
+		if !slices.ContainsFunc(ownSettings, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(append(cmd.Env, "PG_TEST_ENV_FILE="+c.envFile), extraEnv...)
 	return cmd
 }
 
-// run runs a pg-test.sh subcommand (halt, resume, restart) and fails the
-// test when it fails.
+// run runs a pg-test.sh subcommand (halt, resume, restart, standby start)
+// and fails the test when it fails. A standby it starts listens on a free
+// port the test picks.
 func (c *cluster) run(args ...string) {
 	c.t.Helper()
-	if out, err := c.command(nil, args...).CombinedOutput(); err != nil {
+	var extra []string
+	if args[0] == "standby" {
+		extra = append(extra, fmt.Sprintf("PG_TEST_STANDBY_PORT=%d", testbin.FreePort(c.t)))
+	}
+	if out, err := c.command(extra, args...).CombinedOutput(); err != nil {
 		c.t.Fatalf("scripts/pg-test.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
@@ -589,33 +462,4 @@ func (g generated) checkTurn(n int32, ts *historydv1.TurnState, keys ...string) 
 		}
 	}
 	return nil
-}
-
-// signal sends sig to the process.
-func (h *historyd) signal(t *testing.T, sig syscall.Signal) time.Time {
-	t.Helper()
-	if err := h.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal historyd: %v", err)
-	}
-	return time.Now()
-}
-
-// waitExit waits up to timeout for the process to exit and returns its exit
-// code.
-func (h *historyd) waitExit(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-h.exited:
-	case <-time.After(timeout):
-		t.Fatalf("historyd still running %v after it was told to stop\n%s", timeout, h.logs)
-	}
-	var exitErr *exec.ExitError
-	switch {
-	case h.err == nil:
-		return 0
-	case errors.As(h.err, &exitErr):
-		return exitErr.ExitCode()
-	}
-	t.Fatalf("waiting for historyd: %v", h.err)
-	return -1
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // hugeThread has 100,000 checkpoints: 500 turns of 200 super-steps each.
@@ -37,7 +38,7 @@ const maxPeakRSS = 512 << 20
 // server.
 func TestHundredThousandCheckpoints(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	pool := connect(t, sharedDSN(t))
 	schema := newSchema(t, pool, "huge")
 	fillThread(t, pool, pgx.Identifier{schema}.Sanitize(), hugeThread)
@@ -47,11 +48,11 @@ func TestHundredThousandCheckpoints(t *testing.T) {
 	}
 	t.Logf("messages blobs: %d MiB", blobBytes>>20)
 
-	h := startHistoryd(t, bin, "--dsn", sharedDSN(t), "--schema", schema)
-	conn := dial(t, h.addr)
+	h := testbin.Start(t, bin, "--dsn", sharedDSN(t), "--schema", schema)
+	conn := dial(t, h.Addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client := historydv1.NewThreadHistoryClient(conn)
-	idle := h.peakRSS(t)
+	idle := h.PeakRSS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -59,7 +60,7 @@ func TestHundredThousandCheckpoints(t *testing.T) {
 		t.Helper()
 		if status.Code(err) == codes.ResourceExhausted {
 			t.Logf("%s: refused: %v", what, err)
-			h.requireRunning(t)
+			h.RequireRunning(t)
 			return true
 		}
 		return false
@@ -73,7 +74,7 @@ func TestHundredThousandCheckpoints(t *testing.T) {
 	switch {
 	case exhausted("first Snapshot", err):
 	case err != nil:
-		h.requireRunning(t)
+		h.RequireRunning(t)
 		t.Fatalf("Snapshot of turn %d: %v", last, err)
 	default:
 		if resp.GetTotal() != last || len(resp.GetRetainedTurns()) != hugeThread.Turns {
@@ -83,7 +84,7 @@ func TestHundredThousandCheckpoints(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	afterFirst := h.peakRSS(t)
+	afterFirst := h.PeakRSS(t)
 
 	start = time.Now()
 	for _, n := range []int32{1, 2, 250, 499} {
@@ -92,7 +93,7 @@ func TestHundredThousandCheckpoints(t *testing.T) {
 			continue
 		}
 		if err != nil {
-			h.requireRunning(t)
+			h.RequireRunning(t)
 			t.Fatalf("Snapshot of turn %d: %v", n, err)
 		}
 		if err := hugeThread.checkTurn(n, resp.GetState()); err != nil {
@@ -106,7 +107,7 @@ func TestHundredThousandCheckpoints(t *testing.T) {
 	turnsTook := time.Since(start)
 	if !exhausted("Turns", err) {
 		if err != nil {
-			h.requireRunning(t)
+			h.RequireRunning(t)
 			t.Fatalf("Turns: %v", err)
 		}
 		if int(turns.GetTotal()) != hugeThread.Turns || len(turns.GetTurns()) != hugeThread.Turns {
@@ -119,8 +120,8 @@ func TestHundredThousandCheckpoints(t *testing.T) {
 			}
 		}
 	}
-	h.requireRunning(t)
-	peak := h.peakRSS(t)
+	h.RequireRunning(t)
+	peak := h.PeakRSS(t)
 	t.Logf("first Snapshot %v, later Snapshots %v each, Turns %v", first.Round(time.Millisecond), more.Round(time.Millisecond), turnsTook.Round(time.Millisecond))
 	t.Logf("historyd peak RSS (VmHWM): %d MiB idle, %d MiB after the first call, %d MiB in all (bound %d MiB)", idle>>20, afterFirst>>20, peak>>20, maxPeakRSS>>20)
 	if peak > maxPeakRSS {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -32,7 +33,7 @@ import (
 // working fails the test rather than shrinking it.
 func TestStatusesNameNoDatabase(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	shared := sharedDSN(t)
 	admin := connect(t, shared)
 	ctx := context.Background()
@@ -83,13 +84,13 @@ WHERE c.thread_id = $1 AND c.checkpoint_id = $2 AND b.thread_id = c.thread_id AN
 	// Two servers: one whose lock waits end at its call cap, one whose
 	// sessions give up on locks after 200ms, which PostgreSQL reports as an
 	// error historyd has no status for.
-	h := startHistoryd(t, bin, "--dsn", dsn, "--max-call-duration", "1500ms", "--max-response-bytes", "8KiB")
+	h := testbin.Start(t, bin, "--dsn", dsn, "--max-call-duration", "1500ms", "--max-response-bytes", "8KiB")
 	lockDSN := dsn + "&lock_timeout=200"
-	hl := startHistoryd(t, bin, "--dsn", lockDSN)
-	c := historydv1.NewThreadHistoryClient(dial(t, h.addr))
-	cl := historydv1.NewThreadHistoryClient(dial(t, hl.addr))
-	for _, s := range []*historyd{h, hl} {
-		waitHealth(t, dial(t, s.addr), healthpb.HealthCheckResponse_SERVING, 10*time.Second)
+	hl := testbin.Start(t, bin, "--dsn", lockDSN)
+	c := historydv1.NewThreadHistoryClient(dial(t, h.Addr))
+	cl := historydv1.NewThreadHistoryClient(dial(t, hl.Addr))
+	for _, s := range []*testbin.Process{h, hl} {
+		waitHealth(t, dial(t, s.Addr), healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	}
 
 	var (
@@ -158,7 +159,7 @@ WHERE c.thread_id = $1 AND c.checkpoint_id = $2 AND b.thread_id = c.thread_id AN
 	// refused. Calls failing UNAVAILABLE are logged by summary, the first
 	// in full; the refusal's cause reaches the log on the line the health
 	// probe writes when the store turns unreachable.
-	for start := time.Now(); !strings.Contains(h.logs.String(), "too many connections for role"); {
+	for start := time.Now(); !strings.Contains(h.Logs.String(), "too many connections for role"); {
 		if time.Since(start) > 10*time.Second {
 			t.Fatal("no connection refusal logged in 10s of calls")
 		}
@@ -198,7 +199,7 @@ WHERE c.thread_id = $1 AND c.checkpoint_id = $2 AND b.thread_id = c.thread_id AN
 		}
 	}
 	// What the callers were not told is in the log, one line per call.
-	logs := h.logs.String() + hl.logs.String()
+	logs := h.Logs.String() + hl.Logs.String()
 	for _, want := range []string{"lock timeout", "permission denied for table checkpoint_blobs", "too many connections for role"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("historyd's logs lack the cause %q", want)

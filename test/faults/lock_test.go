@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // readyz returns /readyz's status code, or 0 when it does not answer.
@@ -35,15 +36,15 @@ func readyz(addr string) int {
 // says the store had not answered, which is what happened.
 func TestLockedTableNotReady(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	shared := sharedDSN(t)
 	pool := connect(t, shared)
 	schema := newSchema(t, pool, "lock")
 	q := pgx.Identifier{schema}.Sanitize()
 	th := writeThread(t, pool, q, "locked", rivers)
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	h := startHistoryd(t, bin, "--dsn", shared, "--schema", schema, "--metrics-listen", metrics, "--max-call-duration", "1s")
-	conn := dial(t, h.addr)
+	metrics := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
+	h := testbin.Start(t, bin, "--dsn", shared, "--schema", schema, "--metrics-listen", metrics, "--max-call-duration", "1s")
+	conn := dial(t, h.Addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client := historydv1.NewThreadHistoryClient(conn)
 	if _, err := client.Snapshot(context.Background(), &historydv1.SnapshotRequest{ThreadId: th.id, Turn: 1}); err != nil {
@@ -91,5 +92,5 @@ func TestLockedTableNotReady(t *testing.T) {
 	if err := th.checkSnapshot(2, resp); err != nil {
 		t.Error(err)
 	}
-	h.requireRunning(t)
+	h.RequireRunning(t)
 }

@@ -15,6 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // longThreads are five threads of 200,000 checkpoints each: 500 turns of
@@ -34,7 +35,7 @@ var longThreads = func() []generated {
 // the deployment manifest, deploy/base/deployment.yaml.
 func manifestMemory(t *testing.T) (limit int64, goLimit string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "base", "deployment.yaml"))
+	b, err := os.ReadFile(filepath.Join(testbin.RepoRoot(t), "deploy", "base", "deployment.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,20 +56,20 @@ func manifestMemory(t *testing.T) (limit int64, goLimit string) {
 func TestLongThreadsInBoundedMemory(t *testing.T) {
 	skipIfShort(t)
 	limit, goLimit := manifestMemory(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	pool := connect(t, sharedDSN(t))
 	schema := newSchema(t, pool, "long")
 	for _, g := range longThreads {
 		fillThread(t, pool, pgx.Identifier{schema}.Sanitize(), g)
 	}
-	h := startHistorydEnv(t, bin, []string{"GOMEMLIMIT=" + goLimit},
+	h := testbin.StartWith(t, testbin.Config{Env: []string{"GOMEMLIMIT=" + goLimit}}, bin,
 		"--dsn", sharedDSN(t), "--schema", schema, "--max-call-duration", "5m")
-	conn := dial(t, h.addr)
+	conn := dial(t, h.Addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client := historydv1.NewThreadHistoryClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	idle := h.peakRSS(t)
+	idle := h.PeakRSS(t)
 
 	for round, read := range []func(g generated) error{
 		func(g generated) error {
@@ -104,20 +105,20 @@ func TestLongThreadsInBoundedMemory(t *testing.T) {
 		for _, g := range longThreads {
 			start := time.Now()
 			if err := read(g); err != nil {
-				h.requireRunning(t)
+				h.RequireRunning(t)
 				t.Fatalf("round %d, thread %s: %v", round+1, g.ID, err)
 			}
-			t.Logf("round %d, thread %s: %v, peak RSS so far %d MiB", round+1, g.ID, time.Since(start).Round(time.Millisecond), h.peakRSS(t)>>20)
+			t.Logf("round %d, thread %s: %v, peak RSS so far %d MiB", round+1, g.ID, time.Since(start).Round(time.Millisecond), h.PeakRSS(t)>>20)
 		}
 	}
-	h.requireRunning(t)
-	peak := h.peakRSS(t)
+	h.RequireRunning(t)
+	peak := h.PeakRSS(t)
 	t.Logf("GOMEMLIMIT=%s, limits.memory %d MiB: peak RSS (VmHWM) %d MiB idle, %d MiB after reading 5 threads of 200,000 checkpoints 3 times each",
 		goLimit, limit>>20, idle>>20, peak>>20)
 	if peak >= limit {
 		t.Errorf("historyd's peak RSS reached %d MiB, at or over the manifest's %d MiB limit", peak>>20, limit>>20)
 	}
-	logs := h.logs.String()
+	logs := h.Logs.String()
 	notices := 0
 	for _, line := range strings.Split(logs, "\n") {
 		if strings.Contains(line, "served without caching it") {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // TestThroughPgBouncer serves a thread through Debian's PgBouncer with its
@@ -29,14 +30,14 @@ import (
 // directly gives.
 func TestThroughPgBouncer(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	dsn := sharedDSN(t)
 	pool := connect(t, dsn)
 	schema := newSchema(t, pool, "pooler")
 	th := writeThread(t, pool, pgx.Identifier{schema}.Sanitize(), "pooled-rivers", rivers)
 
-	direct := startHistoryd(t, bin, "--dsn", dsn, "--schema", schema)
-	want := answers(t, historydv1.NewThreadHistoryClient(dial(t, direct.addr)), th.id, len(th.turns))
+	direct := testbin.Start(t, bin, "--dsn", dsn, "--schema", schema)
+	want := answers(t, historydv1.NewThreadHistoryClient(dial(t, direct.Addr)), th.id, len(th.turns))
 	if err := th.checkSnapshots(want.all); err != nil {
 		t.Fatalf("the direct historyd's answer is wrong: %v", err)
 	}
@@ -48,8 +49,8 @@ func TestThroughPgBouncer(t *testing.T) {
 		{"transaction, --pooler none", "none", "HISTORYD_TEST_POOLER_TX_DSN"},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			h := startHistoryd(t, bin, "--dsn", poolerDSN(t, pool, schema, mode.env), "--schema", schema, "--pooler", mode.pooler)
-			conn := dial(t, h.addr)
+			h := testbin.Start(t, bin, "--dsn", poolerDSN(t, pool, schema, mode.env), "--schema", schema, "--pooler", mode.pooler)
+			conn := dial(t, h.Addr)
 			waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 			c := historydv1.NewThreadHistoryClient(conn)
 			const clients, rounds = 8, 25
@@ -82,11 +83,11 @@ func TestThroughPgBouncer(t *testing.T) {
 			if len(failed) > 0 {
 				t.Fatalf("%d of %d rounds failed; first: %v", len(failed), clients*rounds, failed[0])
 			}
-			warned := strings.Count(h.logs.String(), "transaction pooler that --pooler does not name")
+			warned := strings.Count(h.Logs.String(), "transaction pooler that --pooler does not name")
 			if want := map[bool]int{true: 1, false: 0}[mode.pooler == "none"]; warned != want {
 				t.Errorf("%d warnings of an unnamed transaction pooler, want %d", warned, want)
 			}
-			h.requireRunning(t)
+			h.RequireRunning(t)
 		})
 	}
 }

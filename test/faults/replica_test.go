@@ -12,6 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -26,7 +27,7 @@ import (
 // what historyd answers in between is the standby's lag and nothing else.
 func TestHotStandby(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	c := startCluster(t, 0)
 	primary := connect(t, c.DSN)
 	public := pgx.Identifier{"public"}.Sanitize()
@@ -57,8 +58,8 @@ func TestHotStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.User = url.User("historyd_standby")
-	h := startHistoryd(t, bin, "--dsn", u.String())
-	conn := dial(t, h.addr)
+	h := testbin.Start(t, bin, "--dsn", u.String())
+	conn := dial(t, h.Addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client := historydv1.NewThreadHistoryClient(conn)
 
@@ -129,7 +130,7 @@ func TestHotStandby(t *testing.T) {
 		return r.GetTotal() == 5 && !retained(r, 1) && retained(r, 2) && retained(r, 5)
 	})
 	t.Logf("turn 5 and turn 1's pruning served %v after replay resumed", took.Round(time.Millisecond))
-	h.requireRunning(t)
+	h.RequireRunning(t)
 }
 
 func execSQL(t *testing.T, pool *pgxpool.Pool, sql string) {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // maxRecovery is how soon after PostgreSQL accepts connections again the
@@ -105,7 +106,7 @@ func probeUntilUp(ctx context.Context, dsn string) *upProbe {
 // come within maxRecovery of PostgreSQL accepting connections again.
 func TestStoreRestartUnderLoad(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	c := startCluster(t, 0)
 	pool := connect(t, c.DSN)
 	public := pgx.Identifier{"public"}.Sanitize()
@@ -113,8 +114,8 @@ func TestStoreRestartUnderLoad(t *testing.T) {
 	th := writeThread(t, pool, public, "rivers", rivers)
 	pool.Close() // the test's own connections must not outlive the restarts
 
-	h := startHistoryd(t, bin, "--dsn", c.DSN)
-	conn := dial(t, h.addr)
+	h := testbin.Start(t, bin, "--dsn", c.DSN)
+	conn := dial(t, h.Addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client := historydv1.NewThreadHistoryClient(conn)
 
@@ -200,7 +201,7 @@ func TestStoreRestartUnderLoad(t *testing.T) {
 	probe := probeUntilUp(ctx, c.DSN)
 	c.run("halt", "fast")
 	time.Sleep(2 * time.Second)
-	h.requireRunning(t)
+	h.RequireRunning(t)
 	c.run("resume")
 	recoverFrom("stop, 2s, start", from, probe)
 	time.Sleep(time.Second)
@@ -213,7 +214,7 @@ func TestStoreRestartUnderLoad(t *testing.T) {
 	time.Sleep(time.Second)
 
 	stopLoad()
-	h.requireRunning(t)
+	h.RequireRunning(t)
 
 	// Every answer right or Unavailable.
 	all := rec.snapshot()
@@ -280,5 +281,5 @@ func TestStoreRestartUnderLoad(t *testing.T) {
 	// Health follows the store back.
 	serving := waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 5*time.Second)
 	t.Logf("health SERVING again %v after the restart's recovery", serving.Sub(phases[len(phases)-1].up).Round(time.Millisecond))
-	h.requireRunning(t)
+	h.RequireRunning(t)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/historyd/historyd/auth"
 	"github.com/historyd/historyd/client"
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // writeTokens writes a token file giving tenant acme the threads under
@@ -41,15 +42,15 @@ func writeTokens(t *testing.T, path, token string) {
 // long as the client keeps it open.
 func TestSIGHUPEndsRevokedWatches(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	shared := sharedDSN(t)
 	pool := connect(t, shared)
 	schema := newSchema(t, pool, "revoke")
 	writeThread(t, pool, pgx.Identifier{schema}.Sanitize(), "acme/t1", rivers)
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	writeTokens(t, tokens, "old-token")
-	h := startHistoryd(t, bin, "--dsn", shared, "--schema", schema, "--auth-tokens", tokens, "--watch-poll-interval", "50ms")
-	c := historydv1.NewThreadHistoryClient(dial(t, h.addr))
+	h := testbin.Start(t, bin, "--dsn", shared, "--schema", schema, "--auth-tokens", tokens, "--watch-poll-interval", "50ms")
+	c := historydv1.NewThreadHistoryClient(dial(t, h.Addr))
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer old-token")
 	stream, err := c.WatchTurns(ctx, &historydv1.WatchTurnsRequest{ThreadId: "acme/t1"})
 	if err != nil {
@@ -69,7 +70,7 @@ func TestSIGHUPEndsRevokedWatches(t *testing.T) {
 	}()
 
 	writeTokens(t, tokens, "new-token")
-	sent := h.signal(t, syscall.SIGHUP)
+	sent := h.Signal(t, syscall.SIGHUP)
 	select {
 	case err := <-ended:
 		if status.Code(err) != codes.Unauthenticated {
@@ -82,7 +83,7 @@ func TestSIGHUPEndsRevokedWatches(t *testing.T) {
 	if _, err := c.Turns(ctx, &historydv1.TurnsRequest{ThreadId: "acme/t1"}); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("a fresh call with the revoked token: %v, want UNAUTHENTICATED", err)
 	}
-	h.requireRunning(t)
+	h.RequireRunning(t)
 }
 
 // TestWatchMaxAge serves with a short --watch-max-age: a raw watch ends at
@@ -91,15 +92,15 @@ func TestSIGHUPEndsRevokedWatches(t *testing.T) {
 // failure and without sending a turn twice.
 func TestWatchMaxAge(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	shared := sharedDSN(t)
 	pool := connect(t, shared)
 	schema := newSchema(t, pool, "maxage")
 	writeThread(t, pool, pgx.Identifier{schema}.Sanitize(), "t1", rivers)
 	const age = time.Second
-	h := startHistoryd(t, bin, "--dsn", shared, "--schema", schema, "--watch-max-age", age.String(), "--watch-poll-interval", "50ms")
+	h := testbin.Start(t, bin, "--dsn", shared, "--schema", schema, "--watch-max-age", age.String(), "--watch-poll-interval", "50ms")
 
-	c := historydv1.NewThreadHistoryClient(dial(t, h.addr))
+	c := historydv1.NewThreadHistoryClient(dial(t, h.Addr))
 	start := time.Now()
 	stream, err := c.WatchTurns(context.Background(), &historydv1.WatchTurnsRequest{ThreadId: "t1"})
 	if err != nil {
@@ -118,7 +119,7 @@ func TestWatchMaxAge(t *testing.T) {
 		t.Errorf("trailer historyd-resume = %v, want [max-age]", got)
 	}
 
-	gc, err := client.Dial(h.addr, client.WithInsecure(), client.WithRetry(0, time.Millisecond))
+	gc, err := client.Dial(h.Addr, client.WithInsecure(), client.WithRetry(0, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +144,5 @@ func TestWatchMaxAge(t *testing.T) {
 			t.Errorf("turn %d yielded %d times across resumptions, want once", n, times)
 		}
 	}
-	h.requireRunning(t)
+	h.RequireRunning(t)
 }

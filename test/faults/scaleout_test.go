@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -44,18 +45,18 @@ const retryingRoundRobin = `{
 // state that replicas must share.
 func TestReplicaKilledUnderLoad(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	dsn := sharedDSN(t)
 	pool := connect(t, dsn)
 	schema := newSchema(t, pool, "scaleout")
 	th := writeThread(t, pool, pgx.Identifier{schema}.Sanitize(), "scale-out", storetest.Demo)
 
-	var replicas []*historyd
+	var replicas []*testbin.Process
 	var addrs []resolver.Address
 	for range 3 {
-		h := startHistoryd(t, bin, "--dsn", dsn, "--schema", schema, "--shutdown-grace", "5s")
+		h := testbin.Start(t, bin, "--dsn", dsn, "--schema", schema, "--shutdown-grace", "5s")
 		replicas = append(replicas, h)
-		addrs = append(addrs, resolver.Address{Addr: h.addr})
+		addrs = append(addrs, resolver.Address{Addr: h.Addr})
 	}
 	r := manual.NewBuilderWithScheme("replicas")
 	r.InitialState(resolver.State{Addresses: addrs})
@@ -72,7 +73,7 @@ func TestReplicaKilledUnderLoad(t *testing.T) {
 	// Every replica must answer before the load starts, so the kill hits a
 	// replica that was taking its share.
 	for _, h := range replicas {
-		waitHealth(t, dial(t, h.addr), healthpb.HealthCheckResponse_SERVING, 10*time.Second)
+		waitHealth(t, dial(t, h.Addr), healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	}
 
 	const workers, perWorker = 6, 400
@@ -108,19 +109,19 @@ func TestReplicaKilledUnderLoad(t *testing.T) {
 	}
 	<-killAt
 	killed := time.Now()
-	if err := replicas[1].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := replicas[1].Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
 	t.Logf("%d calls over 3 replicas, replica %s killed after %d: %d ok, %d failed, %s after the kill",
-		workers*perWorker, replicas[1].addr, perWorker/3, ok.Load(), failed.Load(), time.Since(killed).Round(time.Millisecond))
+		workers*perWorker, replicas[1].Addr, perWorker/3, ok.Load(), failed.Load(), time.Since(killed).Round(time.Millisecond))
 	if failed.Load() != 0 {
 		t.Fatalf("%d calls failed; first: %v", failed.Load(), firstErr.Load())
 	}
-	if !replicas[1].hasExited() {
+	if !replicas[1].HasExited() {
 		t.Fatal("the killed replica is still running")
 	}
 	for _, i := range []int{0, 2} {
-		replicas[i].requireRunning(t)
+		replicas[i].RequireRunning(t)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 )
 
 // slowThread is a thread whose Snapshots call takes a while: 24 turns, each
@@ -23,12 +24,12 @@ import (
 var slowThread = generated{ID: "slow", Turns: 24, PerTurn: 4, BigItems: 150000}
 
 // stop kills the process and waits for it.
-func (h *historyd) stop(t *testing.T) {
+func stop(t *testing.T, h *testbin.Process) {
 	t.Helper()
-	if !h.hasExited() {
-		_ = h.cmd.Process.Kill()
+	if !h.HasExited() {
+		_ = h.Cmd.Process.Kill()
 	}
-	<-h.exited
+	<-h.Exited()
 }
 
 // slowCall is one Snapshots call of slowThread made before the signal.
@@ -47,7 +48,7 @@ type slowCall struct {
 // or answer wrongly.
 func TestSIGTERMUnderLoad(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	pool := connect(t, sharedDSN(t))
 	schema := newSchema(t, pool, "sigterm")
 	fillThread(t, pool, pgx.Identifier{schema}.Sanitize(), slowThread)
@@ -69,10 +70,10 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 			}
 		}
 		refused("a call on the open connection", client)
-		refused("a call on a new connection", historydv1.NewThreadHistoryClient(dial(t, h.addr)))
+		refused("a call on a new connection", historydv1.NewThreadHistoryClient(dial(t, h.Addr)))
 
-		code := h.waitExit(t, grace+10*time.Second)
-		exited := h.exitAt.Sub(signalled)
+		code := h.WaitExit(t, grace+10*time.Second)
+		exited := h.ExitAt().Sub(signalled)
 		var last time.Time
 		for i, c := range calls {
 			if c.err != nil {
@@ -97,7 +98,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		if exited > grace {
 			t.Errorf("exited %v after SIGTERM, beyond the %v grace period", exited, grace)
 		}
-		if h.exitAt.Before(last) {
+		if h.ExitAt().Before(last) {
 			t.Errorf("exited before the last in-flight call finished")
 		}
 	})
@@ -106,12 +107,12 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		// A grace period a quarter of one call: the calls, started a third
 		// of a call before the signal, cannot all finish within it.
 		probe, _, one := startSlow(t, bin, schema, time.Minute)
-		probe.stop(t)
+		stop(t, probe)
 		grace := max(one/4, 50*time.Millisecond).Round(time.Millisecond)
 		h, client, took := startSlow(t, bin, schema, grace)
 		calls, signalled := signalUnderLoad(t, h, client, took)
-		code := h.waitExit(t, 10*time.Second)
-		exited := h.exitAt.Sub(signalled)
+		code := h.WaitExit(t, 10*time.Second)
+		exited := h.ExitAt().Sub(signalled)
 		cut := 0
 		for i, c := range calls {
 			switch {
@@ -146,12 +147,12 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 
 // startSlow starts historyd over slowThread and returns a client and how
 // long one Snapshots call takes on its own.
-func startSlow(t *testing.T, bin, schema string, grace time.Duration) (*historyd, historydv1.ThreadHistoryClient, time.Duration) {
+func startSlow(t *testing.T, bin, schema string, grace time.Duration) (*testbin.Process, historydv1.ThreadHistoryClient, time.Duration) {
 	t.Helper()
 	// The state cache off: every call decodes its states, so that calls
 	// take long enough to be in flight at the signal.
-	h := startHistoryd(t, bin, "--dsn", sharedDSN(t), "--schema", schema, "--shutdown-grace", grace.String(), "--cache-state-bytes", "0")
-	conn := dial(t, h.addr)
+	h := testbin.Start(t, bin, "--dsn", sharedDSN(t), "--schema", schema, "--shutdown-grace", grace.String(), "--cache-state-bytes", "0")
+	conn := dial(t, h.Addr)
 	waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	client := historydv1.NewThreadHistoryClient(conn)
 	var took time.Duration
@@ -174,7 +175,7 @@ func startSlow(t *testing.T, bin, schema string, grace time.Duration) (*historyd
 
 // signalUnderLoad starts as many Snapshots calls as there are turns, sends
 // SIGTERM once they are surely in flight, and returns them once all ended.
-func signalUnderLoad(t *testing.T, h *historyd, client historydv1.ThreadHistoryClient, took time.Duration) ([]slowCall, time.Time) {
+func signalUnderLoad(t *testing.T, h *testbin.Process, client historydv1.ThreadHistoryClient, took time.Duration) ([]slowCall, time.Time) {
 	t.Helper()
 	const inFlight = 6
 	calls := make([]slowCall, inFlight)
@@ -194,7 +195,7 @@ func signalUnderLoad(t *testing.T, h *historyd, client historydv1.ThreadHistoryC
 	// The calls share the CPUs, so together they take about inFlight times
 	// as long as one; a third of one call in, all are running.
 	time.Sleep(took / 3)
-	signalled := h.signal(t, syscall.SIGTERM)
+	signalled := h.Signal(t, syscall.SIGTERM)
 	wg.Wait()
 	for i, c := range calls {
 		if !c.start.Before(signalled) {

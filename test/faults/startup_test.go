@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/testbin"
 	"github.com/historyd/historyd/server"
 )
 
@@ -29,12 +30,12 @@ import (
 // SERVING and answer correctly without being restarted.
 func TestStoreDownAtStart(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
-	pgPort := freePort(t)
+	bin := testbin.Build(t)
+	pgPort := testbin.FreePort(t)
 	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/historyd_test?sslmode=disable&connect_timeout=2", pgPort)
 
-	h := startHistoryd(t, bin, "--dsn", dsn)
-	conn := dial(t, h.addr)
+	h := testbin.Start(t, bin, "--dsn", dsn)
+	conn := dial(t, h.Addr)
 	client := historydv1.NewThreadHistoryClient(conn)
 
 	// The server-wide status starts out SERVING in grpc's health server
@@ -72,7 +73,7 @@ func TestStoreDownAtStart(t *testing.T) {
 		if round == 0 {
 			time.Sleep(2500 * time.Millisecond) // one health interval (2s) and then some
 		}
-		h.requireRunning(t)
+		h.RequireRunning(t)
 	}
 	if st, err := health(conn, ""); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health with the store still down = %v, %v; want NOT_SERVING", st, err)
@@ -91,7 +92,7 @@ func TestStoreDownAtStart(t *testing.T) {
 
 	serving := waitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	t.Logf("SERVING %v after the tables and the thread were written (health probes every 2s)", serving.Sub(written).Round(time.Millisecond))
-	h.requireRunning(t)
+	h.RequireRunning(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -159,10 +160,10 @@ func silentStore(t *testing.T) int {
 // with the process staying up.
 func TestStoreSilentAtStart(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/historyd_test?sslmode=disable&connect_timeout=1", silentStore(t))
-	h := startHistoryd(t, bin, "--dsn", dsn)
-	conn := dial(t, h.addr)
+	h := testbin.Start(t, bin, "--dsn", dsn)
+	conn := dial(t, h.Addr)
 	// historyd's first health probe of a hung store lasts a whole probe
 	// interval (2s); look during it and after it.
 	for _, after := range []time.Duration{0, 3 * time.Second} {
@@ -179,7 +180,7 @@ func TestStoreSilentAtStart(t *testing.T) {
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("Snapshot with the store hung = %v, want Unavailable", err)
 	}
-	h.requireRunning(t)
+	h.RequireRunning(t)
 }
 
 // TestUnhealableAtStart starts historyd against databases that refuse it
@@ -190,7 +191,7 @@ func TestStoreSilentAtStart(t *testing.T) {
 // the DSN, its password masked, and what to fix.
 func TestUnhealableAtStart(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	shared := sharedDSN(t)
 	pool := connect(t, shared)
 	u, err := url.Parse(shared)
@@ -335,7 +336,7 @@ func cleanEnv() []string {
 // standby promoted), turn SERVING and answer, without a restart.
 func TestStoreStartingUpAtStart(t *testing.T) {
 	skipIfShort(t)
-	bin := buildHistoryd(t)
+	bin := testbin.Build(t)
 	c := startCluster(t, 0)
 	primary := connect(t, c.DSN)
 	public := pgx.Identifier{"public"}.Sanitize()
@@ -344,8 +345,8 @@ func TestStoreStartingUpAtStart(t *testing.T) {
 	c.run("standby", "start", "--no-hot-standby")
 	dsn := c.env("HISTORYD_TEST_STANDBY_DSN")
 
-	h := startHistoryd(t, bin, "--dsn", dsn)
-	conn := dial(t, h.addr)
+	h := testbin.Start(t, bin, "--dsn", dsn)
+	conn := dial(t, h.Addr)
 	client := historydv1.NewThreadHistoryClient(conn)
 	for round := range 2 {
 		if st, err := health(conn, ""); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
@@ -360,10 +361,10 @@ func TestStoreStartingUpAtStart(t *testing.T) {
 		if round == 0 {
 			time.Sleep(2500 * time.Millisecond) // one health interval and then some
 		}
-		h.requireRunning(t)
+		h.RequireRunning(t)
 	}
-	if !strings.Contains(h.logs.String(), "57P03") {
-		t.Errorf("historyd's log does not show SQLSTATE 57P03:\n%s", h.logs)
+	if !strings.Contains(h.Logs.String(), "57P03") {
+		t.Errorf("historyd's log does not show SQLSTATE 57P03:\n%s", h.Logs)
 	}
 	if t.Failed() {
 		t.FailNow()
@@ -382,5 +383,5 @@ func TestStoreStartingUpAtStart(t *testing.T) {
 	if err := th.checkSnapshots(all); err != nil {
 		t.Error(err)
 	}
-	h.requireRunning(t)
+	h.RequireRunning(t)
 }
