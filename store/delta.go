@@ -61,6 +61,10 @@ const probeBatch = 32
 // target whose own stored value was read — need not be passed: every
 // target is taken to have a version of the channel and no stored value of
 // its own, or one rebuild finds.
+//
+// It is one function because its loop carries one walk's state (the
+// frontier along parent links, the writes read, the values folded) from
+// batch to batch; split, that state would be passed around whole.
 func rebuild[V any](ctx context.Context, s *Store, ref backend.Ref, channel string, nodes map[string]listed, targets []string, f folder[V]) (broken []string, err error) {
 	// base: the value a chain starts from, at the checkpoint holding it.
 	type chainState int

@@ -368,6 +368,10 @@ func deriveOn(ref backend.Ref, t *tree, questions []Question) *History {
 
 // number applies the turn rules to the checkpoints of one lineage, those
 // of cps that keep indexes; Steps point into cps.
+//
+// It is one function because its passes (order, placement, ends, grouping)
+// share the indexes each pass builds, in the order the turn rules in the
+// README state them.
 func number(ref backend.Ref, cps []Checkpoint, keep []int, questions []Question) *History {
 	h := &History{Ref: ref, Numbering: Complete}
 	order := checkpointOrderOf(cps, keep)

@@ -177,6 +177,10 @@ func (th *threadData) lookup(version string) (held, bool) {
 // snapshots) is rebuilt from writes, along parent links through earlier
 // (known) and new checkpoints alike. Checkpoints whose messages cannot be
 // rebuilt are Unplaced.
+//
+// It is one function because its batches carry what is known of each
+// messages version from one to the next, which a split would have to pass
+// around whole.
 func (s *Store) place(ctx context.Context, ref backend.Ref, th *threadData, known []Checkpoint, cps []listed) ([]Checkpoint, error) {
 	// Every walk below, and derivation's, follows parent links.
 	if err := checkLinks(ref, known, cps); err != nil {

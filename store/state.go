@@ -160,6 +160,10 @@ func readFresh[T any](ctx context.Context, s *Store, ref backend.Ref, pick func(
 // encodedStates reads the turns' states from the cache when the refresh
 // that derived them saw their last checkpoints (sn), and from the backend
 // otherwise, which is also what notices a last checkpoint since deleted.
+//
+// It is one function because the cache's answer and the backend's must be
+// decided together per turn: which turns are fresh depends on what the same
+// read proves deleted.
 func (s *Store) encodedStates(ctx context.Context, ref backend.Ref, channel string, ix *index, turns []Turn, keys []string, enc Encoder, sn seen) (_ []EncodedState, err error) {
 	ctx, sp := s.startSpan(ctx, SpanReadState)
 	defer func() { endSpan(sp, err) }()

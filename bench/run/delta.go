@@ -107,6 +107,10 @@ type deepState struct {
 
 // deepagents generates the deepagents threads when missing and measures
 // historyd and LangGraph on them.
+//
+// It is one function because it is the benchmark row's script, read top to
+// bottom: generate, load, measure historyd, measure LangGraph, record; each
+// step's results feed the next.
 func (r *runner) deepagents(ctx context.Context) error {
 	dp := newDeepPlan(r.cfg.Full)
 	sum, err := r.deepGenerate(ctx, dp)

@@ -34,6 +34,9 @@ const threadsRequests = 30
 // enough to sort, and newest first over the whole store (refused). It
 // records the plan of a page's statement, EXPLAIN (ANALYZE, BUFFERS), in
 // threads-explain.txt and results.json.
+//
+// It is one function because its six rows share one store, one client and
+// one tenant setup, and read as one table.
 func (r *runner) threadsList(ctx context.Context) error {
 	m := gen.ManyThreads{Schema: threadsSchema, N: r.plan.manyThreads}
 	conn, err := pgx.Connect(ctx, r.cfg.DSN)

@@ -116,6 +116,13 @@ func (s span) check(rec *recorder, what, thread string, total int32) {
 	}
 }
 
+// do makes one call of operation op on thread th and checks its answer
+// against what the writer had recorded around it, returning the outcome
+// tallied ("found", "wrong", ...).
+//
+// It is one function because it is one switch over the soak's operations,
+// each case a few lines checking one RPC's answer; split, the cases would
+// only move apart from the switch.
 func (c *caller) do(ctx context.Context, cl historydv1.ThreadHistoryClient, op string, t int, th *thread, rng *rand.Rand) (string, error) {
 	var sp span
 	if th != nil {

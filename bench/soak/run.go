@@ -101,6 +101,10 @@ const unavailableGrace = 10 * time.Second
 
 // run runs the soak. stop ending (SIGINT, SIGTERM) ends the calls early;
 // the run is then checked and reported on as far as it went.
+//
+// It is one function because it is the soak's timeline (start the store,
+// the pooler and historyd, run writers, callers and disruptions, stop,
+// check) and its parts share the processes it starts and their cleanup.
 func run(stop context.Context, cfg config) (*report, error) {
 	ctx := context.WithoutCancel(stop)
 	if err := os.MkdirAll(cfg.work, 0o755); err != nil {

@@ -90,6 +90,9 @@ const SQLiteWAL = "PRAGMA journal_mode=WAL"
 // search_path), and the migrations' bookkeeping table is created and
 // filled too. SQLite files have no schemas; both savers also switch the file
 // to WAL (SQLiteWAL), which is not part of the DDL.
+//
+// It is one function because it is the savers' DDL text, one case per
+// saver, kept as each saver's setup writes it.
 func (s Saver) DDL(schema string) []string {
 	q := func(table string) string {
 		if schema == "" {

@@ -40,6 +40,9 @@ const (
 // twice that on the way. A value left encoded by codec.EachEntry (an
 // codec.Raw) is re-encoded straight from the stored bytes. With asJSON
 // the value is written as JSON text in value_json instead of value.
+//
+// It is one function because sizing and writing the message must visit the
+// fields in the same order: kept side by side, they cannot drift apart.
 func encodeEntry(e store.Entry, asJSON bool) ([]byte, error) {
 	extra := e.Extra
 	keep := func(k string, v int64) {

@@ -132,6 +132,9 @@ var _ backend.Backend = (*Backend)(nil)
 // reported by Ping and by each query as backend.ErrUnavailable, and one that
 // refuses historyd for good (no such database, a login refused, a missing
 // grant) as backend.ErrNotCheckpointStore.
+//
+// It is one function because it is the pool's configuration, field by
+// field, each with the reason for its value beside it.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.DSN == "" {
 		return nil, errors.New("postgres: empty DSN")
@@ -326,6 +329,9 @@ func table(schema, name string) string {
 
 // list hands fn the thread's checkpoints, all of them or those newer than
 // q.After, with the census q asks for, from one statement.
+//
+// It is one function because it builds one statement and reads its rows in
+// one pass; the statement's parts and the columns read must agree.
 func (b *Backend) list(ctx context.Context, ref backend.Ref, q backend.Query, fn func(backend.Row) error) (backend.Census, error) {
 	if q.After == "" {
 		// Planned with the thread's own statistics (the simple protocol),

@@ -662,6 +662,9 @@ func readsWhileWriting(t *testing.T, open Open) {
 // them: a read that begins after a turn was written sees it, and one that
 // begins after checkpoints were deleted never ends a turn on one of them;
 // every state read is the one its turn wrote.
+//
+// It is one function because the writer, the deleter and the readers share
+// the record of what was written and deleted when, which every check reads.
 func probesNeverStale(t *testing.T, open Open) {
 	b, w := open(t)
 	const threads, turns, readers = 4, 6, 8
