@@ -19,7 +19,7 @@
 
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -101,10 +101,15 @@ before(async () => {
   writerDir = env("HISTORYD_TEST_NODE", "test/conformance/js, whose writer writes the LangGraph.js thread");
   schema = `lgjs_client_${process.pid}`;
   threadId = `js-client-e2e-${process.pid}-${Date.now()}`;
-  const out = join(mkdtempSync(join(tmpdir(), "historyd-js-e2e-")), "expected.json");
-  const w = spawnSync(process.execPath, ["write_thread.mjs", "--dsn", dsn, "--schema", schema, "--thread", threadId, "--out", out], { cwd: writerDir, encoding: "utf8", timeout: 300_000 });
-  assert.equal(w.status, 0, `write_thread.mjs failed:\n${w.stderr}`);
-  expected = JSON.parse(readFileSync(out, "utf8"));
+  const outDir = mkdtempSync(join(tmpdir(), "historyd-js-e2e-"));
+  const out = join(outDir, "expected.json");
+  try {
+    const w = spawnSync(process.execPath, ["write_thread.mjs", "--dsn", dsn, "--schema", schema, "--thread", threadId, "--out", out], { cwd: writerDir, encoding: "utf8", timeout: 300_000 });
+    assert.equal(w.status, 0, `write_thread.mjs failed:\n${w.stderr}`);
+    expected = JSON.parse(readFileSync(out, "utf8"));
+  } finally {
+    rmSync(outDir, { recursive: true, force: true });
+  }
   assert.equal(expected.total, 5);
 
   const addr = `127.0.0.1:${await freePort()}`;

@@ -10,7 +10,7 @@
 // ignores the field; `values.texts[key]` replaces a key's text.
 
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http2 from "node:http2";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -220,7 +220,9 @@ export async function serve({ tls = false } = {}) {
     execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost",
       "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem")], { stdio: "ignore" });
     ca = readFileSync(join(dir, "cert.pem"));
-    server = http2.createSecureServer({ key: readFileSync(join(dir, "key.pem")), cert: ca }, handler);
+    const key = readFileSync(join(dir, "key.pem"));
+    rmSync(dir, { recursive: true, force: true }); // read: the key need not outlive the test
+    server = http2.createSecureServer({ key, cert: ca }, handler);
   } else {
     server = http2.createServer(handler);
   }
