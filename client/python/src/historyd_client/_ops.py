@@ -8,15 +8,13 @@ conversion from the wire lives here, next to the types.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import grpc
 
 from historyd_client import _convert
+from historyd_client._base import HistorydError
 from historyd_client.gen.historyd.v1 import history_pb2
-
-if TYPE_CHECKING:
-    from historyd_client.client import HistorydError
 
 
 class ThreadInfo(NamedTuple):
@@ -97,9 +95,6 @@ _STATUS_CODES = {c.value[0]: c for c in grpc.StatusCode}
 def _thread_error(t: history_pb2.ThreadInfo) -> HistorydError | None:
     if not t.HasField("error"):
         return None
-    # client imports this module, so HistorydError is looked up when used.
-    from historyd_client.client import HistorydError
-
     code = _STATUS_CODES.get(t.error.code, grpc.StatusCode.UNKNOWN)
     return HistorydError("Threads", code, t.error.message)
 

@@ -5,7 +5,7 @@ same arguments, defaults, methods and results, called without ``await``:
 for hosts that run their agents with ``invoke`` rather than ``ainvoke``,
 scripts, and notebooks. What the two share (the settings, every request,
 what each response is read as, the retry policy, the errors) is
-``historyd_client.client._ClientBase``; this module only sends, waits and
+``historyd_client._base._ClientBase``; this module only sends, waits and
 retries, with ``time.sleep`` where the async client awaits.
 
 The channel is opened on the first call and is safe to use from several
@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 
 from historyd_client import _ops
-from historyd_client.client import (
+from historyd_client._base import (
     HistorydError,
     TurnIndex,
     TurnResult,
