@@ -378,12 +378,10 @@ func number(ref backend.Ref, cps []Checkpoint, keep []int, questions []Question)
 	h.Steps = make([]Step, 0, len(order))
 	listed := make(map[string]bool, len(keep))
 	placed := make(map[string]bool, len(keep)) // listed, and its messages read
-	at := make(map[string]int, len(keep))      // index in cps of each listed checkpoint
 	for _, i := range keep {
 		c := cps[i]
 		listed[c.ID] = true
 		placed[c.ID] = !c.Unplaced
-		at[c.ID] = i
 	}
 	if len(order) > 0 {
 		oldest := cps[order[0]]
@@ -402,13 +400,19 @@ func number(ref backend.Ref, cps []Checkpoint, keep []int, questions []Question)
 		}
 	}
 
+	// lost says the lineage holds a checkpoint whose list is another
+	// branch's (see foreignVersion): only then do turn ends and questions
+	// need the lost-fork rules below (foreignAfter, foreignQuestion).
+	lost := false
 	for _, i := range keep {
 		// Messages read in part, or not at all because the list stored
-		// under their version is another branch's (see foreignVersion):
-		// questions may be missing.
-		if c := cps[i]; c.Partial && !c.Unplaced || c.Unplaced && foreignVersion(c.Version) {
+		// under their version is another branch's: questions may be
+		// missing.
+		c := cps[i]
+		foreign := c.Unplaced && foreignVersion(c.Version)
+		lost = lost || foreign
+		if c.Partial && !c.Unplaced || foreign {
 			h.Numbering = Estimated
-			break
 		}
 	}
 
@@ -472,7 +476,14 @@ func number(ref backend.Ref, cps []Checkpoint, keep []int, questions []Question)
 			ends[askedUpTo-1] = i
 		}
 	}
-	foreignAfter(cps, order, ends)
+	var at map[string]int // index in cps of each listed checkpoint, for foreignQuestion
+	if lost {
+		foreignAfter(cps, order, ends)
+		at = make(map[string]int, len(keep))
+		for _, i := range keep {
+			at[cps[i].ID] = i
+		}
+	}
 	if h.Numbering == Estimated && holdsEvery(cps, keep, seq) {
 		// A list read whole, with no sign of removed messages, holds every
 		// question known: it proves the count as far as any list can.
@@ -488,7 +499,7 @@ func number(ref backend.Ref, cps []Checkpoint, keep []int, questions []Question)
 		if ends[n] >= 0 {
 			t.Retained, t.End = true, cps[ends[n]]
 		}
-		if foreignQuestion(cps, at, listed, firstAt[seq[n]], seq[n]) {
+		if lost && foreignQuestion(cps, at, listed, firstAt[seq[n]], seq[n]) {
 			// Its text, and any end found for it, came from another
 			// branch's list: the turn is known to exist, nothing more.
 			t.Question, t.Retained, t.End = "", false, Checkpoint{}
