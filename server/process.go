@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,10 @@ type RunConfig struct {
 	// MetricsHandler (/metrics, /healthz, /readyz); it needs
 	// Config.Metrics. Default: none.
 	MetricsListen string
+	// HTTPListen, when set, is the address of an HTTP listener for
+	// HTTPHandler (HTTP/JSON, Connect, gRPC-Web, MCP), served with the
+	// gRPC listener's TLS and authentication. Default: none.
+	HTTPListen string
 	// DSN names the checkpoint store and Schema its PostgreSQL schema, as
 	// OpenBackend reads them; Pooler is the connection pooler in front of
 	// PostgreSQL (WithPooler). DSN is required.
@@ -63,10 +68,15 @@ type RunConfig struct {
 	// OpenBackend opens the store; default OpenBackend. Tests serve from
 	// memory with it.
 	OpenBackend func(ctx context.Context, dsn, schema string, channels []string, opts ...BackendOption) (backend.Backend, error)
-	// Serving, when set, is called once both listeners accept
-	// connections, with their addresses (metricsAddr empty without
-	// MetricsListen): tests listen on port 0.
-	Serving func(grpcAddr, metricsAddr string)
+	// Serving, when set, is called once every listener accepts
+	// connections, with their addresses: tests listen on port 0.
+	Serving func(Addrs)
+}
+
+// Addrs are the addresses Run listens on; Metrics and HTTP are empty
+// when their listener is off.
+type Addrs struct {
+	GRPC, Metrics, HTTP string
 }
 
 // Run is historyd serve: it opens the store DSN names, loads the token
@@ -220,10 +230,16 @@ func (rc RunConfig) serve(ctx context.Context, srv *Server, cfg Config, creds lo
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	served := make(chan error, 2)
-	hs, metricsAddr, err := serveMetrics(rc.MetricsListen, srv, served)
+	served := make(chan error, 3)
+	hs, metricsAddr, err := serveHTTP("--metrics-listen", rc.MetricsListen, srv.MetricsHandler(), nil, served)
 	if err != nil {
 		lis.Close()
+		return err
+	}
+	api, httpAddr, err := serveHTTP("--http-listen", rc.HTTPListen, srv.HTTPHandler(), cfg.Service.TLS, served)
+	if err != nil {
+		lis.Close()
+		shutdownHTTP(hs)
 		return err
 	}
 	go func() { served <- srv.Serve(lis) }()
@@ -233,10 +249,10 @@ func (rc RunConfig) serve(ctx context.Context, srv *Server, cfg Config, creds lo
 	log.Info("historyd serving", "addr", lis.Addr().String(), "store", RedactDSN(rc.DSN), "pooler", string(rc.pooler()),
 		"messages_channel", cfg.Store.MessagesChannel, "state_channels", strings.Join(cfg.Store.StateChannels, ","),
 		"tls", creds.tls != nil, "client_certs", creds.tls != nil && creds.tls.ClientAuth(),
-		"auth", creds.policy != nil, "metrics", metricsAddr, "reflection", !cfg.Service.DisableReflection,
+		"auth", creds.policy != nil, "metrics", metricsAddr, "http", httpAddr, "reflection", !cfg.Service.DisableReflection,
 		"page_token_keys", pageTokenKeys(cfg.PageTokens))
 	if rc.Serving != nil {
-		rc.Serving(lis.Addr().String(), metricsAddr)
+		rc.Serving(Addrs{GRPC: lis.Addr().String(), Metrics: metricsAddr, HTTP: httpAddr})
 	}
 
 	var serveErr error
@@ -244,12 +260,9 @@ func (rc RunConfig) serve(ctx context.Context, srv *Server, cfg Config, creds lo
 	case serveErr = <-served:
 	case <-ctx.Done():
 	}
+	shutdownHTTP(api)
 	srv.Shutdown(rc.grace())
-	if hs != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = hs.Shutdown(sctx)
-		cancel()
-	}
+	shutdownHTTP(hs)
 	if serveErr != nil {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
@@ -273,24 +286,47 @@ func (rc RunConfig) grace() time.Duration {
 	return rc.ShutdownGrace
 }
 
-// serveMetrics serves srv's MetricsHandler on addr, when set, sending a
-// failure of the listener to served; it returns the HTTP server to shut
-// down and the address it listens on.
-func serveMetrics(addr string, srv *Server, served chan<- error) (*http.Server, string, error) {
+// serveHTTP serves h on addr, when set, with TLS when tlsc is set,
+// sending a failure of the listener (named by flag) to served; it returns
+// the HTTP server to shut down and the address it listens on.
+func serveHTTP(flag, addr string, h http.Handler, tlsc *tls.Config, served chan<- error) (*http.Server, string, error) {
 	if addr == "" {
 		return nil, "", nil
 	}
-	mlis, err := net.Listen("tcp", addr)
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, "", fmt.Errorf("--metrics-listen %s: %w", addr, err)
+		return nil, "", fmt.Errorf("%s %s: %w", flag, addr, err)
 	}
-	hs := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 5 * time.Second}
+	if tlsc != nil {
+		tlsc = tlsc.Clone()
+		if len(tlsc.NextProtos) == 0 {
+			tlsc.NextProtos = []string{"h2", "http/1.1"}
+		}
+		lis = tls.NewListener(lis, tlsc)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, Protocols: new(http.Protocols)}
+	// HTTP/1.1 for curl and browsers, HTTP/2 over TLS, and HTTP/2 without
+	// TLS (h2c) for Connect and gRPC clients on a plaintext listener.
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetHTTP2(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
 	go func() {
-		if err := hs.Serve(mlis); !errors.Is(err, http.ErrServerClosed) {
-			served <- fmt.Errorf("metrics listener: %w", err)
+		if err := hs.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			served <- fmt.Errorf("%s listener: %w", flag, err)
 		}
 	}()
-	return hs, mlis.Addr().String(), nil
+	return hs, lis.Addr().String(), nil
+}
+
+// shutdownHTTP closes hs, when set, letting requests in flight finish
+// for a second.
+func shutdownHTTP(hs *http.Server) {
+	if hs == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = hs.Shutdown(sctx)
+	cancel()
 }
 
 // reloadOnSIGHUP runs every reload on each SIGHUP until ctx is done or the

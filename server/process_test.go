@@ -64,7 +64,7 @@ func TestRunServesUntilDone(t *testing.T) {
 			OpenBackend: func(context.Context, string, string, []string, ...server.BackendOption) (backend.Backend, error) {
 				return mem, nil
 			},
-			Serving: func(g, m string) { addrs <- [2]string{g, m} },
+			Serving: func(a server.Addrs) { addrs <- [2]string{a.GRPC, a.Metrics} },
 		})
 	}()
 	var a [2]string

@@ -135,11 +135,12 @@ func (c *Config) fillChannels() {
 // Server is historyd's gRPC server: ThreadHistory, grpc.health.v1 and
 // server reflection over one store.
 type Server struct {
-	gs  *grpc.Server
-	svc *service.Handlers
-	st  *store.Store
-	m   *metrics.Metrics
-	log *slog.Logger
+	gs   *grpc.Server
+	svc  *service.Handlers
+	st   *store.Store
+	m    *metrics.Metrics
+	log  *slog.Logger
+	http http.Handler // HTTPHandler
 
 	// mu guards the health probe's start and stop: it runs from the
 	// first Serve until Shutdown or Stop.
@@ -224,6 +225,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// The interceptor chain and codec, then whatever the caller adds.
 	s.gs = grpc.NewServer(append(grpcOptions(cfg.Service, s.svc), cfg.GRPCOptions...)...)
 	s.svc.Register(s.gs)
+	s.http = s.newHTTPHandler()
 	if s.m != nil {
 		// Every method's series exist from the start, counted or not, so
 		// that a rate over them reads 0 rather than nothing.

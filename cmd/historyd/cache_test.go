@@ -14,6 +14,7 @@ import (
 
 	historydv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/syncbuf"
+	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/store/backend"
 	"github.com/historyd/historyd/store/storetest"
 )
@@ -51,7 +52,7 @@ func TestServeCacheSettings(t *testing.T) {
 			logOutput = &log
 			t.Cleanup(func() { logOutput = old })
 			addrs := make(chan [2]string, 1)
-			servingHook = func(g, m string) { addrs <- [2]string{g, m} }
+			servingHook = func(a server.Addrs) { addrs <- [2]string{a.GRPC, a.Metrics} }
 			t.Cleanup(func() { servingHook = nil })
 			ctx, cancel := context.WithCancel(context.Background())
 			exited := make(chan int, 1)

@@ -57,6 +57,7 @@ type serveFlags struct {
 	watchMaxAge              *time.Duration
 
 	metricsListen *string
+	httpListen    *string
 	metricsAll    *bool
 
 	logLevel *string
@@ -111,6 +112,7 @@ func bindServeFlags(fs *flag.FlagSet) *serveFlags {
 	c.watchMaxAge = e.duration("watch-max-age", service.DefaultStreamMaxAge,
 		"longest a WatchTurns stream (or a StreamSnapshots one, when --max-call-duration does not end it first) lasts; it then ends with UNAVAILABLE, and historyd's clients resume it at once from the last turn received, so no credential reads through one stream for longer (0: no maximum)")
 	c.metricsListen = e.string("metrics-listen", "", "address of the HTTP listener for /metrics (Prometheus), /healthz and /readyz, e.g. localhost:9090; plaintext and unauthenticated, so keep it off networks clients use (default: off)")
+	c.httpListen = e.string("http-listen", "", "address of the HTTP listener for the API as HTTP/JSON (/v1/...), Connect and gRPC-Web, and MCP (/mcp), e.g. localhost:8080; served with --tls-cert and --auth-tokens as gRPC is (default: off)")
 	c.metricsAll = e.bool("metrics-all-methods", false, "export per-method gRPC metrics for grpc.health.v1 and server reflection too, not only historyd.v1.ThreadHistory")
 	return c
 }

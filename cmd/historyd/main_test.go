@@ -9,6 +9,7 @@ import (
 
 	"github.com/historyd/historyd/auth/authtest"
 	"github.com/historyd/historyd/internal/syncbuf"
+	"github.com/historyd/historyd/server"
 	"github.com/historyd/historyd/store/storetest"
 )
 
@@ -144,7 +145,7 @@ func serveBriefly(t *testing.T, args ...string) string {
 	t.Cleanup(func() { logOutput = old })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	servingHook = func(string, string) { cancel() }
+	servingHook = func(server.Addrs) { cancel() }
 	t.Cleanup(func() { servingHook = nil })
 	code, _, errOut := runCLIContext(ctx, append([]string{"serve", "--dsn", "memory", "--listen", "127.0.0.1:0", "--shutdown-grace", "1s"}, args...)...)
 	if code != 0 {

@@ -55,7 +55,7 @@ var serveCommand = command{
 // read the log.
 var (
 	newBackend  = server.OpenBackend
-	servingHook func(grpcAddr, metricsAddr string)
+	servingHook func(server.Addrs)
 	logOutput   io.Writer = os.Stderr
 )
 
@@ -114,7 +114,7 @@ func (c *serveFlags) config(log *slog.Logger) (server.RunConfig, error) {
 		return server.RunConfig{}, fmt.Errorf("--pooler %w", err)
 	}
 	return server.RunConfig{
-		Config: cfg, Listen: *c.listen, MetricsListen: *c.metricsListen,
+		Config: cfg, Listen: *c.listen, MetricsListen: *c.metricsListen, HTTPListen: *c.httpListen,
 		DSN: *c.dsn, Schema: *c.schema, Pooler: pooler,
 		AuthTokens: *c.authTokens, TLSCert: *c.tlsCert, TLSKey: *c.tlsKey, TLSClientCA: *c.tlsClientCA,
 		PageTokenKeyFile: *c.pageTokenKeys,

@@ -216,7 +216,7 @@ func eventually(t *testing.T, what string, ok func() bool) {
 func startServe(t *testing.T, args ...string) (grpcAddr, metricsAddr string) {
 	t.Helper()
 	addrs := make(chan [2]string, 1)
-	servingHook = func(g, m string) { addrs <- [2]string{g, m} }
+	servingHook = func(a server.Addrs) { addrs <- [2]string{a.GRPC, a.Metrics} }
 	t.Cleanup(func() { servingHook = nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan int, 1)
